@@ -1,0 +1,127 @@
+"""``RunContext``: the one mutable state object of a run.
+
+Guards and policies read it; only the engine writes it. Its bookkeeping is incremental so
+that nothing per turn is proportional to the history's length.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from attrs import define, field
+
+from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
+from .params import LoopParams, StopInfo
+from .protocols import Retry, Stop
+from .tokens import estimate_message_tokens
+
+__all__ = ["RunContext", "ToolOutcome"]
+
+
+@define(frozen=True)
+class ToolOutcome:
+    """One tool call of the current turn and how it ended."""
+
+    call: ToolCall
+    """The call."""
+    result: ToolResult
+    """Its result."""
+    cancelled: bool = False
+    """It did not run to completion."""
+
+
+@define(slots=True, eq=False)
+class RunContext:
+    """The run's state, read by guards and policies.
+
+    Policies must treat it as read-only; the runner is its only writer.
+    """
+
+    params: LoopParams
+    """The run's parameters."""
+    history: list[Message]
+    """The working history: seeded copy of the caller's messages, mutated in place."""
+    tool_specs: Sequence[ToolSpec] = ()
+    """The tools offered this run."""
+    turn: int = 0
+    """Current 1-based turn; 0 before the first ``turn_start``."""
+    turns_used: int = 0
+    """LLM calls completed by the loop's turns."""
+    usage: Usage = field(factory=Usage)
+    """Run totals, auxiliary calls (compression, policies) included."""
+    last_usage: Usage | None = None
+    """Usage of the most recent chat call of a turn (its input is the context occupancy)."""
+    last_result: ChatResult | None = None
+    """The most recent turn's chat result."""
+    turn_tools: list[ToolOutcome] = field(factory=list)
+    """The current turn's tool calls and results, in call order."""
+    tool_calls_total: int = 0
+    """Tool calls executed so far in the run."""
+    pending_stop: Stop | None = None
+    """A turn gate's stop verdict for the current turn top."""
+    stopping_policy: str | None = None
+    """The name of the gate that gave ``pending_stop``."""
+    pending_retry: Retry | None = None
+    """A final gate's retry verdict for the current reply."""
+    retry_policy: str | None = None
+    """The name of the gate that gave ``pending_retry``."""
+    gate_retries: int = 0
+    """How many final answers the gates refused so far."""
+    reminders: list[str] = field(factory=list)
+    """Reminders queued for the next request only (never stored in history)."""
+    compressions: int = 0
+    """Compressions that rewrote history."""
+    error: BaseException | None = None
+    """The error that failed the run, if any."""
+    stop: StopInfo | None = None
+    """Set when a policy stopped the run."""
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic clock used for ``elapsed``."""
+    started_at: float = 0.0
+    """Clock reading when the run started."""
+    token_estimate: int = 0
+    """``estimate_messages_tokens(history)``, kept up to date incrementally."""
+    system_count: int = 0
+    """How many system messages the history holds."""
+
+    def __attrs_post_init__(self) -> None:
+        self.started_at = self.clock()
+        self._recount()
+
+    @property
+    def signal_aborted(self) -> bool:
+        """Whether the run's signal is aborted."""
+        signal = self.params.signal
+        return signal is not None and signal.aborted
+
+    @property
+    def non_system_count(self) -> int:
+        """Messages in the history that are not system messages."""
+        return len(self.history) - self.system_count
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return self.clock() - self.started_at
+
+    @property
+    def is_last_turn(self) -> bool:
+        """Whether the current turn is the last one the budget allows."""
+        return self.turn >= self.params.max_turns
+
+    def append(self, message: Message) -> None:
+        """Push a message onto the history, keeping the counters current."""
+        self.history.append(message)
+        self.token_estimate += estimate_message_tokens(message)
+        if isinstance(message, SystemMessage):
+            self.system_count += 1
+
+    def replace_history(self, messages: Iterable[Message]) -> None:
+        """Refill the history in place (the caller's reference stays valid)."""
+        self.history[:] = list(messages)
+        self._recount()
+
+    def _recount(self) -> None:
+        self.token_estimate = sum(estimate_message_tokens(m) for m in self.history)
+        self.system_count = sum(1 for m in self.history if isinstance(m, SystemMessage))

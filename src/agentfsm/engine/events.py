@@ -1,0 +1,264 @@
+"""The event stream of a run: one attrs class per event, and :class:`AgentEmitter`.
+
+The seed events keep their order guarantees (see ``docs/events.md``); additions such as
+``policy_stop`` or ``gate`` slot in without reordering them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
+from attrs import cmp_using, field, frozen
+
+from .errors import error_name
+from .messages import AssistantMessage, ChatResult, ToolCall, ToolResult
+
+__all__ = [
+    "AgentEmitter",
+    "AgentEvent",
+    "BudgetExhaustedEvent",
+    "CompressEndEvent",
+    "CompressStartEvent",
+    "ErrorEvent",
+    "EventHandler",
+    "EventType",
+    "FinalEvent",
+    "GateEvent",
+    "LlmEndEvent",
+    "LlmStartEvent",
+    "PolicyStopEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "TurnEndEvent",
+    "TurnStartEvent",
+]
+
+logger = logging.getLogger("agentfsm.events")
+
+
+@frozen(kw_only=True)
+class TurnStartEvent:
+    """Start of a turn; the first event of every turn."""
+
+    turn: int
+    """1-based turn number."""
+    type: Literal["turn_start"] = "turn_start"
+
+
+@frozen(kw_only=True)
+class CompressStartEvent:
+    """Compression begins (after ``turn_start``, before ``llm_start``)."""
+
+    estimated_tokens: int
+    """The history's token estimate that triggered compression."""
+    type: Literal["compress_start"] = "compress_start"
+
+
+@frozen(kw_only=True)
+class CompressEndEvent:
+    """Compression finished; always paired after ``compress_start``."""
+
+    summary_chars: int
+    """Length of the summary text; 0 when the summarizer failed and history is unchanged."""
+    type: Literal["compress_end"] = "compress_end"
+
+
+@frozen(kw_only=True)
+class LlmStartEvent:
+    """Just before the chat call; exactly one per LLM call."""
+
+    turn: int
+    """The turn making the call."""
+    type: Literal["llm_start"] = "llm_start"
+
+
+@frozen(kw_only=True)
+class LlmEndEvent:
+    """The chat call resolved; never fires when the call raised."""
+
+    turn: int
+    """The turn that made the call."""
+    result: ChatResult
+    """What the model answered."""
+    type: Literal["llm_end"] = "llm_end"
+
+
+@frozen(kw_only=True)
+class ToolCallStartEvent:
+    """Before a tool executes."""
+
+    turn: int
+    """The turn whose reply asked for the call."""
+    call: ToolCall
+    """The call about to run."""
+    type: Literal["tool_call_start"] = "tool_call_start"
+
+
+@frozen(kw_only=True)
+class ToolCallEndEvent:
+    """A tool resolved, or a call was skipped (``cancelled``, with no start)."""
+
+    turn: int
+    """The turn whose reply asked for the call."""
+    call: ToolCall
+    """The call."""
+    result: ToolResult
+    """Its result (for a skipped call, the reason it was skipped)."""
+    cancelled: bool = False
+    """The call never ran (last-turn budget) or was cut short (abort)."""
+    type: Literal["tool_call_end"] = "tool_call_end"
+
+
+@frozen(kw_only=True)
+class FinalEvent:
+    """A turn produced no tool calls and every final gate passed; at most once per run."""
+
+    message: AssistantMessage
+    """The final assistant message."""
+    result: ChatResult
+    """The chat result that carried it."""
+    type: Literal["final"] = "final"
+
+
+@frozen(kw_only=True)
+class BudgetExhaustedEvent:
+    """The run used all its turns while the model kept asking for tools."""
+
+    turns_used: int
+    """LLM calls made (equals ``max_turns``)."""
+    type: Literal["budget_exhausted"] = "budget_exhausted"
+
+
+@frozen(kw_only=True)
+class TurnEndEvent:
+    """Last event of a run's last turn: after ``final``, ``budget_exhausted`` or ``policy_stop``."""
+
+    turn: int
+    """The turn that ended the run."""
+    type: Literal["turn_end"] = "turn_end"
+
+
+def _same_error(a: BaseException, b: BaseException) -> bool:
+    return error_name(a) == error_name(b) and str(a) == str(b)
+
+
+@frozen(kw_only=True)
+class ErrorEvent:
+    """The chat call failed (logged, then re-raised) or the loop was aborted. Nothing follows."""
+
+    error: BaseException = field(eq=cmp_using(eq=_same_error, require_same_type=False))
+    """The error; compared by name and message."""
+    type: Literal["error"] = "error"
+
+
+@frozen(kw_only=True)
+class PolicyStopEvent:
+    """A turn gate stopped the run at the top of a turn; ``turn_end`` follows."""
+
+    turn: int
+    """The turn that did not start its LLM call."""
+    policy: str
+    """Which policy stopped the run."""
+    reason: str
+    """Why."""
+    type: Literal["policy_stop"] = "policy_stop"
+
+
+@frozen(kw_only=True)
+class GateEvent:
+    """A final gate refused a final answer: the run goes on with a reminder."""
+
+    turn: int
+    """The turn whose answer was refused."""
+    policy: str
+    """Which gate refused."""
+    reminder: str
+    """The reminder the next request carries."""
+    type: Literal["gate"] = "gate"
+
+
+AgentEvent: TypeAlias = (
+    TurnStartEvent
+    | CompressStartEvent
+    | CompressEndEvent
+    | LlmStartEvent
+    | LlmEndEvent
+    | ToolCallStartEvent
+    | ToolCallEndEvent
+    | FinalEvent
+    | BudgetExhaustedEvent
+    | TurnEndEvent
+    | ErrorEvent
+    | PolicyStopEvent
+    | GateEvent
+)
+"""Any event of a run; ``type`` tells which."""
+
+EventType: TypeAlias = Literal[
+    "turn_start",
+    "compress_start",
+    "compress_end",
+    "llm_start",
+    "llm_end",
+    "tool_call_start",
+    "tool_call_end",
+    "final",
+    "budget_exhausted",
+    "turn_end",
+    "error",
+    "policy_stop",
+    "gate",
+]
+
+EventHandler: TypeAlias = Callable[[Any], object]
+"""A subscriber: called with the event; its return value is ignored."""
+
+_Entry: TypeAlias = tuple[str, EventHandler]
+
+
+class AgentEmitter:
+    """A typed event emitter.
+
+    Handlers run synchronously in registration order. A handler that raises is logged and
+    skipped; the others still run. Handlers may subscribe or unsubscribe while an event is
+    being emitted: each emit iterates the subscriber list as it was when the emit began.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        # Copy-on-write tuple: emit iterates it without copying, (un)subscribing replaces it.
+        self._entries: tuple[_Entry, ...] = ()
+
+    def on(self, event_type: EventType | Literal["*"], handler: EventHandler) -> Callable[[], None]:
+        """Subscribe ``handler`` to one event type, or to all with ``"*"``.
+
+        Returns a callable that unsubscribes this registration (calling it twice is harmless).
+        """
+        entry: _Entry = (event_type, handler)
+        self._entries = (*self._entries, entry)
+
+        def unsubscribe() -> None:
+            self._entries = tuple(e for e in self._entries if e is not entry)
+
+        return unsubscribe
+
+    def emit(self, event: AgentEvent) -> None:
+        """Deliver ``event`` to its subscribers."""
+        event_type = event.type
+        for kind, handler in self._entries:
+            if kind == event_type or kind == "*":
+                try:
+                    handler(event)
+                except Exception:
+                    logger.exception("agentfsm: %s handler %r raised", event_type, handler)
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether anyone listens."""
+        return bool(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,127 @@
+"""The agent loop, declared: states, ordered transitions and guard names. Topology only.
+
+The class body is the single description of the loop. Diagrams are rendered from it, and the
+runner steps through it (see :mod:`agentfsm.engine.stepper`). Guards are named here and
+implemented by :class:`LoopGuards`, which reads the run's :class:`RunContext` and never
+changes it. No callback does I/O: the runner performs each state's effect, then sends the
+event that leaves the state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachine import Event, State, StateChart
+
+from .compaction import should_compress
+from .context import RunContext
+
+__all__ = ["GUARD_NAMES", "AgentLoopMachine", "LoopGuards"]
+
+
+class AgentLoopMachine(StateChart[Any]):
+    """One run of the agent loop.
+
+    Events are sent by the runner after it has done the effect of the current state:
+
+    - ``begin`` leaves ``turn_start`` (after ``turn_start`` was emitted);
+    - ``check`` leaves ``compress_check``; ``compacted`` leaves ``compress``;
+    - ``replied`` / ``raised`` leave ``llm_start`` after the chat call resolved / raised;
+    - ``route`` leaves ``llm_end``; ``tools_done`` leaves ``run_tools``;
+    - ``decide`` leaves ``final_check`` after the final gates ran.
+    """
+
+    catch_errors_as_events = False
+    allow_event_without_transition = False
+
+    turn_start = State("Turn start", initial=True)
+    compress_check = State("Compress check")
+    compress = State("Compress")
+    llm_start = State("LLM start")
+    llm_end = State("LLM end")
+    run_tools = State("Run tools")
+    final_check = State("Final check")
+    final = State("Final", final=True)
+    budget = State("Budget", final=True)
+    aborted = State("Aborted", final=True)
+    stopped = State("Stopped", final=True)
+    failed = State("Failed", final=True)
+
+    begin = Event(
+        turn_start.to(aborted, cond="abort_requested")
+        | turn_start.to(stopped, cond="policy_stop")
+        | turn_start.to(compress_check),
+        name="begin",
+    )
+    check = Event(
+        compress_check.to(compress, cond="compression_needed") | compress_check.to(llm_start),
+        name="check",
+    )
+    compacted = Event(compress.to(llm_start), name="compacted")
+    replied = Event(llm_start.to(llm_end), name="replied")
+    raised = Event(llm_start.to(failed), name="raised")
+    route = Event(
+        llm_end.to(run_tools, cond="has_tool_calls", unless="last_turn")
+        | llm_end.to(budget, cond="has_tool_calls")
+        | llm_end.to(final_check),
+        name="route",
+    )
+    tools_done = Event(run_tools.to(turn_start), name="tools_done")
+    decide = Event(
+        final_check.to(turn_start, cond="gate_retry", unless="last_turn") | final_check.to(final),
+        name="decide",
+    )
+
+
+class LoopGuards:
+    """The guards named by :class:`AgentLoopMachine`, read off one :class:`RunContext`.
+
+    Each is a pure predicate: no side effects, so evaluating a guard twice is harmless.
+    """
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def abort_requested(self) -> bool:
+        """The run's signal is aborted."""
+        return self.ctx.signal_aborted
+
+    def policy_stop(self) -> bool:
+        """A turn gate asked to stop the run."""
+        return self.ctx.pending_stop is not None
+
+    def compression_needed(self) -> bool:
+        """The history's estimate reached ``budget * threshold`` with more than 8 to keep."""
+        ctx = self.ctx
+        return should_compress(
+            ctx.token_estimate,
+            ctx.non_system_count,
+            ctx.params.context_budget_tokens,
+            ctx.params.compress_threshold,
+        )
+
+    def has_tool_calls(self) -> bool:
+        """The last reply asked for at least one tool."""
+        result = self.ctx.last_result
+        return result is not None and bool(result.message.tool_calls)
+
+    def last_turn(self) -> bool:
+        """The current turn is the last one ``max_turns`` allows."""
+        return self.ctx.is_last_turn
+
+    def gate_retry(self) -> bool:
+        """A final gate refused the answer."""
+        return self.ctx.pending_retry is not None
+
+
+GUARD_NAMES = (
+    "abort_requested",
+    "policy_stop",
+    "compression_needed",
+    "has_tool_calls",
+    "last_turn",
+    "gate_retry",
+)
+"""Every guard the machine names, in declaration order."""

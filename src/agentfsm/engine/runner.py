@@ -1,0 +1,320 @@
+"""The async runner: performs each state's effect, then sends the event that leaves it.
+
+:func:`run_conversation` is the core contract. The runner owns all I/O (chat calls, tool
+runs, gates); the machine decides where to go next from its guards.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from .compaction import compress_messages
+from .context import RunContext, ToolOutcome
+from .errors import AbortError
+from .events import (
+    AgentEmitter,
+    BudgetExhaustedEvent,
+    CompressEndEvent,
+    CompressStartEvent,
+    ErrorEvent,
+    FinalEvent,
+    GateEvent,
+    LlmEndEvent,
+    LlmStartEvent,
+    PolicyStopEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from .history import budget_exhausted_result, seed_system_prompt, tool_message_from_result
+from .machine import LoopGuards
+from .messages import ChatResult, Message, ToolCall, ToolResult, UserMessage
+from .params import LoopOutcome, LoopParams, StopInfo
+from .protocols import ChatFn, DeltaHandler, FinalGate, ToolRunner, TurnGate, policy_name
+from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
+
+__all__ = ["LoopRunner", "render_reminders", "run_conversation"]
+
+logger = logging.getLogger("agentfsm.loop")
+
+_Effect = Callable[[], Awaitable["str | LoopOutcome | None"]]
+
+
+def render_reminders(reminders: Sequence[str]) -> str:
+    """Queued reminders as one ``<system-reminder>`` block."""
+    return "\n".join(f"<system-reminder>\n{text}\n</system-reminder>" for text in reminders)
+
+
+class LoopRunner:
+    """Drives one run of :class:`~agentfsm.engine.machine.AgentLoopMachine`.
+
+    Build one per run. ``run()`` returns the outcome, or re-raises the chat error that
+    failed the run (after emitting ``error``).
+    """
+
+    def __init__(
+        self,
+        chat: ChatFn,
+        tools: ToolRunner | None,
+        ctx: RunContext,
+        *,
+        emitter: AgentEmitter | None = None,
+        policies: Sequence[object] = (),
+        stepper: StepperKind = DEFAULT_STEPPER,
+        on_delta: DeltaHandler | None = None,
+    ) -> None:
+        self.chat = chat
+        self.tools = tools
+        self.ctx = ctx
+        self.emitter = emitter if emitter is not None else AgentEmitter()
+        self.on_delta = on_delta
+        self.turn_gates = [p for p in policies if isinstance(p, TurnGate)]
+        self.final_gates = [p for p in policies if isinstance(p, FinalGate)]
+        self.stepper = make_stepper(stepper, LoopGuards(ctx))
+        self._effects: dict[str, _Effect] = {
+            "turn_start": self._turn_start,
+            "compress_check": self._compress_check,
+            "compress": self._compress,
+            "llm_start": self._llm_start,
+            "llm_end": self._llm_end,
+            "run_tools": self._run_tools,
+            "final_check": self._final_check,
+            "final": self._final,
+            "budget": self._budget,
+            "aborted": self._aborted,
+            "stopped": self._stopped,
+            "failed": self._failed,
+        }
+
+    async def run(self) -> LoopOutcome:
+        """Run the loop to a final state."""
+        stepper = self.stepper
+        effects = self._effects
+        while True:
+            step = await effects[stepper.state]()
+            if step is None:
+                continue
+            if isinstance(step, str):
+                stepper.send(step)
+                continue
+            return step
+
+    # -- states -----------------------------------------------------------------------
+
+    async def _turn_start(self) -> str:
+        ctx = self.ctx
+        ctx.turn += 1
+        ctx.turn_tools = []
+        ctx.pending_stop = None
+        ctx.stopping_policy = None
+        ctx.pending_retry = None
+        ctx.retry_policy = None
+        self.emitter.emit(TurnStartEvent(turn=ctx.turn))
+        if self.turn_gates and not ctx.signal_aborted:
+            for gate in self.turn_gates:
+                verdict = gate.check_turn(ctx)
+                if verdict is not None:
+                    ctx.pending_stop = verdict
+                    ctx.stopping_policy = policy_name(gate)
+                    break
+        return "begin"
+
+    async def _compress_check(self) -> str:
+        return "check"
+
+    async def _compress(self) -> str:
+        ctx = self.ctx
+        self.emitter.emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
+        compressed = await compress_messages(self.chat, ctx.history, signal=ctx.params.signal)
+        if compressed.usage is not None:
+            ctx.usage += compressed.usage
+        if compressed.summary_chars > 0:
+            ctx.replace_history(compressed.messages)
+            ctx.compressions += 1
+        self.emitter.emit(CompressEndEvent(summary_chars=compressed.summary_chars))
+        return "compacted"
+
+    async def _llm_start(self) -> str:
+        ctx = self.ctx
+        params = ctx.params
+        self.emitter.emit(LlmStartEvent(turn=ctx.turn))
+        request: Sequence[Message] = ctx.history
+        if ctx.reminders:
+            request = [*ctx.history, UserMessage(render_reminders(ctx.reminders))]
+            ctx.reminders = []
+        try:
+            reply: object = await self.chat(
+                request,
+                ctx.tool_specs,
+                temperature=params.temperature,
+                max_tokens=params.max_tokens,
+                signal=params.signal,
+                on_delta=self.on_delta,
+            )
+            if not isinstance(reply, ChatResult):
+                raise TypeError(f"chat function returned {type(reply).__name__}, not ChatResult")
+            result = reply
+        except Exception as exc:
+            ctx.error = exc
+            return "raised"
+        ctx.last_result = result
+        ctx.turns_used += 1
+        if result.usage is not None:
+            ctx.usage += result.usage
+            ctx.last_usage = result.usage
+        return "replied"
+
+    async def _llm_end(self) -> str:
+        ctx = self.ctx
+        result = ctx.last_result
+        assert result is not None
+        ctx.append(result.message)
+        self.emitter.emit(LlmEndEvent(turn=ctx.turn, result=result))
+        return "route"
+
+    async def _run_tools(self) -> str:
+        ctx = self.ctx
+        assert ctx.last_result is not None
+        emit = self.emitter.emit
+        for call in ctx.last_result.message.tool_calls:
+            emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+            result = await self._run_tool(call)
+            ctx.append(tool_message_from_result(call, result))
+            ctx.turn_tools.append(ToolOutcome(call, result))
+            ctx.tool_calls_total += 1
+            emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result))
+        return "tools_done"
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        if self.tools is None:
+            return ToolResult(ok=False, output="", error=f"unknown tool {call.name!r}: no tools")
+        try:
+            result: object = await self.tools.run(call, signal=self.ctx.params.signal)
+        except Exception as exc:  # a ToolRunner must not raise; keep the run alive if it does
+            logger.warning("agentfsm: tool runner raised on %s: %r", call.name, exc)
+            return ToolResult(ok=False, output="", error=f"tool raised {type(exc).__name__}: {exc}")
+        if not isinstance(result, ToolResult):
+            return ToolResult(
+                ok=False, output="", error=f"tool runner returned {type(result).__name__}"
+            )
+        return result
+
+    async def _final_check(self) -> None:
+        ctx = self.ctx
+        for gate in self.final_gates:
+            verdict = await gate.check_final(ctx)
+            if verdict is not None:
+                ctx.pending_retry = verdict
+                ctx.retry_policy = policy_name(gate)
+                break
+        if self.stepper.send("decide") == "turn_start":
+            retry = ctx.pending_retry
+            assert retry is not None
+            assert ctx.retry_policy is not None
+            ctx.gate_retries += 1
+            ctx.reminders.append(retry.reminder)
+            self.emitter.emit(
+                GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder)
+            )
+        return None
+
+    async def _final(self) -> LoopOutcome:
+        ctx = self.ctx
+        result = ctx.last_result
+        assert result is not None
+        self.emitter.emit(FinalEvent(message=result.message, result=result))
+        self.emitter.emit(TurnEndEvent(turn=ctx.turn))
+        return self._outcome("final", final=True)
+
+    async def _budget(self) -> LoopOutcome:
+        ctx = self.ctx
+        assert ctx.last_result is not None
+        emit = self.emitter.emit
+        for call in ctx.last_result.message.tool_calls:
+            result = budget_exhausted_result()
+            ctx.append(tool_message_from_result(call, result))
+            ctx.turn_tools.append(ToolOutcome(call, result, cancelled=True))
+            emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=True))
+        emit(BudgetExhaustedEvent(turns_used=ctx.turns_used))
+        emit(TurnEndEvent(turn=ctx.turn))
+        return self._outcome("budget")
+
+    async def _aborted(self) -> LoopOutcome:
+        self.emitter.emit(ErrorEvent(error=AbortError()))
+        outcome = self._outcome("aborted")
+        return LoopOutcome(
+            messages=outcome.messages,
+            final=None,
+            result=None,
+            turns_used=outcome.turns_used,
+            stopped_reason="aborted",
+            usage=outcome.usage,
+        )
+
+    async def _stopped(self) -> LoopOutcome:
+        ctx = self.ctx
+        stop = ctx.pending_stop
+        assert stop is not None
+        assert ctx.stopping_policy is not None
+        ctx.stop = StopInfo(ctx.stopping_policy, stop.reason)
+        self.emitter.emit(
+            PolicyStopEvent(turn=ctx.turn, policy=ctx.stopping_policy, reason=stop.reason)
+        )
+        self.emitter.emit(TurnEndEvent(turn=ctx.turn))
+        return self._outcome("policy")
+
+    async def _failed(self) -> LoopOutcome:
+        error = self.ctx.error
+        assert error is not None
+        logger.error("agentfsm: chat call failed on turn %d: %s", self.ctx.turn, error)
+        self.emitter.emit(ErrorEvent(error=error))
+        raise error
+
+    def _outcome(self, reason: str, *, final: bool = False) -> LoopOutcome:
+        ctx = self.ctx
+        result = ctx.last_result
+        return LoopOutcome(
+            messages=ctx.history,
+            final=result.message if final and result is not None else None,
+            result=result,
+            turns_used=ctx.turns_used,
+            stopped_reason=reason,  # type: ignore[arg-type]
+            usage=ctx.usage,
+            stop=ctx.stop,
+        )
+
+
+async def run_conversation(
+    chat: ChatFn,
+    tools: ToolRunner | None,
+    messages: Sequence[Message],
+    params: LoopParams,
+    *,
+    emitter: AgentEmitter | None = None,
+    policies: Sequence[object] = (),
+    stepper: StepperKind = DEFAULT_STEPPER,
+) -> LoopOutcome:
+    """Run the agent loop: call the model, run the tools it asks for, repeat.
+
+    Args:
+        chat: The chat model.
+        tools: The tool runner (``None``: no tools are offered).
+        messages: The conversation so far; never mutated.
+        params: Budget, sampling, compression and abort settings.
+        emitter: Receives every event of the run.
+        policies: Turn gates and final gates consulted by the machine's guards.
+        stepper: ``"compiled"`` (default) or ``"statechart"`` (python-statemachine's engine).
+
+    Returns:
+        The outcome; ``outcome.messages`` is the working history, mutated in place.
+
+    Raises:
+        Exception: whatever the chat call raised, after an ``error`` event.
+    """
+    history = seed_system_prompt(messages, params.system_prompt)
+    specs = tuple(tools.specs()) if tools is not None else ()
+    ctx = RunContext(params=params, history=history, tool_specs=specs)
+    runner = LoopRunner(chat, tools, ctx, emitter=emitter, policies=policies, stepper=stepper)
+    return await runner.run()
