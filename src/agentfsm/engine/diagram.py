@@ -1,0 +1,70 @@
+"""Render the declared machine for docs: Mermaid (deterministic), DOT, SVG or PNG.
+
+Mermaid needs nothing extra. DOT needs ``pydot`` (extra ``diagrams``); SVG and PNG also need
+Graphviz's ``dot`` program on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from .machine import AgentLoopMachine
+
+__all__ = ["DiagramFormat", "DiagramUnavailable", "render_diagram", "write_diagram"]
+
+DiagramFormat: TypeAlias = Literal["mermaid", "dot", "svg", "png"]
+
+
+class DiagramUnavailable(RuntimeError):
+    """A format needs a tool that is not installed; the message says which and how."""
+
+
+def _dot_source(machine: type[Any]) -> str:
+    try:
+        import pydot  # noqa: F401
+    except ImportError as exc:
+        raise DiagramUnavailable(
+            "DOT, SVG and PNG diagrams need pydot: pip install 'agentfsm[diagrams]'"
+        ) from exc
+    return str(format(machine, "dot"))
+
+
+def render_diagram(
+    fmt: DiagramFormat = "mermaid", machine: type[Any] = AgentLoopMachine
+) -> str | bytes:
+    """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png."""
+    if fmt == "mermaid":
+        return str(format(machine, "mermaid"))
+    if fmt == "dot":
+        return _dot_source(machine)
+    if fmt in ("svg", "png"):
+        source = _dot_source(machine)
+        if shutil.which("dot") is None:
+            raise DiagramUnavailable(
+                f"{fmt.upper()} diagrams need Graphviz's 'dot' program "
+                "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
+            )
+        from statemachine.contrib.diagram import run_graphviz
+
+        data: bytes = run_graphviz(source, fmt)
+        return data
+    raise ValueError(f"unknown diagram format {fmt!r}; expected mermaid, dot, svg or png")
+
+
+def write_diagram(
+    path: str | Path, fmt: DiagramFormat | None = None, machine: type[Any] = AgentLoopMachine
+) -> Path:
+    """Render into ``path``; the format defaults to the file's suffix (``.mmd`` is Mermaid)."""
+    target = Path(path)
+    if fmt is None:
+        suffix = target.suffix.lower().lstrip(".")
+        fmt = "mermaid" if suffix in ("mmd", "mermaid", "") else suffix  # type: ignore[assignment]
+    assert fmt is not None
+    rendered = render_diagram(fmt, machine)
+    if isinstance(rendered, bytes):
+        target.write_bytes(rendered)
+    else:
+        target.write_text(rendered if rendered.endswith("\n") else rendered + "\n", "utf-8")
+    return target

@@ -1,0 +1,220 @@
+"""The declared machine: topology, guards, both drivers, and the diagrams made from it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statemachine.engines.sync import SyncEngine
+from statemachine.exceptions import TransitionNotAllowed
+
+from agentfsm import LoopParams, UserMessage
+from agentfsm.engine.context import RunContext
+from agentfsm.engine.diagram import render_diagram
+from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine, LoopGuards
+from agentfsm.engine.runner import LoopRunner
+from agentfsm.engine.stepper import (
+    DEFAULT_STEPPER,
+    CompiledStepper,
+    StatechartStepper,
+    compile_machine,
+)
+from agentfsm.testing import ScriptedChat
+
+DIAGRAMS = Path(__file__).resolve().parents[2] / "diagrams"
+
+
+def test_states_and_final_states() -> None:
+    ids = [s.id for s in AgentLoopMachine.states]
+    assert ids == [
+        "turn_start",
+        "compress_check",
+        "compress",
+        "llm_start",
+        "llm_end",
+        "run_tools",
+        "final_check",
+        "final",
+        "budget",
+        "aborted",
+        "stopped",
+        "failed",
+    ]
+    assert {s.id for s in AgentLoopMachine.final_states} == {
+        "final",
+        "budget",
+        "aborted",
+        "stopped",
+        "failed",
+    }
+    assert AgentLoopMachine.initial_state is not None
+    assert AgentLoopMachine.initial_state.id == "turn_start"
+    assert AgentLoopMachine.catch_errors_as_events is False
+
+
+def test_transitions_are_ordered_with_named_guards() -> None:
+    table = compile_machine(AgentLoopMachine)
+    flat = {
+        (state, event): [(t.target, t.guards) for t in transitions]
+        for state, by_event in table.transitions.items()
+        for event, transitions in by_event.items()
+    }
+    assert flat == {
+        ("turn_start", "begin"): [
+            ("aborted", (("abort_requested", True),)),
+            ("stopped", (("policy_stop", True),)),
+            ("compress_check", ()),
+        ],
+        ("compress_check", "check"): [
+            ("compress", (("compression_needed", True),)),
+            ("llm_start", ()),
+        ],
+        ("compress", "compacted"): [("llm_start", ())],
+        ("llm_start", "replied"): [("llm_end", ())],
+        ("llm_start", "raised"): [("failed", ())],
+        ("llm_end", "route"): [
+            ("run_tools", (("has_tool_calls", True), ("last_turn", False))),
+            ("budget", (("has_tool_calls", True),)),
+            ("final_check", ()),
+        ],
+        ("run_tools", "tools_done"): [("turn_start", ())],
+        ("final_check", "decide"): [
+            ("turn_start", (("gate_retry", True), ("last_turn", False))),
+            ("final", ()),
+        ],
+    }
+    named = {name for ts in flat.values() for _, guards in ts for name, _ in guards}
+    assert named == set(GUARD_NAMES)
+
+
+def test_guards_have_no_side_effects() -> None:
+    ctx = RunContext(params=LoopParams(max_turns=3), history=[UserMessage("x")])
+    guards = LoopGuards(ctx)
+    before = repr(ctx), list(ctx.history)
+    for _ in range(2):
+        for name in GUARD_NAMES:
+            getattr(guards, name)()
+    assert (repr(ctx), list(ctx.history)) == before
+
+
+def test_default_driver_is_pinned() -> None:
+    assert DEFAULT_STEPPER == "compiled"
+    ctx = RunContext(params=LoopParams(max_turns=1), history=[])
+    runner = LoopRunner(ScriptedChat([]), None, ctx)
+    assert isinstance(runner.stepper, CompiledStepper)
+
+
+def test_statechart_driver_uses_the_sync_engine() -> None:
+    ctx = RunContext(params=LoopParams(max_turns=1), history=[])
+    stepper = StatechartStepper(LoopGuards(ctx))
+    assert type(stepper.machine._engine) is SyncEngine
+    assert isinstance(stepper.machine, AgentLoopMachine)
+
+
+class FakeGuards:
+    """Guard values chosen by the test."""
+
+    def __init__(self) -> None:
+        self.values = dict.fromkeys(GUARD_NAMES, False)
+
+    def abort_requested(self) -> bool:
+        return self.values["abort_requested"]
+
+    def policy_stop(self) -> bool:
+        return self.values["policy_stop"]
+
+    def compression_needed(self) -> bool:
+        return self.values["compression_needed"]
+
+    def has_tool_calls(self) -> bool:
+        return self.values["has_tool_calls"]
+
+    def last_turn(self) -> bool:
+        return self.values["last_turn"]
+
+    def gate_retry(self) -> bool:
+        return self.values["gate_retry"]
+
+
+EVENTS = ["begin", "check", "compacted", "replied", "raised", "route", "tools_done", "decide"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(EVENTS),
+            st.fixed_dictionaries({name: st.booleans() for name in GUARD_NAMES}),
+        ),
+        max_size=30,
+    )
+)
+def test_compiled_driver_matches_python_statemachine(
+    steps: list[tuple[str, dict[str, bool]]],
+) -> None:
+    guards = FakeGuards()
+    compiled = CompiledStepper(guards)  # type: ignore[arg-type]
+    reference = StatechartStepper(guards)  # type: ignore[arg-type]
+    assert compiled.state == reference.state
+    for event, values in steps:
+        guards.values.update(values)
+        outcomes = []
+        for stepper in (compiled, reference):
+            try:
+                outcomes.append(stepper.send(event))
+            except TransitionNotAllowed:
+                outcomes.append("refused")
+        assert outcomes[0] == outcomes[1], (event, values)
+        if compiled.state in compile_machine(AgentLoopMachine).final:
+            break
+        assert compiled.state == reference.state
+
+
+def test_unknown_event_is_refused() -> None:
+    stepper = CompiledStepper(FakeGuards())  # type: ignore[arg-type]
+    with pytest.raises(TransitionNotAllowed, match="Can't route when in turn_start"):
+        stepper.send("route")
+
+
+def test_committed_mermaid_diagram_is_current() -> None:
+    committed = (DIAGRAMS / "agent_loop.mmd").read_text("utf-8")
+    rendered = render_diagram("mermaid")
+    assert isinstance(rendered, str)
+    assert committed.rstrip("\n") == rendered.rstrip("\n"), "run `make diagrams` and commit"
+
+
+def test_mermaid_is_deterministic_and_names_every_guard() -> None:
+    text = render_diagram("mermaid")
+    assert text == render_diagram("mermaid")
+    assert isinstance(text, str)
+    assert "turn_start --> aborted : begin [abort_requested]" in text
+    assert "llm_end --> run_tools : route [has_tool_calls, !last_turn]" in text
+    for name in GUARD_NAMES:
+        assert name in text
+
+
+def test_dot_source() -> None:
+    dot = render_diagram("dot")
+    assert isinstance(dot, str)
+    assert dot.startswith("digraph")
+    assert "abort_requested" in dot
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+def test_svg_and_png_render() -> None:
+    svg = render_diagram("svg")
+    assert isinstance(svg, bytes)
+    assert b"<svg" in svg
+    assert b"Final check" in svg
+    png = render_diagram("png")
+    assert isinstance(png, bytes)
+    assert png.startswith(b"\x89PNG")
+
+
+def test_committed_svg_shows_every_state() -> None:
+    svg = (DIAGRAMS / "agent_loop.svg").read_text("utf-8")
+    for state in AgentLoopMachine.states:
+        assert f">{state.name}<" in svg
