@@ -21,7 +21,7 @@ lint: install
 	$(BIN)/ruff format --check src tests benchmarks
 
 typecheck: install
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests benchmarks
 
 test: lint typecheck
 	$(BIN)/python -m pytest

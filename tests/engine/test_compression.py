@@ -242,7 +242,7 @@ async def test_no_compression_with_eight_or_fewer_non_system_messages(
     stepper: StepperKind,
 ) -> None:
     recorder = Recorder()
-    history = [SystemMessage("s"), *[UserMessage("x" * 400) for _ in range(8)]]
+    history: list[Message] = [SystemMessage("s"), *[UserMessage("x" * 400) for _ in range(8)]]
     await run_conversation(
         ScriptedChat(["ok"]),
         None,

@@ -15,6 +15,7 @@ from agentfsm import (
     AssistantMessage,
     ChatResult,
     LoopParams,
+    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -400,7 +401,7 @@ async def test_caller_list_is_never_mutated_and_history_is_the_working_copy(
         seen_lists.append(id(messages))
         return tool_reply(("echo", {"text": "x"})) if len(seen_lists) < 3 else "done"
 
-    caller = [SystemMessage("old"), UserMessage("x")]
+    caller: list[Message] = [SystemMessage("old"), UserMessage("x")]
     snapshot_of_caller = list(caller)
     outcome = await run_conversation(
         ScriptedChat(script),

@@ -157,7 +157,8 @@ async def test_event_stream_follows_the_machine(
     caller: list[Message] = [
         UserMessage(f"message {i} " * 5) if i % 2 == 0 else AssistantMessage(f"reply {i} " * 5)
         for i in range(history_size)
-    ] + [UserMessage("task")]
+    ]
+    caller.append(UserMessage("task"))
     caller_copy = list(caller)
     policies: list[object] = [RefuseTimes(refusals)]
     if stop_turn is not None:
@@ -189,9 +190,7 @@ async def test_event_stream_follows_the_machine(
     assert GRAMMAR.fullmatch(events), events
     assert caller == caller_copy
     turns = events.count("T")
-    assert [e.turn for e in recorder.events if e.type == "turn_start"] == list(  # type: ignore[union-attr]
-        range(1, turns + 1)
-    )
+    assert [e.turn for e in recorder.events if e.type == "turn_start"] == list(range(1, turns + 1))
     assert turns <= max_turns
     assert events.count("L") == events.count("l") + (1 if raised else 0)
     if raised is not None:
@@ -221,7 +220,7 @@ async def test_event_stream_follows_the_machine(
         assert outcome.stop.policy == "stop_at_turn"
     # Every tool call the model asked for was answered in the history, in order (compression
     # may have summarized an assistant message away while keeping some of its answers).
-    answered = [m.tool_call_id for m in outcome.messages if m.role == "tool"]  # type: ignore[union-attr]
+    answered = [m.tool_call_id for m in outcome.messages if m.role == "tool"]
     asked = [
         c.id for m in outcome.messages if isinstance(m, AssistantMessage) for c in m.tool_calls
     ]

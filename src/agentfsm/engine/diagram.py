@@ -46,7 +46,7 @@ def render_diagram(
                 f"{fmt.upper()} diagrams need Graphviz's 'dot' program "
                 "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
             )
-        from statemachine.contrib.diagram import run_graphviz
+        from statemachine.contrib.diagram.graphviz import run_graphviz
 
         data: bytes = run_graphviz(source, fmt)
         return data

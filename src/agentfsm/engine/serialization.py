@@ -11,7 +11,14 @@ from .errors import RecordedError, error_name
 from .events import AgentEvent
 from .messages import Message
 
-__all__ = ["converter", "dumps", "loads", "to_jsonable"]
+__all__ = [
+    "converter",
+    "dumps",
+    "loads",
+    "structure_event",
+    "structure_message",
+    "to_jsonable",
+]
 
 T = TypeVar("T")
 
@@ -73,3 +80,15 @@ def dumps(obj: Any) -> str:
 def loads(text: str | bytes, cls: Any) -> Any:
     """Parse JSON text into ``cls`` (a class, or the ``Message`` / ``AgentEvent`` unions)."""
     return converter.structure(json.loads(text), cls)
+
+
+def structure_message(data: Any) -> Message:
+    """Build a message from unstructured data (dispatching on ``role``)."""
+    message: Message = converter.structure(data, Message)  # type: ignore[arg-type]
+    return message
+
+
+def structure_event(data: Any) -> AgentEvent:
+    """Build an event from unstructured data (dispatching on ``type``)."""
+    event: AgentEvent = converter.structure(data, AgentEvent)  # type: ignore[arg-type]
+    return event

@@ -1,0 +1,215 @@
+"""Engine overhead per turn with a zero-latency scripted model (``make bench``).
+
+Runs, side by side in one process:
+
+- ``baseline``: a hand-written loop doing the same chat and tool calls with no machine,
+  no events and no bookkeeping: the floor any engine pays for the model and tools;
+- ``compiled``: ``run_conversation`` with the default driver;
+- ``statechart``: ``run_conversation`` on python-statemachine's sync engine;
+- ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
+  nothing else, for scale.
+
+Each turn the model asks for one tool; the last turn answers with text. Reported figures are
+medians over several samples, in µs per turn; ``overhead`` is a driver's figure minus the
+baseline's. Flatness compares the mean cost of turns 1-100 with turns 901-1000 of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfsm import (
+    AssistantMessage,
+    ChatResult,
+    LoopParams,
+    Message,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    run_conversation,
+)
+from agentfsm.engine.context import RunContext
+from agentfsm.engine.machine import LoopGuards
+from agentfsm.engine.stepper import StatechartStepper, StepperKind
+
+BUDGET_US = 500.0
+SPEC = ToolSpec("noop", "Does nothing.")
+TOOL_REPLY = ChatResult(
+    AssistantMessage("", tool_calls=(ToolCall("c1", "noop", {"path": "src/app.py"}),)),
+    Usage(1200, 30),
+    "tool_calls",
+)
+TEXT_REPLY = ChatResult(AssistantMessage("done"), Usage(1200, 5), "stop")
+TOOL_RESULT = ToolResult(True, "ok")
+
+
+class ZeroLatencyModel:
+    """Answers instantly: a tool call each turn until the last, which is text."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+        self.calls = 0
+        self.stamps: list[int] = []
+
+    async def __call__(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], **_: Any
+    ) -> ChatResult:
+        self.stamps.append(time.perf_counter_ns())
+        self.calls += 1
+        return TEXT_REPLY if self.calls >= self.turns else TOOL_REPLY
+
+
+class InstantTools:
+    def specs(self) -> Sequence[ToolSpec]:
+        return (SPEC,)
+
+    async def run(self, call: ToolCall, *, signal: object = None) -> ToolResult:
+        return TOOL_RESULT
+
+
+async def baseline(turns: int) -> ZeroLatencyModel:
+    model, tools = ZeroLatencyModel(turns), InstantTools()
+    history: list[Message] = [UserMessage("go")]
+    for _ in range(turns):
+        result = await model(history, tools.specs())
+        history.append(result.message)
+        if not result.message.tool_calls:
+            break
+        for call in result.message.tool_calls:
+            out = await tools.run(call)
+            history.append(ToolMessage(call.id, out.output))
+    return model
+
+
+async def engine(turns: int, stepper: StepperKind) -> ZeroLatencyModel:
+    model = ZeroLatencyModel(turns)
+    outcome = await run_conversation(
+        model,
+        InstantTools(),
+        [UserMessage("go")],
+        LoopParams(max_turns=turns, system_prompt="You are a benchmark."),
+        stepper=stepper,
+    )
+    assert outcome.stopped_reason == "final"
+    assert outcome.turns_used == turns
+    return model
+
+
+async def bare_statechart(turns: int) -> ZeroLatencyModel:
+    model = ZeroLatencyModel(turns)
+    ctx = RunContext(params=LoopParams(max_turns=turns + 1), history=[])
+    stepper = StatechartStepper(LoopGuards(ctx))
+    ctx.last_result = TOOL_REPLY
+    for _ in range(turns):
+        await model([], ())
+        ctx.turn += 1
+        for event in ("begin", "check", "replied", "route", "tools_done"):
+            stepper.send(event)
+    return model
+
+
+VARIANTS = {
+    "baseline": baseline,
+    "compiled": lambda n: engine(n, "compiled"),
+    "statechart": lambda n: engine(n, "statechart"),
+    "bare_statechart": bare_statechart,
+}
+
+
+def sample(variant: str, turns: int, repeat: int) -> tuple[float, ZeroLatencyModel]:
+    """µs per turn over ``repeat`` runs of ``turns`` turns."""
+    gc.collect()
+    start = time.perf_counter_ns()
+    model = None
+    for _ in range(repeat):
+        model = asyncio.run(VARIANTS[variant](turns))
+    elapsed = time.perf_counter_ns() - start
+    assert model is not None
+    return elapsed / 1000 / (turns * repeat), model
+
+
+def flatness(model: ZeroLatencyModel) -> dict[str, float]:
+    gaps = [b - a for a, b in zip(model.stamps, model.stamps[1:], strict=False)]
+    early = statistics.mean(gaps[:100]) / 1000
+    late = statistics.mean(gaps[-100:]) / 1000
+    return {"turns_1_100_us": early, "turns_901_1000_us": late, "late_over_early": late / early}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"))
+    parser.add_argument("--samples", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    plans = {10: 50, 1000: 1}  # turns -> runs per sample (short runs are repeated)
+    results: dict[str, Any] = {}
+    for turns, repeat in plans.items():
+        per_variant: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        flat: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+        for _ in range(args.samples):
+            for variant in VARIANTS:  # interleaved, so drift hits every variant alike
+                us, model = sample(variant, turns, repeat)
+                per_variant[variant].append(us)
+                if turns >= 1000:
+                    flat[variant].append(flatness(model))
+        medians = {v: statistics.median(xs) for v, xs in per_variant.items()}
+        entry: dict[str, Any] = {
+            "median_us_per_turn": {v: round(x, 2) for v, x in medians.items()},
+            "overhead_us_per_turn": {
+                v: round(medians[v] - medians["baseline"], 2)
+                for v in ("compiled", "statechart", "bare_statechart")
+            },
+            "samples_us_per_turn": {v: [round(x, 2) for x in xs] for v, xs in per_variant.items()},
+        }
+        if turns >= 1000:
+            entry["flatness"] = {
+                v: {
+                    k: round(statistics.median(f[k] for f in fs), 3)
+                    for k in ("turns_1_100_us", "turns_901_1000_us", "late_over_early")
+                }
+                for v, fs in flat.items()
+            }
+        results[f"{turns}_turns"] = entry
+
+    compiled_10 = results["10_turns"]["overhead_us_per_turn"]["compiled"]
+    compiled_1000 = results["1000_turns"]["overhead_us_per_turn"]["compiled"]
+    report = {
+        "benchmark": "engine overhead per turn, zero-latency scripted model, one tool per turn",
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "samples": args.samples,
+        "budget_us_per_turn": BUDGET_US,
+        "within_budget": max(compiled_10, compiled_1000) <= BUDGET_US,
+        "statechart_over_compiled_10_turns": round(
+            results["10_turns"]["median_us_per_turn"]["statechart"]
+            / results["10_turns"]["median_us_per_turn"]["compiled"],
+            2,
+        ),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    for key, entry in results.items():
+        print(key, "median µs/turn:", entry["median_us_per_turn"])
+        print(key, "overhead µs/turn:", entry["overhead_us_per_turn"])
+        if "flatness" in entry:
+            print(key, "flatness:", entry["flatness"])
+    print("within budget:", report["within_budget"], "->", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
