@@ -35,7 +35,7 @@ def _max_turns(_: object, attribute: object, value: int) -> None:
         raise ValueError(f"max_turns must be an int >= 1, got {value!r}")
 
 
-@frozen(kw_only=True)
+@frozen
 class LoopParams:
     """Parameters of one run of the loop."""
 
@@ -65,7 +65,7 @@ class StopInfo:
     """The reason it gave."""
 
 
-@frozen(kw_only=True)
+@frozen
 class LoopOutcome:
     """The result of a run that did not raise."""
 

@@ -1,0 +1,50 @@
+"""The engine guide's policy example works as described."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from agentfsm import LoopParams, UserMessage, run_conversation
+from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "engine.md"
+
+
+def load_example() -> dict[str, Any]:
+    (block,) = re.findall(r"```python\n(.*?)```", GUIDE.read_text("utf-8"), re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(GUIDE), "exec"), namespace)
+    return namespace
+
+
+async def test_guide_turn_gate_stops_after_twenty_tools() -> None:
+    example = load_example()
+    chat = ScriptedChat([tool_reply(*[("t", {})] * 10)] * 5)
+    outcome = await run_conversation(
+        chat,
+        ScriptedTools({"t": lambda: "ok"}),
+        [UserMessage("go")],
+        LoopParams(max_turns=10),
+        policies=[example["StopAfterTools"]()],
+    )
+    assert outcome.stopped_reason == "policy"
+    assert outcome.stop is not None
+    assert outcome.stop.policy == "stop_after_tools"
+    assert outcome.turns_used == 2
+
+
+async def test_guide_final_gate_asks_for_a_source() -> None:
+    example = load_example()
+    chat = ScriptedChat(["Paris.", "Paris (https://en.wikipedia.org/wiki/Paris)."])
+    outcome = await run_conversation(
+        chat,
+        None,
+        [UserMessage("Capital of France?")],
+        LoopParams(max_turns=3),
+        policies=[example["MustCite"]()],
+    )
+    assert outcome.final is not None
+    assert outcome.final.content.startswith("Paris (https://")
+    assert "Cite a source URL" in chat.requests[1].messages[-1].content
