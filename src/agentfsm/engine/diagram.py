@@ -6,6 +6,7 @@ Graphviz's ``dot`` program on ``PATH``.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -28,7 +29,23 @@ def _dot_source(machine: type[Any]) -> str:
         raise DiagramUnavailable(
             "DOT, SVG and PNG diagrams need pydot: pip install 'agentfsm[diagrams]'"
         ) from exc
-    return str(format(machine, "dot"))
+    return _stable_ids(str(format(machine, "dot")))
+
+
+_OBJECT_ID = re.compile(r"(?<=_)\d{6,}(?=\b|_)")
+
+
+def _stable_ids(source: str) -> str:
+    """Replace the object ids python-statemachine embeds in DOT node names with ordinals.
+
+    They change from one process to the next, which would make every rendered SVG differ.
+    """
+    ordinals: dict[str, str] = {}
+
+    def ordinal(match: re.Match[str]) -> str:
+        return ordinals.setdefault(match.group(0), str(len(ordinals)))
+
+    return _OBJECT_ID.sub(ordinal, source)
 
 
 def render_diagram(
