@@ -75,13 +75,16 @@ def test_transitions_are_ordered_with_named_guards() -> None:
         ],
         ("compress", "compacted"): [("llm_start", ())],
         ("llm_start", "replied"): [("llm_end", ())],
-        ("llm_start", "raised"): [("failed", ())],
+        ("llm_start", "raised"): [("aborted", (("interrupted", True),)), ("failed", ())],
         ("llm_end", "route"): [
             ("run_tools", (("has_tool_calls", True), ("last_turn", False))),
             ("budget", (("has_tool_calls", True),)),
             ("final_check", ()),
         ],
-        ("run_tools", "tools_done"): [("turn_start", ())],
+        ("run_tools", "tools_done"): [
+            ("aborted", (("interrupted", True),)),
+            ("turn_start", ()),
+        ],
         ("final_check", "decide"): [
             ("turn_start", (("gate_retry", True), ("last_turn", False))),
             ("final", ()),
@@ -138,6 +141,9 @@ class FakeGuards:
 
     def gate_retry(self) -> bool:
         return self.values["gate_retry"]
+
+    def interrupted(self) -> bool:
+        return self.values["interrupted"]
 
 
 EVENTS = ["begin", "check", "compacted", "replied", "raised", "route", "tools_done", "decide"]

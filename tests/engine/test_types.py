@@ -41,6 +41,8 @@ from agentfsm.engine.events import (
     LlmEndEvent,
     LlmStartEvent,
     PolicyStopEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
     TurnEndEvent,
@@ -101,6 +103,8 @@ events = st.one_of(
     st.builds(ErrorEvent, error=st.sampled_from([AbortError(), ValueError("bad"), OSError()])),
     st.builds(PolicyStopEvent, turn=st.integers(1), policy=st.text(), reason=st.text()),
     st.builds(GateEvent, turn=st.integers(1), policy=st.text(), reminder=st.text()),
+    st.builds(TextDeltaEvent, turn=st.integers(1), text=st.text()),
+    st.builds(ThinkingDeltaEvent, turn=st.integers(1), text=st.text()),
 )
 
 

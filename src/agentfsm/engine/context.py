@@ -76,6 +76,9 @@ class RunContext:
     """The error that failed the run, if any."""
     stop: StopInfo | None = None
     """Set when a policy stopped the run."""
+    interruptible: bool = False
+    """An aborted signal cuts the in-flight chat call and tools at once (``Engine``), instead
+    of being noticed only at the next turn's top (``run_conversation``)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic clock used for ``elapsed``."""
     started_at: float = 0.0
@@ -99,6 +102,11 @@ class RunContext:
     def non_system_count(self) -> int:
         """Messages in the history that are not system messages."""
         return len(self.history) - self.system_count
+
+    @property
+    def context_tokens(self) -> int | None:
+        """Context occupancy: the last call's input tokens (not a sum), when reported."""
+        return self.last_usage.input_tokens if self.last_usage is not None else None
 
     @property
     def elapsed(self) -> float:

@@ -32,6 +32,8 @@ __all__ = [
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "TurnEndEvent",
+    "TextDeltaEvent",
+    "ThinkingDeltaEvent",
     "TurnStartEvent",
 ]
 
@@ -179,6 +181,28 @@ class GateEvent:
     type: Literal["gate"] = "gate"
 
 
+@frozen(kw_only=True)
+class TextDeltaEvent:
+    """A streamed piece of the answer text, between ``llm_start`` and ``llm_end``."""
+
+    turn: int
+    """The turn whose call is streaming."""
+    text: str
+    """The new characters."""
+    type: Literal["text_delta"] = "text_delta"
+
+
+@frozen(kw_only=True)
+class ThinkingDeltaEvent:
+    """A streamed piece of reasoning text, between ``llm_start`` and ``llm_end``."""
+
+    turn: int
+    """The turn whose call is streaming."""
+    text: str
+    """The new characters."""
+    type: Literal["thinking_delta"] = "thinking_delta"
+
+
 AgentEvent: TypeAlias = (
     TurnStartEvent
     | CompressStartEvent
@@ -193,6 +217,8 @@ AgentEvent: TypeAlias = (
     | ErrorEvent
     | PolicyStopEvent
     | GateEvent
+    | TextDeltaEvent
+    | ThinkingDeltaEvent
 )
 """Any event of a run; ``type`` tells which."""
 
@@ -210,6 +236,8 @@ EventType: TypeAlias = Literal[
     "error",
     "policy_stop",
     "gate",
+    "text_delta",
+    "thinking_delta",
 ]
 
 EventHandler: TypeAlias = Callable[[Any], object]

@@ -26,7 +26,8 @@ class AgentLoopMachine(StateChart[Any]):
 
     - ``begin`` leaves ``turn_start`` (after ``turn_start`` was emitted);
     - ``check`` leaves ``compress_check``; ``compacted`` leaves ``compress``;
-    - ``replied`` / ``raised`` leave ``llm_start`` after the chat call resolved / raised;
+    - ``replied`` / ``raised`` leave ``llm_start`` after the chat call resolved / raised
+      (``raised`` ends ``aborted`` instead of ``failed`` when an immediate interrupt cut it);
     - ``route`` leaves ``llm_end``; ``tools_done`` leaves ``run_tools``;
     - ``decide`` leaves ``final_check`` after the final gates ran.
     """
@@ -59,14 +60,16 @@ class AgentLoopMachine(StateChart[Any]):
     )
     compacted = Event(compress.to(llm_start), name="compacted")
     replied = Event(llm_start.to(llm_end), name="replied")
-    raised = Event(llm_start.to(failed), name="raised")
+    raised = Event(llm_start.to(aborted, cond="interrupted") | llm_start.to(failed), name="raised")
     route = Event(
         llm_end.to(run_tools, cond="has_tool_calls", unless="last_turn")
         | llm_end.to(budget, cond="has_tool_calls")
         | llm_end.to(final_check),
         name="route",
     )
-    tools_done = Event(run_tools.to(turn_start), name="tools_done")
+    tools_done = Event(
+        run_tools.to(aborted, cond="interrupted") | run_tools.to(turn_start), name="tools_done"
+    )
     decide = Event(
         final_check.to(turn_start, cond="gate_retry", unless="last_turn") | final_check.to(final),
         name="decide",
@@ -115,6 +118,10 @@ class LoopGuards:
         """A final gate refused the answer."""
         return self.ctx.pending_retry is not None
 
+    def interrupted(self) -> bool:
+        """An immediate interrupt (``Engine``) cut the chat call or the tools short."""
+        return self.ctx.interruptible and self.ctx.signal_aborted
+
 
 GUARD_NAMES = (
     "abort_requested",
@@ -123,5 +130,6 @@ GUARD_NAMES = (
     "has_tool_calls",
     "last_turn",
     "gate_retry",
+    "interrupted",
 )
 """Every guard the machine names, in declaration order."""

@@ -6,8 +6,10 @@ runs, gates); the machine decides where to go next from its guards.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from .compaction import compress_messages
 from .context import RunContext, ToolOutcome
@@ -23,6 +25,8 @@ from .events import (
     LlmEndEvent,
     LlmStartEvent,
     PolicyStopEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
     TurnEndEvent,
@@ -32,14 +36,18 @@ from .history import budget_exhausted_result, seed_system_prompt, tool_message_f
 from .machine import LoopGuards
 from .messages import ChatResult, Message, ToolCall, ToolResult, UserMessage
 from .params import LoopOutcome, LoopParams, StopInfo
-from .protocols import ChatFn, DeltaHandler, FinalGate, ToolRunner, TurnGate, policy_name
+from .protocols import ChatDelta, ChatFn, FinalGate, ToolRunner, TurnGate, policy_name
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
-__all__ = ["LoopRunner", "render_reminders", "run_conversation"]
+__all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "run_conversation"]
 
 logger = logging.getLogger("agentfsm.loop")
 
 _Effect = Callable[[], Awaitable["str | LoopOutcome | None"]]
+T = TypeVar("T")
+
+INTERRUPTED = "interrupted"
+"""Error of the result that closes a tool call cut short by an immediate interrupt."""
 
 
 def render_reminders(reminders: Sequence[str]) -> str:
@@ -52,6 +60,10 @@ class LoopRunner:
 
     Build one per run. ``run()`` returns the outcome, or re-raises the chat error that
     failed the run (after emitting ``error``).
+
+    With ``ctx.interruptible`` set, an aborted signal cancels the in-flight chat call or tool
+    at once (the run ends ``aborted``); otherwise it is noticed at the next turn's top.
+    ``deltas=True`` turns streamed pieces into ``text_delta`` / ``thinking_delta`` events.
     """
 
     def __init__(
@@ -63,13 +75,13 @@ class LoopRunner:
         emitter: AgentEmitter | None = None,
         policies: Sequence[object] = (),
         stepper: StepperKind = DEFAULT_STEPPER,
-        on_delta: DeltaHandler | None = None,
+        deltas: bool = False,
     ) -> None:
         self.chat = chat
         self.tools = tools
         self.ctx = ctx
         self.emitter = emitter if emitter is not None else AgentEmitter()
-        self.on_delta = on_delta
+        self.on_delta = self._emit_delta if deltas else None
         self.turn_gates = [p for p in policies if isinstance(p, TurnGate)]
         self.final_gates = [p for p in policies if isinstance(p, FinalGate)]
         self.stepper = make_stepper(stepper, LoopGuards(ctx))
@@ -101,6 +113,34 @@ class LoopRunner:
                 continue
             return step
 
+    def _emit_delta(self, delta: ChatDelta) -> None:
+        turn = self.ctx.turn
+        if delta.kind == "thinking":
+            self.emitter.emit(ThinkingDeltaEvent(turn=turn, text=delta.text))
+        else:
+            self.emitter.emit(TextDeltaEvent(turn=turn, text=delta.text))
+
+    async def _interruptible(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable``; with an immediate interrupt, cancel it when the signal fires."""
+        signal: Any = self.ctx.params.signal
+        if not self.ctx.interruptible or signal is None:
+            return await awaitable
+        task = asyncio.ensure_future(awaitable)
+        if not signal.aborted:
+            waiter = asyncio.ensure_future(signal.wait())
+            try:
+                await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:
+                task.cancel()
+                raise
+            finally:
+                waiter.cancel()
+            if task.done():
+                return task.result()
+        task.cancel()
+        await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
+        raise AbortError(INTERRUPTED)
+
     # -- states -----------------------------------------------------------------------
 
     async def _turn_start(self) -> str:
@@ -127,7 +167,9 @@ class LoopRunner:
     async def _compress(self) -> str:
         ctx = self.ctx
         self.emitter.emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
-        compressed = await compress_messages(self.chat, ctx.history, signal=ctx.params.signal)
+        compressed = await compress_messages(
+            self._interruptible_chat, ctx.history, signal=ctx.params.signal
+        )
         if compressed.usage is not None:
             ctx.usage += compressed.usage
         if compressed.summary_chars > 0:
@@ -135,6 +177,9 @@ class LoopRunner:
             ctx.compressions += 1
         self.emitter.emit(CompressEndEvent(summary_chars=compressed.summary_chars))
         return "compacted"
+
+    async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return await self._interruptible(self.chat(*args, **kwargs))
 
     async def _llm_start(self) -> str:
         ctx = self.ctx
@@ -145,13 +190,15 @@ class LoopRunner:
             request = [*ctx.history, UserMessage(render_reminders(ctx.reminders))]
             ctx.reminders = []
         try:
-            reply: object = await self.chat(
-                request,
-                ctx.tool_specs,
-                temperature=params.temperature,
-                max_tokens=params.max_tokens,
-                signal=params.signal,
-                on_delta=self.on_delta,
+            reply: object = await self._interruptible(
+                self.chat(
+                    request,
+                    ctx.tool_specs,
+                    temperature=params.temperature,
+                    max_tokens=params.max_tokens,
+                    signal=params.signal,
+                    on_delta=self.on_delta,
+                )
             )
             if not isinstance(reply, ChatResult):
                 raise TypeError(f"chat function returned {type(reply).__name__}, not ChatResult")
@@ -179,12 +226,19 @@ class LoopRunner:
         assert ctx.last_result is not None
         emit = self.emitter.emit
         for call in ctx.last_result.message.tool_calls:
-            emit(ToolCallStartEvent(turn=ctx.turn, call=call))
-            result = await self._run_tool(call)
+            cut = ctx.interruptible and ctx.signal_aborted
+            if not cut:
+                emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+                try:
+                    result = await self._interruptible(self._run_tool(call))
+                    ctx.tool_calls_total += 1
+                except AbortError:
+                    cut = True
+            if cut:
+                result = ToolResult(ok=False, output="", error=INTERRUPTED)
             ctx.append(tool_message_from_result(call, result))
-            ctx.turn_tools.append(ToolOutcome(call, result))
-            ctx.tool_calls_total += 1
-            emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result))
+            ctx.turn_tools.append(ToolOutcome(call, result, cancelled=cut))
+            emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cut))
         return "tools_done"
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
