@@ -36,6 +36,7 @@ from .engine import (
     run_conversation,
     seed_system_prompt,
 )
+from .runtime import Engine, Hooks, WorkspaceContext
 
 __version__ = "0.1.0.dev0"
 
@@ -49,7 +50,9 @@ __all__ = [
     "AssistantMessage",
     "ChatFn",
     "ChatResult",
+    "Engine",
     "FinalGate",
+    "Hooks",
     "LoopOutcome",
     "LoopParams",
     "Message",
@@ -66,6 +69,7 @@ __all__ = [
     "TurnGate",
     "Usage",
     "UserMessage",
+    "WorkspaceContext",
     "converter",
     "format_tool_result_content",
     "run_conversation",

@@ -1,0 +1,98 @@
+"""Recording a run into a session file, driven by the run's events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentfsm.engine.events import (
+    AgentEmitter,
+    BudgetExhaustedEvent,
+    CompressEndEvent,
+    LlmEndEvent,
+    ToolCallEndEvent,
+)
+from agentfsm.engine.history import tool_message_from_result
+from agentfsm.engine.messages import Message, Usage
+from agentfsm.engine.serialization import to_jsonable
+
+from .store import SessionHandle
+
+__all__ = ["SessionRecorder"]
+
+logger = logging.getLogger("agentfsm.sessions")
+
+
+class SessionRecorder:
+    """Appends one run to a :class:`SessionHandle`.
+
+    ``start`` writes ``run_start`` and the seeded messages; then, while subscribed,
+    ``llm_end`` appends the assistant message, ``tool_call_end`` the tool message (cancelled
+    ones too), ``budget_exhausted`` and ``compress_end`` a meta record; ``finish`` writes
+    ``run_end`` with the stop reason and the run's usage. Best effort: a write error logs a
+    warning (once per run) and never reaches the run.
+    """
+
+    def __init__(self, handle: SessionHandle) -> None:
+        self.handle = handle
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._warned = False
+
+    def _safely(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning("agentfsm: session %s not recorded: %s", self.handle.id, exc)
+
+    def start(
+        self,
+        emitter: AgentEmitter,
+        *,
+        messages: Sequence[Message],
+        input_chars: int,
+        history_size: int,
+    ) -> None:
+        """Write ``run_start`` and ``messages``, then follow ``emitter``."""
+        self.handle.runs += 1
+        meta = {"event": "run_start", "input_chars": input_chars, "history_size": history_size}
+        self._safely(lambda: self.handle.write_meta(meta))
+        if messages:
+            self._safely(lambda: self.handle.write_messages(*messages))
+        self._unsubscribe = [
+            emitter.on("llm_end", self._on_llm_end),
+            emitter.on("tool_call_end", self._on_tool_call_end),
+            emitter.on("budget_exhausted", self._on_budget_exhausted),
+            emitter.on("compress_end", self._on_compress_end),
+        ]
+
+    def _on_llm_end(self, event: LlmEndEvent) -> None:
+        self._safely(lambda: self.handle.write_messages(event.result.message))
+
+    def _on_tool_call_end(self, event: ToolCallEndEvent) -> None:
+        message = tool_message_from_result(event.call, event.result)
+        self._safely(lambda: self.handle.write_messages(message))
+
+    def _on_budget_exhausted(self, event: BudgetExhaustedEvent) -> None:
+        meta = {"event": "budget_exhausted", "turns_used": event.turns_used}
+        self._safely(lambda: self.handle.write_meta(meta))
+
+    def _on_compress_end(self, event: CompressEndEvent) -> None:
+        meta = {"event": "compress_end", "summary_chars": event.summary_chars}
+        self._safely(lambda: self.handle.write_meta(meta))
+
+    def finish(self, stopped_reason: str, usage: Usage, error: BaseException | None = None) -> None:
+        """Stop following the run and write ``run_end``."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        meta: dict[str, Any] = {
+            "event": "run_end",
+            "stopped_reason": stopped_reason,
+            "usage": to_jsonable(usage),
+        }
+        if error is not None:
+            meta["error"] = to_jsonable(error)
+        self._safely(lambda: self.handle.write_meta(meta))

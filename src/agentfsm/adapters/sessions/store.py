@@ -1,0 +1,117 @@
+"""JSONL session files: ``<session_dir>/<timestamp>-<counter>[-<label>].jsonl``.
+
+Each line is one record::
+
+    {"ts": "2026-09-14T05:00:00.000Z", "kind": "meta", "meta": {"event": "run_start", ...}}
+    {"ts": "2026-09-14T05:00:01.000Z", "kind": "message", "message": {"role": "user", ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentfsm.engine.messages import Message
+from agentfsm.engine.serialization import to_jsonable
+
+__all__ = ["SessionHandle", "SessionStore", "utc_timestamp"]
+
+_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def utc_timestamp(now: datetime | None = None) -> str:
+    """``2026-09-14T05:00:00.000Z``: UTC, milliseconds."""
+    moment = now if now is not None else datetime.now(UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SessionHandle:
+    """One session file. Created lazily on the first write; reusable across runs.
+
+    The handle remembers the messages written through it, so that a later run on the same
+    handle can continue the conversation.
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], datetime] | None = None) -> None:
+        self.path = path
+        """Where the records go."""
+        self._clock = clock
+        self.messages: list[Message] = []
+        """Messages written through this handle, in order (the raw, uncompressed transcript)."""
+        self.runs = 0
+        """Runs that started on this handle."""
+
+    @property
+    def id(self) -> str:
+        """The session id: the file name without ``.jsonl``."""
+        return self.path.stem
+
+    @property
+    def first_use(self) -> bool:
+        """No run has written to this handle yet."""
+        return self.runs == 0
+
+    def _line(self, record: Mapping[str, Any]) -> str:
+        now = self._clock() if self._clock is not None else None
+        return json.dumps(
+            {"ts": utc_timestamp(now), **record}, ensure_ascii=False, separators=(",", ":")
+        )
+
+    def write(self, *records: Mapping[str, Any]) -> None:
+        """Append records (``kind`` and payload) as lines; raises ``OSError`` on failure."""
+        text = "".join(self._line(r) + "\n" for r in records)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(text)
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Append a ``meta`` record."""
+        self.write({"kind": "meta", "meta": dict(meta)})
+
+    def write_messages(self, *messages: Message) -> None:
+        """Append ``message`` records."""
+        self.write(*({"kind": "message", "message": to_jsonable(m)} for m in messages))
+        self.messages.extend(messages)
+
+    def __repr__(self) -> str:
+        return f"SessionHandle({self.id!r})"
+
+
+class SessionStore:
+    """A folder of session files."""
+
+    def __init__(
+        self, session_dir: str | Path, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self.session_dir = Path(session_dir)
+        self._clock = clock
+
+    def new_handle(self, label: str | None = None) -> SessionHandle:
+        """A handle on a new, unused file name (the file appears on the first write)."""
+        now = self._clock() if self._clock is not None else datetime.now(UTC)
+        stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        suffix = f"-{_LABEL.sub('-', label).strip('-')}" if label else ""
+        counter = 1
+        while True:
+            path = self.session_dir / f"{stamp}-{counter:04d}{suffix}.jsonl"
+            if not path.exists():
+                try:
+                    self.session_dir.mkdir(parents=True, exist_ok=True)
+                    path.touch(exist_ok=False)  # reserve the name against a concurrent writer
+                except FileExistsError:
+                    counter += 1
+                    continue
+                except OSError:
+                    pass  # recording is best effort; the first write reports the problem
+                return SessionHandle(path, self._clock)
+            counter += 1
+
+    def list(self) -> list[Path]:
+        """Session files, oldest first by modification time."""
+        if not self.session_dir.is_dir():
+            return []
+        return sorted(self.session_dir.glob("*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))

@@ -1,0 +1,283 @@
+"""``Engine``: the front door for embedding the loop.
+
+Built on the same machine and runner as :func:`agentfsm.run_conversation`, it adds session
+recording and resume, lifecycle hooks, frozen session context, streamed delta events and an
+immediate interrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve
+
+from agentfsm.adapters.sessions import (
+    SessionHandle,
+    SessionRecorder,
+    SessionStore,
+    drop_trailing_user_messages,
+    read_session_messages,
+    resolve_session,
+)
+from agentfsm.engine.abort import AbortController
+from agentfsm.engine.context import RunContext
+from agentfsm.engine.events import AgentEmitter
+from agentfsm.engine.history import seed_system_prompt
+from agentfsm.engine.messages import Message, UserMessage
+from agentfsm.engine.params import LoopOutcome, LoopParams
+from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
+from agentfsm.engine.runner import LoopRunner
+from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
+
+from .context import ContextProvider, context_message
+from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
+
+__all__ = ["DEFAULT_MAX_TURNS", "Engine"]
+
+logger = logging.getLogger("agentfsm.engine")
+
+DEFAULT_MAX_TURNS = 50
+"""Turn budget of an ``Engine`` run unless one is given."""
+
+
+class Engine:
+    """An agent you can run many times: model, tools, policies, sessions and hooks.
+
+    Args:
+        chat: The chat model.
+        tools: The tool runner, or ``None`` for a tool-less agent.
+        policies: Turn gates and final gates consulted by the machine's guards.
+        system_prompt: Seeded into every run's history.
+        session_dir: Record every run as a JSONL session there; ``None`` records nothing.
+        hooks: Lifecycle hooks (``session_start``, ``user_prompt_submit``, ``stop``).
+        context: A context provider rendered once per session (see ``WorkspaceContext``).
+        max_turns: LLM calls per run.
+        temperature: Passed to every chat call.
+        max_tokens: Passed to every chat call.
+        context_budget_tokens: Compress older history past ``budget * compress_threshold``.
+        compress_threshold: See ``context_budget_tokens``.
+        stepper: Machine driver (``"compiled"`` or ``"statechart"``).
+
+    Subscribe to ``engine.events`` to follow every run, streamed deltas included.
+    """
+
+    def __init__(
+        self,
+        chat: ChatFn,
+        tools: ToolRunner | None = None,
+        *,
+        policies: Sequence[object] = (),
+        system_prompt: str | None = None,
+        session_dir: str | Path | None = None,
+        hooks: Hooks | None = None,
+        context: ContextProvider | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        context_budget_tokens: int | None = None,
+        compress_threshold: float = 0.8,
+        stepper: StepperKind = DEFAULT_STEPPER,
+    ) -> None:
+        self.chat = chat
+        self.tools = tools
+        self.policies = tuple(policies)
+        self.system_prompt = system_prompt
+        self.store = SessionStore(session_dir) if session_dir is not None else None
+        self.hooks = hooks if hooks is not None else Hooks()
+        self.context = context
+        self.stepper: StepperKind = stepper
+        self.events = AgentEmitter()
+        """Receives every event of every run."""
+        # Validate once, early: the same fields build every run's LoopParams.
+        self._params = LoopParams(
+            max_turns,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            context_budget_tokens=context_budget_tokens,
+            compress_threshold=compress_threshold,
+        )
+        self._active: set[AbortController] = set()
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def new_session(self, label: str | None = None) -> SessionHandle:
+        """A session handle that several runs can share (pass it as ``session=``)."""
+        if self.store is None:
+            raise ValueError("this Engine records no sessions: give it a session_dir")
+        return self.store.new_handle(label)
+
+    def load_session(self, ref: str) -> list[Message]:
+        """The messages of session ``ref`` (``latest``, an id or a unique id prefix)."""
+        if self.store is None:
+            raise ValueError("this Engine records no sessions: give it a session_dir")
+        return read_session_messages(resolve_session(self.store.session_dir, ref))
+
+    # -- running -------------------------------------------------------------------------
+
+    def interrupt(self, reason: object = None) -> None:
+        """Stop every run in flight now: the chat call and running tools are cancelled."""
+        for controller in list(self._active):
+            controller.abort(reason)
+
+    def run_sync(self, prompt_or_messages: str | Sequence[Message], **kwargs: Any) -> LoopOutcome:
+        """:meth:`run` for scripts: runs its own event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(prompt_or_messages, **kwargs))
+        raise RuntimeError("run_sync() cannot run inside an event loop; use await engine.run()")
+
+    async def run(
+        self,
+        prompt_or_messages: str | Sequence[Message],
+        *,
+        history: Sequence[Message] | None = None,
+        session: SessionHandle | None = None,
+        signal: SupportsAbort | None = None,
+        resume: str | None = None,
+    ) -> LoopOutcome:
+        """Run the agent on a prompt (or messages) and return the outcome.
+
+        Args:
+            prompt_or_messages: The new user input.
+            history: The conversation so far. Defaults to the session's, when ``session``
+                was used before, else empty.
+            session: A handle to record into (shared by several runs); by default each run
+                gets its own file when the engine has a ``session_dir``.
+            signal: Aborting it interrupts the run at once (see :meth:`interrupt`).
+            resume: Load the history from this session reference (``latest``, an id or a
+                prefix); the new turns go to a fresh session seeded with it.
+
+        Raises:
+            Exception: whatever the chat call raised (after the ``stop`` hook ran).
+        """
+        new_input: list[Message] = (
+            [UserMessage(prompt_or_messages)]
+            if isinstance(prompt_or_messages, str)
+            else list(prompt_or_messages)
+        )
+        if resume is not None:
+            if history is not None:
+                raise ValueError("pass either history or resume, not both")
+            history = self.load_session(resume)
+        handle = session
+        if handle is None and self.store is not None:
+            handle = self.store.new_handle()
+        if history is not None:
+            prior = list(history)
+        elif handle is not None and not handle.first_use:
+            prior = drop_trailing_user_messages(list(handle.messages))
+        else:
+            prior = []
+        new_session = not prior
+        path = str(handle.path) if handle is not None else None
+
+        if new_session:
+            await call_hook(
+                "session_start",
+                self.hooks.session_start,
+                SessionStart(handle.id if handle else None, path),
+            )
+        system = self.system_prompt
+        rewritten = await call_hook(
+            "user_prompt_submit",
+            self.hooks.user_prompt_submit,
+            PromptSubmit(system, "\n".join(m.content for m in new_input)),
+        )
+        if isinstance(rewritten, str):
+            system = rewritten
+        elif rewritten is not None:
+            logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
+
+        messages = prior
+        if new_session and self.context is not None:
+            messages = [*prior, context_message(await self._render_context())]
+        history_list = seed_system_prompt([*messages, *new_input], system)
+
+        controller = AbortController()
+        unlink = _link(signal, controller)
+        params = evolve(self._params, system_prompt=system, signal=controller.signal)
+        specs = tuple(self.tools.specs()) if self.tools is not None else ()
+        ctx = RunContext(params=params, history=history_list, tool_specs=specs, interruptible=True)
+        recorder = None
+        if handle is not None:
+            recorder = SessionRecorder(handle)
+            first = handle.first_use
+            recorder.start(
+                self.events,
+                messages=history_list
+                if first
+                else history_list[len(history_list) - len(new_input) :],
+                input_chars=sum(len(m.content) for m in new_input),
+                history_size=len(prior),
+            )
+        runner = LoopRunner(
+            self.chat,
+            self.tools,
+            ctx,
+            emitter=self.events,
+            policies=self.policies,
+            stepper=self.stepper,
+            deltas=True,
+        )
+        self._active.add(controller)
+        try:
+            outcome = await runner.run()
+        except BaseException as exc:
+            reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
+            if recorder is not None:
+                recorder.finish(reason, ctx.usage, exc)
+            await call_hook("stop", self.hooks.stop, RunStop(reason, ctx.usage, None, exc))
+            raise
+        finally:
+            self._active.discard(controller)
+            unlink()
+        if recorder is not None:
+            recorder.finish(outcome.stopped_reason, outcome.usage)
+        outcome = evolve(outcome, session_path=path)
+        await call_hook(
+            "stop", self.hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
+        )
+        return outcome
+
+    async def _render_context(self) -> str:
+        assert self.context is not None
+        text = self.context.render()
+        if inspect.isawaitable(text):
+            text = await text
+        return str(text)
+
+
+def _link(signal: SupportsAbort | None, controller: AbortController) -> Callable[[], None]:
+    """Make ``signal`` abort ``controller``; returns an unlinker."""
+    if signal is None:
+        return lambda: None
+    if signal.aborted:
+        controller.abort(getattr(signal, "reason", None))
+        return lambda: None
+    add_callback = getattr(signal, "add_callback", None)
+    if callable(add_callback):
+        remover: Callable[[], None] = add_callback(
+            lambda: controller.abort(getattr(signal, "reason", None))
+        )
+        return remover
+    wait = getattr(signal, "wait", None)
+    if callable(wait):
+
+        async def watch() -> None:
+            await wait()
+            controller.abort(getattr(signal, "reason", None))
+
+        task = asyncio.ensure_future(watch())
+
+        def unlink() -> None:
+            task.cancel()
+
+        return unlink
+    logger.warning("agentfsm: signal %r has no add_callback/wait; seen only before the run", signal)
+    return lambda: None
