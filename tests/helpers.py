@@ -16,6 +16,8 @@ from agentfsm.engine.events import (
     LlmEndEvent,
     LlmStartEvent,
     PolicyStopEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
     TurnEndEvent,
@@ -78,6 +80,8 @@ def summarize(event: AgentEvent) -> dict[str, Any]:
             return {"type": event.type, "error": error_name(error), "message": str(error)}
         case PolicyStopEvent(turn=turn, policy=policy, reason=reason):
             return {"type": event.type, "turn": turn, "policy": policy, "reason": reason}
+        case TextDeltaEvent(turn=turn, text=text) | ThinkingDeltaEvent(turn=turn, text=text):
+            return {"type": event.type, "turn": turn, "text": text}
         case GateEvent(turn=turn, policy=policy, reminder=reminder):
             return {"type": event.type, "turn": turn, "policy": policy, "reminder": reminder}
     raise AssertionError(f"unknown event {event!r}")

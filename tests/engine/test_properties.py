@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from agentfsm import (
     Stop,
     SystemMessage,
     ToolCall,
+    ToolMessage,
     ToolResult,
     UserMessage,
     run_conversation,
@@ -228,3 +230,75 @@ async def test_event_stream_follows_the_machine(
         assert answered[len(answered) - len(asked) :] == asked
     else:
         assert answered == asked
+
+
+ENGINE_GRAMMAR = re.compile(
+    r"(T(Cc)?Ld*l((SE)+|G))*"
+    r"(TR|TPD|T(Cc)?LR|T(Cc)?Ld*lFD|T(Cc)?Ld*lX+BD|T(Cc)?Ld*l(SE)*(SX)?X*R)"
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    specs=st.lists(reply_specs, min_size=1, max_size=8),
+    max_turns=st.integers(1, 6),
+    interrupt_at=st.none() | st.integers(1, 40),
+    refusals=st.integers(0, 2),
+    stepper=st.sampled_from(["compiled", "statechart"]),
+)
+async def test_engine_interrupts_follow_the_machine(
+    specs: list[Any], max_turns: int, interrupt_at: int | None, refusals: int, stepper: Any
+) -> None:
+    from agentfsm import Engine
+
+    calls = {"n": 0}
+
+    def model(messages: Sequence[Message]) -> Any:
+        spec = specs[calls["n"] % len(specs)]
+        calls["n"] += 1
+        if spec == "text":
+            return "an answer"
+        if spec == "error":
+            return Boom("provider failed")
+        return AssistantMessage(
+            "", tool_calls=[ToolCall(f"c{i}", "ok", {}) for i, _ in enumerate(spec)]
+        )
+
+    engine = Engine(
+        ScriptedChat(model),
+        ScriptedTools({"ok": lambda: "fine"}),
+        policies=[RefuseTimes(refusals)],
+        max_turns=max_turns,
+        stepper=stepper,
+    )
+    recorder = Recorder(engine.events)
+    if interrupt_at is not None:
+        seen = {"n": 0}
+
+        def maybe_interrupt(event: Any) -> None:
+            seen["n"] += 1
+            if seen["n"] == interrupt_at:
+                engine.interrupt()
+
+        engine.events.on("*", maybe_interrupt)
+    outcome: LoopOutcome | None = None
+    with contextlib.suppress(Boom):
+        outcome = await engine.run("task")
+    letters = []
+    for item in recorder.events:
+        if isinstance(item, ToolCallEndEvent):
+            letters.append("X" if item.cancelled else "E")
+        elif item.type.endswith("_delta"):
+            letters.append("d")
+        else:
+            letters.append(LETTERS[item.type])
+    events = "".join(letters)
+    assert ENGINE_GRAMMAR.fullmatch(events), events
+    if outcome is not None:
+        answered = [m.tool_call_id for m in outcome.messages if isinstance(m, ToolMessage)]
+        asked = [
+            c.id for m in outcome.messages if isinstance(m, AssistantMessage) for c in m.tool_calls
+        ]
+        assert answered == asked
+        if outcome.stopped_reason == "aborted":
+            assert events.endswith("R")

@@ -98,7 +98,7 @@ class SessionStore:
         counter = 1
         while True:
             path = self.session_dir / f"{stamp}-{counter:04d}{suffix}.jsonl"
-            if not path.exists():
+            if not any(self.session_dir.glob(f"{stamp}-{counter:04d}*.jsonl")):
                 try:
                     self.session_dir.mkdir(parents=True, exist_ok=True)
                     path.touch(exist_ok=False)  # reserve the name against a concurrent writer

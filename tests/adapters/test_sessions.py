@@ -1,0 +1,240 @@
+"""Session files: writing, reading back leniently, resolving references."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from agentfsm import (
+    AssistantMessage,
+    ChatResult,
+    Engine,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from agentfsm.adapters.sessions import (
+    SessionNotFound,
+    SessionStore,
+    read_session_messages,
+    resolve_session,
+)
+from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
+
+
+def kinds(path: Path) -> list[str]:
+    """Each record as its kind plus its event (meta) or role (message)."""
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        record = json.loads(line)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["ts"])
+        if record["kind"] == "meta":
+            out.append(f"meta:{record['meta']['event']}")
+        else:
+            out.append(f"message:{record['message']['role']}")
+    return out
+
+
+def metas(path: Path, event: str) -> list[dict[str, Any]]:
+    records = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    return [r["meta"] for r in records if r["kind"] == "meta" and r["meta"]["event"] == event]
+
+
+async def test_multi_run_session_round_trip(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    chat = ScriptedChat(
+        [
+            ChatResult(tool_reply(("echo", {"text": "a"})), Usage(100, 10, cache_read_tokens=60)),
+            ChatResult(AssistantMessage("first answer"), Usage(120, 5)),
+            ChatResult(tool_reply(("echo", {"text": "b"}), ("echo", {"text": "c"})), Usage(10, 1)),
+        ]
+    )
+    engine = Engine(
+        chat,
+        ScriptedTools({"echo": lambda text: text}),
+        system_prompt="be brief",
+        session_dir=tmp_path,
+        max_turns=1,
+    )
+    handle = engine.new_session(label="demo run")
+    engine_two_turns = Engine(chat, engine.tools, system_prompt="be brief", max_turns=2)
+    first = await engine_two_turns.run("hello", session=handle)
+    second = await engine.run("again", session=handle)
+
+    path = handle.path
+    assert re.fullmatch(r"\d{8}T\d{12}Z-0001-demo-run\.jsonl", path.name)
+    assert first.stopped_reason == "final"
+    assert second.stopped_reason == "budget"
+    assert first.session_path == second.session_path == str(path)
+    assert kinds(path) == snapshot
+    # One file, two runs: run_start/run_end twice, the history written once.
+    assert [m["history_size"] for m in metas(path, "run_start")] == [0, 5]
+    assert [m["input_chars"] for m in metas(path, "run_start")] == [5, 5]
+    ends = metas(path, "run_end")
+    assert [e["stopped_reason"] for e in ends] == ["final", "budget"]
+    assert ends[0]["usage"] == {
+        "input_tokens": 220,
+        "output_tokens": 15,
+        "cache_read_tokens": 60,
+        "cache_write_tokens": 0,
+        "reasoning_tokens": 0,
+    }
+    assert metas(path, "budget_exhausted") == [{"event": "budget_exhausted", "turns_used": 1}]
+
+    messages = read_session_messages(path)
+    assert messages == second.messages
+    assert messages[0] == SystemMessage("be brief")
+    assert [m.role for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    cancelled = messages[-1]
+    assert isinstance(cancelled, ToolMessage)
+    assert json.loads(cancelled.content)["error"] == "turn_budget_exhausted"
+
+
+async def test_reading_its_own_output_changes_nothing(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    handle = store.new_handle()
+    handle.write_messages(SystemMessage("s"), UserMessage("u"), AssistantMessage("a"))
+    handle.write_messages(UserMessage("dangling 1"), UserMessage("dangling 2"))
+    once = read_session_messages(handle.path)
+    assert once == [SystemMessage("s"), UserMessage("u"), AssistantMessage("a")]
+    again = store.new_handle()
+    again.write_messages(*once)
+    assert read_session_messages(again.path) == once
+
+
+def test_corrupt_partial_and_unknown_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    good_user = {"ts": "t", "kind": "message", "message": {"role": "user", "content": "hi"}}
+    good_reply = {"ts": "t", "kind": "message", "message": {"role": "assistant", "content": "yo"}}
+    lines = [
+        json.dumps({"ts": "t", "kind": "meta", "meta": {"event": "run_start"}}),
+        json.dumps(good_user),
+        "{not json",
+        json.dumps({"ts": "t", "kind": "message", "message": {"role": "robot", "content": "?"}}),
+        json.dumps({"ts": "t", "kind": "message", "message": {"role": "user"}}),  # no content
+        json.dumps({"ts": "t", "kind": "message", "message": "just a string"}),
+        json.dumps([1, 2, 3]),
+        "",
+        json.dumps({"ts": "t", "kind": "other", "message": {"role": "user", "content": "x"}}),
+        json.dumps(good_reply),
+        '{"ts": "t", "kind": "message", "message": {"role": "user", "cont',  # cut short
+    ]
+    path.write_text("\n".join(lines), "utf-8")
+    assert read_session_messages(path) == [UserMessage("hi"), AssistantMessage("yo")]
+
+
+def test_every_trailing_user_message_is_dropped(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    handle.write_messages(
+        UserMessage("q"),
+        AssistantMessage("a"),
+        UserMessage("retry 1"),
+        UserMessage("retry 2"),
+        UserMessage("retry 3"),
+    )
+    assert read_session_messages(handle.path) == [UserMessage("q"), AssistantMessage("a")]
+
+
+def test_missing_file_is_reraised(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_session_messages(tmp_path / "nope.jsonl")
+
+
+def make_sessions(folder: Path, names: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for age, name in enumerate(reversed(names)):
+        path = folder / f"{name}.jsonl"
+        path.write_text("", "utf-8")
+        stamp = 1_700_000_000 - age * 60
+        os.utime(path, (stamp, stamp))
+
+
+def test_resolve_latest_exact_and_prefix(tmp_path: Path) -> None:
+    make_sessions(
+        tmp_path, ["20260101T000000Z-0001", "20260102T000000Z-0001-fix", "20260102T000000Z-0002"]
+    )
+    assert resolve_session(tmp_path, "latest").name == "20260102T000000Z-0002.jsonl"
+    assert resolve_session(tmp_path, "20260101T000000Z-0001").name == "20260101T000000Z-0001.jsonl"
+    assert resolve_session(tmp_path, "20260101T000000Z-0001.jsonl").parent == tmp_path
+    assert resolve_session(tmp_path, "20260101").name == "20260101T000000Z-0001.jsonl"
+    assert resolve_session(tmp_path, "20260102T000000Z-0001").name == (
+        "20260102T000000Z-0001-fix.jsonl"
+    )
+
+
+def test_resolve_errors_name_the_ref_but_no_path(tmp_path: Path) -> None:
+    make_sessions(tmp_path, ["20260102T000000Z-0001", "20260102T000000Z-0002"])
+    with pytest.raises(SessionNotFound, match="ambiguous") as ambiguous:
+        resolve_session(tmp_path, "20260102")
+    with pytest.raises(SessionNotFound) as missing:
+        resolve_session(tmp_path, "2030")
+    with pytest.raises(SessionNotFound, match="not a session id"):
+        resolve_session(tmp_path, "../20260102T000000Z-0001")
+    with pytest.raises(SessionNotFound, match="no sessions"):
+        resolve_session(tmp_path / "empty", "latest")
+    for error in (ambiguous.value, missing.value):
+        assert str(tmp_path) not in str(error)
+        assert "'20260102'" in str(error) or "'2030'" in str(error)
+
+
+async def test_resume_latest_goes_to_a_fresh_file(tmp_path: Path) -> None:
+    engine = Engine(ScriptedChat(["first", "second"]), session_dir=tmp_path, system_prompt="s")
+    first = await engine.run("one")
+    resumed = await engine.run("two", resume="latest")
+    assert resumed.session_path != first.session_path
+    assert resumed.session_path is not None
+    # The fresh file is seeded with the resumed history on its first write.
+    assert read_session_messages(resumed.session_path) == [
+        SystemMessage("s"),
+        UserMessage("one"),
+        AssistantMessage("first"),
+        UserMessage("two"),
+        AssistantMessage("second"),
+    ]
+    assert metas(Path(resumed.session_path), "run_start")[0]["history_size"] == 3
+    a, b = Path(first.session_path or "").stem, Path(resumed.session_path).stem
+    prefix = a[: next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)]
+    assert prefix
+    with pytest.raises(SessionNotFound, match="ambiguous"):
+        engine.load_session(prefix)
+
+
+async def test_write_errors_never_fail_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the session folder should be", "utf-8")
+    engine = Engine(ScriptedChat(["fine"]), session_dir=blocker / "sessions")
+    with caplog.at_level(logging.WARNING, logger="agentfsm"):
+        outcome = await engine.run("hi")
+    assert outcome.stopped_reason == "final"
+    assert outcome.final == AssistantMessage("fine")
+    assert "not recorded" in caplog.text
+
+
+def test_file_names_use_timestamp_counter_and_label(tmp_path: Path) -> None:
+    moment = datetime(2026, 9, 14, 5, 0, 0, 123000, tzinfo=UTC)
+    store = SessionStore(tmp_path, clock=lambda: moment)
+    a, b = store.new_handle(), store.new_handle("My Label!")
+    assert a.path.name == "20260914T050000123000Z-0001.jsonl"
+    assert b.path.name == "20260914T050000123000Z-0002-My-Label.jsonl"
+    a.write_meta({"event": "x"})
+    assert json.loads(a.path.read_text("utf-8"))["ts"] == "2026-09-14T05:00:00.123Z"
