@@ -6,6 +6,8 @@ Runs, side by side in one process:
   no events and no bookkeeping: the floor any engine pays for the model and tools;
 - ``compiled``: ``run_conversation`` with the default driver;
 - ``statechart``: ``run_conversation`` on python-statemachine's sync engine;
+- ``engine_recording``: ``Engine`` with a session file written as the run goes, streamed
+  deltas on and interrupts armed;
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
   nothing else, for scale.
 
@@ -23,6 +25,7 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +34,7 @@ from typing import Any
 from agentfsm import (
     AssistantMessage,
     ChatResult,
+    Engine,
     LoopParams,
     Message,
     ToolCall,
@@ -108,6 +112,20 @@ async def engine(turns: int, stepper: StepperKind) -> ZeroLatencyModel:
     return model
 
 
+async def engine_recording(turns: int) -> ZeroLatencyModel:
+    model = ZeroLatencyModel(turns)
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = await Engine(
+            model,
+            InstantTools(),
+            system_prompt="You are a benchmark.",
+            session_dir=folder,
+            max_turns=turns,
+        ).run("go")
+    assert outcome.stopped_reason == "final"
+    return model
+
+
 async def bare_statechart(turns: int) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     ctx = RunContext(params=LoopParams(max_turns=turns + 1), history=[])
@@ -125,6 +143,7 @@ VARIANTS = {
     "baseline": baseline,
     "compiled": lambda n: engine(n, "compiled"),
     "statechart": lambda n: engine(n, "statechart"),
+    "engine_recording": engine_recording,
     "bare_statechart": bare_statechart,
 }
 
@@ -169,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {
             "median_us_per_turn": {v: round(x, 2) for v, x in medians.items()},
             "overhead_us_per_turn": {
-                v: round(medians[v] - medians["baseline"], 2)
-                for v in ("compiled", "statechart", "bare_statechart")
+                v: round(medians[v] - medians["baseline"], 2) for v in VARIANTS if v != "baseline"
             },
             "samples_us_per_turn": {v: [round(x, 2) for x in xs] for v, xs in per_variant.items()},
         }

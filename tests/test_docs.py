@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentfsm import LoopParams, UserMessage, run_conversation
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "engine.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+GUIDE = DOCS / "engine.md"
 
 
 def load_example() -> dict[str, Any]:
@@ -48,3 +51,10 @@ async def test_guide_final_gate_asks_for_a_source() -> None:
     assert outcome.final is not None
     assert outcome.final.content.startswith("Paris (https://")
     assert "Cite a source URL" in chat.requests[1].messages[-1].content
+
+
+def test_embedding_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    path = DOCS / "embedding.md"
+    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
+    exec(compile(block, str(path), "exec"), {})
+    assert capsys.readouterr().out == "It has 2 words."

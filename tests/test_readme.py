@@ -19,8 +19,9 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 def test_readme_quick_start_runs(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
-    assert blocks, "the README has a Python example"
-    exec(compile(blocks[0], str(README), "exec"), {})
+    assert len(blocks) == 2, "the README has two Python examples"
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), {})
     printed = capsys.readouterr().out.split()
     assert printed == [
         "turn_start",
