@@ -75,7 +75,11 @@ def test_transitions_are_ordered_with_named_guards() -> None:
         ],
         ("compress", "compacted"): [("llm_start", ())],
         ("llm_start", "replied"): [("llm_end", ())],
-        ("llm_start", "raised"): [("aborted", (("interrupted", True),)), ("failed", ())],
+        ("llm_start", "raised"): [
+            ("aborted", (("interrupted", True),)),
+            ("compress", (("overflow_recoverable", True),)),
+            ("failed", ()),
+        ],
         ("llm_end", "route"): [
             ("run_tools", (("has_tool_calls", True), ("last_turn", False))),
             ("budget", (("has_tool_calls", True),)),
@@ -144,6 +148,9 @@ class FakeGuards:
 
     def interrupted(self) -> bool:
         return self.values["interrupted"]
+
+    def overflow_recoverable(self) -> bool:
+        return self.values["overflow_recoverable"]
 
 
 EVENTS = ["begin", "check", "compacted", "replied", "raised", "route", "tools_done", "decide"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from attrs import define, field
 
 from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from .params import LoopParams, StopInfo
-from .protocols import Retry, Stop
+from .policy import Retry, Stop
 from .tokens import estimate_message_tokens
 
 __all__ = ["RunContext", "ToolOutcome"]
@@ -46,6 +47,8 @@ class RunContext:
     """The tools offered this run."""
     turn: int = 0
     """Current 1-based turn; 0 before the first ``turn_start``."""
+    max_turns: int = 0
+    """The run's turn limit: ``params.max_turns`` or a tighter policy ``turn_budget``."""
     turns_used: int = 0
     """LLM calls completed by the loop's turns."""
     usage: Usage = field(factory=Usage)
@@ -58,6 +61,8 @@ class RunContext:
     """The current turn's tool calls and results, in call order."""
     tool_calls_total: int = 0
     """Tool calls executed so far in the run."""
+    tool_counts: dict[str, int] = field(factory=dict)
+    """How many times each tool ran, by name."""
     pending_stop: Stop | None = None
     """A turn gate's stop verdict for the current turn top."""
     stopping_policy: str | None = None
@@ -72,6 +77,11 @@ class RunContext:
     """Reminders queued for the next request only (never stored in history)."""
     compressions: int = 0
     """Compressions that rewrote history."""
+    overflow_compactions: int = 0
+    """Compactions forced by a context-overflow error during the current turn."""
+    policy_state: dict[str, Any] = field(factory=dict)
+    """Durable state of policies, one JSON-able entry per policy name (persisted by
+    ``Engine`` with the session, restored on resume). A policy writes only its own entry."""
     error: BaseException | None = None
     """The error that failed the run, if any."""
     stop: StopInfo | None = None
@@ -90,6 +100,8 @@ class RunContext:
 
     def __attrs_post_init__(self) -> None:
         self.started_at = self.clock()
+        if self.max_turns <= 0:
+            self.max_turns = self.params.max_turns
         self._recount()
 
     @property
@@ -116,7 +128,7 @@ class RunContext:
     @property
     def is_last_turn(self) -> bool:
         """Whether the current turn is the last one the budget allows."""
-        return self.turn >= self.params.max_turns
+        return self.turn >= self.max_turns
 
     def append(self, message: Message) -> None:
         """Push a message onto the history, keeping the counters current."""

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["AGENT_LOOP_ABORTED", "AbortError", "RecordedError", "error_name"]
+__all__ = [
+    "AGENT_LOOP_ABORTED",
+    "MAX_OVERFLOW_COMPACTIONS",
+    "AbortError",
+    "ContextOverflowUnresolved",
+    "RecordedError",
+    "error_name",
+    "is_context_overflow",
+]
+
+MAX_OVERFLOW_COMPACTIONS = 3
+"""Compactions a turn may force after context-overflow errors before the run fails."""
 
 AGENT_LOOP_ABORTED = "agent loop aborted"
 """Message of the :class:`AbortError` the loop reports when it sees an abort at a turn top."""
@@ -37,3 +48,19 @@ def error_name(error: BaseException) -> str:
     """The name an error is recorded under: its own ``name`` if it declares one, else its class."""
     name = getattr(error, "name", None)
     return name if isinstance(name, str) else type(error).__name__
+
+
+def is_context_overflow(error: BaseException | None) -> bool:
+    """Whether a provider error says the request did not fit the model's context window."""
+    return error is not None and getattr(error, "kind", None) == "context_overflow"
+
+
+class ContextOverflowUnresolved(Exception):
+    """The request still overflowed the context window after the allowed compactions."""
+
+    def __init__(self, compactions: int) -> None:
+        super().__init__(
+            f"context overflow: the request still exceeds the model's context window after "
+            f"{compactions} compactions in one turn"
+        )
+        self.compactions = compactions

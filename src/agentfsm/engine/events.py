@@ -29,6 +29,8 @@ __all__ = [
     "LlmEndEvent",
     "LlmStartEvent",
     "PolicyStopEvent",
+    "PolicyWarnEvent",
+    "ReminderEvent",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
     "TurnEndEvent",
@@ -169,6 +171,32 @@ class PolicyStopEvent:
 
 
 @frozen(kw_only=True)
+class PolicyWarnEvent:
+    """A turn gate warned at the top of a turn; the run goes on."""
+
+    turn: int
+    """The turn."""
+    policy: str
+    """Which policy warned."""
+    reason: str
+    """What looks wrong."""
+    type: Literal["policy_warn"] = "policy_warn"
+
+
+@frozen(kw_only=True)
+class ReminderEvent:
+    """A policy queued a reminder for the next request (never stored in history)."""
+
+    turn: int
+    """The turn that queued it."""
+    policy: str
+    """Which policy."""
+    text: str
+    """The reminder."""
+    type: Literal["reminder"] = "reminder"
+
+
+@frozen(kw_only=True)
 class GateEvent:
     """A final gate refused a final answer: the run goes on with a reminder."""
 
@@ -217,6 +245,8 @@ AgentEvent: TypeAlias = (
     | ErrorEvent
     | PolicyStopEvent
     | GateEvent
+    | PolicyWarnEvent
+    | ReminderEvent
     | TextDeltaEvent
     | ThinkingDeltaEvent
 )
@@ -236,6 +266,8 @@ EventType: TypeAlias = Literal[
     "error",
     "policy_stop",
     "gate",
+    "policy_warn",
+    "reminder",
     "text_delta",
     "thinking_delta",
 ]

@@ -15,6 +15,8 @@ from statemachine import Event, State, StateChart
 
 from .compaction import should_compress
 from .context import RunContext
+from .errors import MAX_OVERFLOW_COMPACTIONS, is_context_overflow
+from .policy import PolicySet
 
 __all__ = ["GUARD_NAMES", "AgentLoopMachine", "LoopGuards"]
 
@@ -60,7 +62,12 @@ class AgentLoopMachine(StateChart[Any]):
     )
     compacted = Event(compress.to(llm_start), name="compacted")
     replied = Event(llm_start.to(llm_end), name="replied")
-    raised = Event(llm_start.to(aborted, cond="interrupted") | llm_start.to(failed), name="raised")
+    raised = Event(
+        llm_start.to(aborted, cond="interrupted")
+        | llm_start.to(compress, cond="overflow_recoverable")
+        | llm_start.to(failed),
+        name="raised",
+    )
     route = Event(
         llm_end.to(run_tools, cond="has_tool_calls", unless="last_turn")
         | llm_end.to(budget, cond="has_tool_calls")
@@ -82,10 +89,11 @@ class LoopGuards:
     Each is a pure predicate: no side effects, so evaluating a guard twice is harmless.
     """
 
-    __slots__ = ("ctx",)
+    __slots__ = ("ctx", "policies")
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, policies: PolicySet | None = None) -> None:
         self.ctx = ctx
+        self.policies = policies if policies is not None else PolicySet()
 
     def abort_requested(self) -> bool:
         """The run's signal is aborted."""
@@ -96,13 +104,26 @@ class LoopGuards:
         return self.ctx.pending_stop is not None
 
     def compression_needed(self) -> bool:
-        """The history's estimate reached ``budget * threshold`` with more than 8 to keep."""
+        """The estimate reached ``budget * threshold`` (more than 8 messages to keep), or a
+        compactor policy asks for compression."""
         ctx = self.ctx
-        return should_compress(
+        if should_compress(
             ctx.token_estimate,
             ctx.non_system_count,
             ctx.params.context_budget_tokens,
             ctx.params.compress_threshold,
+        ):
+            return True
+        return any(c.should_compress(ctx) for c in self.policies.compactors)
+
+    def overflow_recoverable(self) -> bool:
+        """The call overflowed the context window, a compactor policy is present, and this
+        turn has forced fewer than ``MAX_OVERFLOW_COMPACTIONS`` compactions."""
+        ctx = self.ctx
+        return (
+            bool(self.policies.compactors)
+            and is_context_overflow(ctx.error)
+            and ctx.overflow_compactions < MAX_OVERFLOW_COMPACTIONS
         )
 
     def has_tool_calls(self) -> bool:
@@ -131,5 +152,6 @@ GUARD_NAMES = (
     "last_turn",
     "gate_retry",
     "interrupted",
+    "overflow_recoverable",
 )
 """Every guard the machine names, in declaration order."""

@@ -1,7 +1,8 @@
 """The async runner: performs each state's effect, then sends the event that leaves it.
 
 :func:`run_conversation` is the core contract. The runner owns all I/O (chat calls, tool
-runs, gates); the machine decides where to go next from its guards.
+runs, gates); the machine decides where to go next from its guards; policies are consulted
+at the fixed points listed in :mod:`agentfsm.engine.policy`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 from .compaction import compress_messages
 from .context import RunContext, ToolOutcome
-from .errors import AbortError
+from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
     AgentEmitter,
     BudgetExhaustedEvent,
@@ -25,6 +26,8 @@ from .events import (
     LlmEndEvent,
     LlmStartEvent,
     PolicyStopEvent,
+    PolicyWarnEvent,
+    ReminderEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
     ToolCallEndEvent,
@@ -35,8 +38,9 @@ from .events import (
 from .history import budget_exhausted_result, seed_system_prompt, tool_message_from_result
 from .machine import LoopGuards
 from .messages import ChatResult, Message, ToolCall, ToolResult, UserMessage
-from .params import LoopOutcome, LoopParams, StopInfo
-from .protocols import ChatDelta, ChatFn, FinalGate, ToolRunner, TurnGate, policy_name
+from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
+from .policy import PolicySet, Remind, Stop, Warn, policy_name
+from .protocols import ChatDelta, ChatFn, ToolRunner
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
 __all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "run_conversation"]
@@ -51,7 +55,7 @@ INTERRUPTED = "interrupted"
 
 
 def render_reminders(reminders: Sequence[str]) -> str:
-    """Queued reminders as one ``<system-reminder>`` block."""
+    """Queued reminders as ``<system-reminder>`` blocks."""
     return "\n".join(f"<system-reminder>\n{text}\n</system-reminder>" for text in reminders)
 
 
@@ -73,7 +77,7 @@ class LoopRunner:
         ctx: RunContext,
         *,
         emitter: AgentEmitter | None = None,
-        policies: Sequence[object] = (),
+        policies: Sequence[object] | PolicySet = (),
         stepper: StepperKind = DEFAULT_STEPPER,
         deltas: bool = False,
     ) -> None:
@@ -82,9 +86,9 @@ class LoopRunner:
         self.ctx = ctx
         self.emitter = emitter if emitter is not None else AgentEmitter()
         self.on_delta = self._emit_delta if deltas else None
-        self.turn_gates = [p for p in policies if isinstance(p, TurnGate)]
-        self.final_gates = [p for p in policies if isinstance(p, FinalGate)]
-        self.stepper = make_stepper(stepper, LoopGuards(ctx))
+        self.policies = policies if isinstance(policies, PolicySet) else PolicySet(policies)
+        ctx.max_turns = self.policies.max_turns(ctx.params.max_turns)
+        self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         self._effects: dict[str, _Effect] = {
             "turn_start": self._turn_start,
             "compress_check": self._compress_check,
@@ -113,12 +117,21 @@ class LoopRunner:
                 continue
             return step
 
+    # -- helpers ------------------------------------------------------------------------
+
     def _emit_delta(self, delta: ChatDelta) -> None:
         turn = self.ctx.turn
         if delta.kind == "thinking":
             self.emitter.emit(ThinkingDeltaEvent(turn=turn, text=delta.text))
         else:
             self.emitter.emit(TextDeltaEvent(turn=turn, text=delta.text))
+
+    def _remind(self, policy: object, verdict: object) -> None:
+        if isinstance(verdict, Remind):
+            self.ctx.reminders.append(verdict.text)
+            self.emitter.emit(
+                ReminderEvent(turn=self.ctx.turn, policy=policy_name(policy), text=verdict.text)
+            )
 
     async def _interruptible(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable``; with an immediate interrupt, cancel it when the signal fires."""
@@ -141,7 +154,10 @@ class LoopRunner:
         await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
         raise AbortError(INTERRUPTED)
 
-    # -- states -----------------------------------------------------------------------
+    async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return await self._interruptible(self.chat(*args, **kwargs))
+
+    # -- states -------------------------------------------------------------------------
 
     async def _turn_start(self) -> str:
         ctx = self.ctx
@@ -151,14 +167,24 @@ class LoopRunner:
         ctx.stopping_policy = None
         ctx.pending_retry = None
         ctx.retry_policy = None
+        ctx.overflow_compactions = 0
+        ctx.error = None
         self.emitter.emit(TurnStartEvent(turn=ctx.turn))
-        if self.turn_gates and not ctx.signal_aborted:
-            for gate in self.turn_gates:
+        if self.policies.turn_gates and not ctx.signal_aborted:
+            for gate in self.policies.turn_gates:
                 verdict = gate.check_turn(ctx)
-                if verdict is not None:
+                if isinstance(verdict, Stop):
                     ctx.pending_stop = verdict
                     ctx.stopping_policy = policy_name(gate)
                     break
+                if isinstance(verdict, Warn):
+                    self.emitter.emit(
+                        PolicyWarnEvent(
+                            turn=ctx.turn, policy=policy_name(gate), reason=verdict.reason
+                        )
+                    )
+                else:
+                    self._remind(gate, verdict)
         return "begin"
 
     async def _compress_check(self) -> str:
@@ -167,9 +193,23 @@ class LoopRunner:
     async def _compress(self) -> str:
         ctx = self.ctx
         self.emitter.emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
-        compressed = await compress_messages(
-            self._interruptible_chat, ctx.history, signal=ctx.params.signal
+        compactor = next(
+            (
+                c
+                for c in self.policies.compactors
+                if ctx.error is not None or c.should_compress(ctx)
+            ),
+            None,
         )
+        if ctx.error is not None:  # forced by a context overflow
+            ctx.overflow_compactions += 1
+            ctx.error = None
+        if compactor is not None:
+            compressed = await compactor.compress(ctx, self._interruptible_chat)
+        else:
+            compressed = await compress_messages(
+                self._interruptible_chat, ctx.history, signal=ctx.params.signal
+            )
         if compressed.usage is not None:
             ctx.usage += compressed.usage
         if compressed.summary_chars > 0:
@@ -178,16 +218,15 @@ class LoopRunner:
         self.emitter.emit(CompressEndEvent(summary_chars=compressed.summary_chars))
         return "compacted"
 
-    async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
-        return await self._interruptible(self.chat(*args, **kwargs))
-
     async def _llm_start(self) -> str:
         ctx = self.ctx
         params = ctx.params
         self.emitter.emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
+        for request_shaper in self.policies.request_shapers:
+            request = request_shaper.shape_request(ctx, request)
         if ctx.reminders:
-            request = [*ctx.history, UserMessage(render_reminders(ctx.reminders))]
+            request = [*request, UserMessage(render_reminders(ctx.reminders))]
             ctx.reminders = []
         try:
             reply: object = await self._interruptible(
@@ -206,6 +245,8 @@ class LoopRunner:
         except Exception as exc:
             ctx.error = exc
             return "raised"
+        for reply_shaper in self.policies.reply_shapers:
+            result = reply_shaper.shape_reply(ctx, result) or result
         ctx.last_result = result
         ctx.turns_used += 1
         if result.usage is not None:
@@ -219,12 +260,15 @@ class LoopRunner:
         assert result is not None
         ctx.append(result.message)
         self.emitter.emit(LlmEndEvent(turn=ctx.turn, result=result))
+        for observer in self.policies.llm_observers:
+            self._remind(observer, observer.on_llm_end(ctx))
         return "route"
 
     async def _run_tools(self) -> str:
         ctx = self.ctx
         assert ctx.last_result is not None
         emit = self.emitter.emit
+        observers = self.policies.tool_observers
         for call in ctx.last_result.message.tool_calls:
             cut = ctx.interruptible and ctx.signal_aborted
             if not cut:
@@ -232,14 +276,23 @@ class LoopRunner:
                 try:
                     result = await self._interruptible(self._run_tool(call))
                     ctx.tool_calls_total += 1
+                    ctx.tool_counts[call.name] = ctx.tool_counts.get(call.name, 0) + 1
                 except AbortError:
                     cut = True
             if cut:
                 result = ToolResult(ok=False, output="", error=INTERRUPTED)
             ctx.append(tool_message_from_result(call, result))
-            ctx.turn_tools.append(ToolOutcome(call, result, cancelled=cut))
+            outcome = ToolOutcome(call, result, cancelled=cut)
+            ctx.turn_tools.append(outcome)
             emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cut))
+            for observer in observers:
+                self._remind(observer, observer.on_tool_result(ctx, outcome))
+        self._turn_end_observers()
         return "tools_done"
+
+    def _turn_end_observers(self) -> None:
+        for observer in self.policies.turn_observers:
+            self._remind(observer, observer.on_turn_end(self.ctx))
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         if self.tools is None:
@@ -257,7 +310,8 @@ class LoopRunner:
 
     async def _final_check(self) -> None:
         ctx = self.ctx
-        for gate in self.final_gates:
+        self._turn_end_observers()
+        for gate in self.policies.final_gates:
             verdict = await gate.check_final(ctx)
             if verdict is not None:
                 ctx.pending_retry = verdict
@@ -297,15 +351,8 @@ class LoopRunner:
 
     async def _aborted(self) -> LoopOutcome:
         self.emitter.emit(ErrorEvent(error=AbortError()))
-        outcome = self._outcome("aborted")
-        return LoopOutcome(
-            messages=outcome.messages,
-            final=None,
-            result=None,
-            turns_used=outcome.turns_used,
-            stopped_reason="aborted",
-            usage=outcome.usage,
-        )
+        self.ctx.last_result = None
+        return self._outcome("aborted")
 
     async def _stopped(self) -> LoopOutcome:
         ctx = self.ctx
@@ -320,24 +367,32 @@ class LoopRunner:
         return self._outcome("policy")
 
     async def _failed(self) -> LoopOutcome:
-        error = self.ctx.error
+        ctx = self.ctx
+        error = ctx.error
         assert error is not None
-        logger.error("agentfsm: chat call failed on turn %d: %s", self.ctx.turn, error)
+        if is_context_overflow(error) and self.policies.compactors:
+            unresolved = ContextOverflowUnresolved(ctx.overflow_compactions)
+            unresolved.__cause__ = error
+            error = unresolved
+        logger.error("agentfsm: chat call failed on turn %d: %s", ctx.turn, error)
         self.emitter.emit(ErrorEvent(error=error))
         raise error
 
-    def _outcome(self, reason: str, *, final: bool = False) -> LoopOutcome:
+    def _outcome(self, reason: StoppedReason, *, final: bool = False) -> LoopOutcome:
         ctx = self.ctx
         result = ctx.last_result
-        return LoopOutcome(
+        outcome = LoopOutcome(
             messages=ctx.history,
             final=result.message if final and result is not None else None,
             result=result,
             turns_used=ctx.turns_used,
-            stopped_reason=reason,  # type: ignore[arg-type]
+            stopped_reason=reason,
             usage=ctx.usage,
             stop=ctx.stop,
         )
+        for shaper in self.policies.outcome_shapers:
+            outcome = shaper.shape_outcome(ctx, outcome) or outcome
+        return outcome
 
 
 async def run_conversation(
@@ -358,7 +413,7 @@ async def run_conversation(
         messages: The conversation so far; never mutated.
         params: Budget, sampling, compression and abort settings.
         emitter: Receives every event of the run.
-        policies: Turn gates and final gates consulted by the machine's guards.
+        policies: Policy objects consulted at the machine's fixed points.
         stepper: ``"compiled"`` (default) or ``"statechart"`` (python-statemachine's engine).
 
     Returns:
