@@ -79,6 +79,11 @@ class RunContext:
     """Compressions that rewrote history."""
     overflow_compactions: int = 0
     """Compactions forced by a context-overflow error during the current turn."""
+    run_state: dict[str, Any] = field(factory=dict)
+    """Scratch state of policies for this run only (not persisted). A policy writes only
+    its own entry."""
+    context_measured: int | None = None
+    """The last call's input tokens, cleared when compression rewrites the history."""
     policy_state: dict[str, Any] = field(factory=dict)
     """Durable state of policies, one JSON-able entry per policy name (persisted by
     ``Engine`` with the session, restored on resume). A policy writes only its own entry."""
@@ -117,8 +122,9 @@ class RunContext:
 
     @property
     def context_tokens(self) -> int | None:
-        """Context occupancy: the last call's input tokens (not a sum), when reported."""
-        return self.last_usage.input_tokens if self.last_usage is not None else None
+        """Context occupancy: the last call's input tokens (not a sum), when reported and
+        still current (compression makes it stale)."""
+        return self.context_measured
 
     @property
     def elapsed(self) -> float:
@@ -140,6 +146,7 @@ class RunContext:
     def replace_history(self, messages: Iterable[Message]) -> None:
         """Refill the history in place (the caller's reference stays valid)."""
         self.history[:] = list(messages)
+        self.context_measured = None
         self._recount()
 
     def _recount(self) -> None:

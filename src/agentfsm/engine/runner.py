@@ -252,6 +252,7 @@ class LoopRunner:
         if result.usage is not None:
             ctx.usage += result.usage
             ctx.last_usage = result.usage
+            ctx.context_measured = result.usage.input_tokens
         return "replied"
 
     async def _llm_end(self) -> str:

@@ -1,0 +1,127 @@
+"""``prune_tool_results``: keep tool output within a character budget without breaking caches.
+
+Before each send, the largest *fresh* tool results are replaced with a short marker until
+the model-visible total of tool results is under budget. Every result is recorded as one of:
+
+- **replaced** (must re-apply): its marker is re-sent byte for byte on every later turn;
+- **frozen**: it was sent whole once, so it sits in the provider's cached prefix and is
+  never shrunk afterwards (that would cost more than it saves);
+- **fresh**: never sent; eligible, largest first.
+
+Results answering the latest assistant message are protected (the model has not read them
+yet) but recorded as seen, so they freeze. The record lives in
+``RunContext.policy_state["prune_tool_results"]``, which ``Engine`` persists with the
+session, so a resumed run keeps re-sending the same markers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from attrs import define
+
+from agentfsm.engine.context import RunContext
+from agentfsm.engine.messages import AssistantMessage, Message, ToolMessage
+
+__all__ = ["TOOL_RESULT_BUDGET_CHARS", "prune_marker", "prune_tool_results"]
+
+TOOL_RESULT_BUDGET_CHARS = 200_000
+"""Default budget for the model-visible total of tool results."""
+
+
+def prune_marker(content: str) -> str:
+    """The marker that replaces a pruned result (a function of its content only)."""
+    return (
+        f"[tool result pruned: {len(content)} characters removed to keep the context small; "
+        "run the tool again if you still need it]"
+    )
+
+
+def _key(message: ToolMessage) -> str:
+    digest = hashlib.blake2b(message.content.encode("utf-8"), digest_size=8).hexdigest()
+    return f"{message.tool_call_id}:{digest}"
+
+
+@define
+class _Scan:
+    """Per-run cache, so each request only looks at the messages added since the last one."""
+
+    compressions: int
+    scanned: int = 0
+    total: int = 0
+    visible: list[Message] | None = None
+
+
+class prune_tool_results:
+    """Replace the largest fresh tool results with markers while over ``budget_chars``."""
+
+    name = "prune_tool_results"
+
+    def __init__(self, budget_chars: int = TOOL_RESULT_BUDGET_CHARS) -> None:
+        if budget_chars < 1:
+            raise ValueError("budget_chars must be positive")
+        self.budget_chars = budget_chars
+
+    def shape_request(self, ctx: RunContext, messages: Sequence[Message]) -> Sequence[Message]:
+        state: dict[str, str | None] = ctx.policy_state.setdefault(self.name, {})
+        incremental = messages is ctx.history
+        scan = ctx.run_state.get(self.name) if incremental else None
+        if (
+            not isinstance(scan, _Scan)
+            or scan.compressions != ctx.compressions
+            or scan.scanned > len(messages)
+        ):
+            scan = _Scan(ctx.compressions)
+            if incremental:
+                ctx.run_state[self.name] = scan
+        start = scan.scanned
+        latest = len(messages) - 1
+        while latest >= 0 and not isinstance(messages[latest], AssistantMessage):
+            latest -= 1
+
+        fresh: list[tuple[int, str, ToolMessage]] = []
+        replaced_any = False
+        for index in range(start, len(messages)):
+            message = messages[index]
+            if not isinstance(message, ToolMessage):
+                continue
+            key = _key(message)
+            if key not in state:
+                fresh.append((index, key, message))
+                scan.total += len(message.content)
+                continue
+            marker = state[key]
+            if marker is None:
+                scan.total += len(message.content)
+            else:
+                scan.total += len(marker)
+                replaced_any = True
+
+        if scan.total > self.budget_chars:
+            eligible = [f for f in fresh if f[0] < latest]
+            for _, key, message in sorted(eligible, key=lambda f: -len(f[2].content)):
+                if scan.total <= self.budget_chars:
+                    break
+                marker = prune_marker(message.content)
+                state[key] = marker
+                scan.total += len(marker) - len(message.content)
+                replaced_any = True
+        for _, key, _message in fresh:
+            state.setdefault(key, None)  # sent whole now: frozen from here on
+
+        if replaced_any and scan.visible is None:
+            scan.visible = list(messages[:start])
+        if scan.visible is not None:
+            for index in range(start, len(messages)):
+                message = messages[index]
+                if isinstance(message, ToolMessage):
+                    marker = state.get(_key(message))
+                    if marker is not None:
+                        message = ToolMessage(message.tool_call_id, marker, message.is_error)
+                scan.visible.append(message)
+        scan.scanned = len(messages)
+        return scan.visible if scan.visible is not None else messages
+
+    def __repr__(self) -> str:
+        return f"prune_tool_results({self.budget_chars})"
