@@ -6,14 +6,23 @@ Graphviz's ``dot`` program on ``PATH``.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from .machine import AgentLoopMachine
+from .policy import PolicySet, policy_name
 
-__all__ = ["DiagramFormat", "DiagramUnavailable", "render_diagram", "write_diagram"]
+__all__ = [
+    "DiagramFormat",
+    "DiagramUnavailable",
+    "guard_feeders",
+    "render_diagram",
+    "write_diagram",
+]
 
 DiagramFormat: TypeAlias = Literal["mermaid", "dot", "svg", "png"]
 
@@ -48,16 +57,60 @@ def _stable_ids(source: str) -> str:
     return _OBJECT_ID.sub(ordinal, source)
 
 
+def guard_feeders(policies: Sequence[object]) -> dict[str, list[str]]:
+    """For each guard, the names of the policies whose decisions it reads."""
+    sorted_policies = PolicySet(policies)
+    stoppers = [p for p in sorted_policies.turn_gates if getattr(p, "can_stop", True)]
+    feeders: dict[str, list[Any]] = {
+        "policy_stop": stoppers,
+        "gate_retry": sorted_policies.final_gates,
+        "compression_needed": sorted_policies.compactors,
+        "overflow_recoverable": sorted_policies.compactors,
+        "last_turn": sorted_policies.turn_budgets,
+    }
+    return {guard: [policy_name(p) for p in ps] for guard, ps in feeders.items() if ps}
+
+
+_GUARDS = re.compile(r"\[(!?\w+(?:, !?\w+)*)\]")
+
+
+def _annotate(source: str, policies: Sequence[object], *, escape: bool, joiner: str) -> str:
+    feeders = guard_feeders(policies)
+
+    def label(match: re.Match[str]) -> str:
+        parts = []
+        for token in match.group(1).split(", "):
+            names = feeders.get(token.lstrip("!"))
+            if names:
+                shown = [html.escape(n) if escape else n for n in names]
+                token = f"{token} ← {joiner.join(shown)}"
+            parts.append(token)
+        return "[" + ", ".join(parts) + "]"
+
+    return _GUARDS.sub(label, source)
+
+
 def render_diagram(
-    fmt: DiagramFormat = "mermaid", machine: type[Any] = AgentLoopMachine
+    fmt: DiagramFormat = "mermaid",
+    machine: type[Any] = AgentLoopMachine,
+    *,
+    policies: Sequence[object] | None = None,
 ) -> str | bytes:
-    """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png."""
+    """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png.
+
+    With ``policies``, each guard on an edge is annotated with the policies that feed it,
+    e.g. ``[policy_stop ← stop_when(tool_called('submit'))]``.
+    """
     if fmt == "mermaid":
-        return str(format(machine, "mermaid"))
+        text = str(format(machine, "mermaid"))
+        return _annotate(text, policies, escape=False, joiner=", ") if policies else text
     if fmt == "dot":
-        return _dot_source(machine)
+        source = _dot_source(machine)
+        return _annotate(source, policies, escape=True, joiner="<br/>") if policies else source
     if fmt in ("svg", "png"):
         source = _dot_source(machine)
+        if policies:
+            source = _annotate(source, policies, escape=True, joiner="<br/>")
         if shutil.which("dot") is None:
             raise DiagramUnavailable(
                 f"{fmt.upper()} diagrams need Graphviz's 'dot' program "
@@ -71,7 +124,11 @@ def render_diagram(
 
 
 def write_diagram(
-    path: str | Path, fmt: DiagramFormat | None = None, machine: type[Any] = AgentLoopMachine
+    path: str | Path,
+    fmt: DiagramFormat | None = None,
+    machine: type[Any] = AgentLoopMachine,
+    *,
+    policies: Sequence[object] | None = None,
 ) -> Path:
     """Render into ``path``; the format defaults to the file's suffix (``.mmd`` is Mermaid)."""
     target = Path(path)
@@ -79,7 +136,7 @@ def write_diagram(
         suffix = target.suffix.lower().lstrip(".")
         fmt = "mermaid" if suffix in ("mmd", "mermaid", "") else suffix  # type: ignore[assignment]
     assert fmt is not None
-    rendered = render_diagram(fmt, machine)
+    rendered = render_diagram(fmt, machine, policies=policies)
     if isinstance(rendered, bytes):
         target.write_bytes(rendered)
     else:

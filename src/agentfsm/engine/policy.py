@@ -103,7 +103,11 @@ class TurnBudget(Protocol):
 
 @runtime_checkable
 class TurnGate(Protocol):
-    """Consulted at ``turn_start`` (after the abort check)."""
+    """Consulted at ``turn_start`` (after the abort check).
+
+    A gate that only warns or reminds may set ``can_stop = False``: diagrams then do not
+    list it on the ``policy_stop`` edge.
+    """
 
     def check_turn(self, ctx: RunContext) -> TurnVerdict | None:
         """Stop the run, warn, queue a reminder, or ``None`` to go on."""

@@ -26,6 +26,8 @@ class max_turns:
     response with a note appended as its final text.
     """
 
+    can_stop = False
+
     def __init__(self, n: int, *, wrap_up: bool = True, note: str | None = None) -> None:
         if n < 1:
             raise ValueError("max_turns needs n >= 1")

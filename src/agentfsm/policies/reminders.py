@@ -14,6 +14,8 @@ class remind_when:
     """At a turn's top, when ``condition`` holds, send ``text`` as a ``<system-reminder>`` in
     that turn's request only (never stored). ``once=True``: at most once per run."""
 
+    can_stop = False
+
     def __init__(self, condition: Condition, text: str, *, once: bool = True) -> None:
         self.condition = as_condition(condition)
         self.text = text

@@ -22,6 +22,7 @@ from agentfsm.adapters.sessions import (
     SessionStore,
     drop_trailing_user_messages,
     read_session_messages,
+    read_session_policy_state,
     resolve_session,
 )
 from agentfsm.engine.abort import AbortController
@@ -113,9 +114,12 @@ class Engine:
 
     def load_session(self, ref: str) -> list[Message]:
         """The messages of session ``ref`` (``latest``, an id or a unique id prefix)."""
+        return read_session_messages(self._resolve(ref))
+
+    def _resolve(self, ref: str) -> Path:
         if self.store is None:
             raise ValueError("this Engine records no sessions: give it a session_dir")
-        return read_session_messages(resolve_session(self.store.session_dir, ref))
+        return resolve_session(self.store.session_dir, ref)
 
     # -- running -------------------------------------------------------------------------
 
@@ -161,10 +165,13 @@ class Engine:
             if isinstance(prompt_or_messages, str)
             else list(prompt_or_messages)
         )
+        policy_state: dict[str, Any] = {}
         if resume is not None:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
-            history = self.load_session(resume)
+            resumed = self._resolve(resume)
+            history = read_session_messages(resumed)
+            policy_state = read_session_policy_state(resumed)
         handle = session
         if handle is None and self.store is not None:
             handle = self.store.new_handle()
@@ -172,6 +179,7 @@ class Engine:
             prior = list(history)
         elif handle is not None and not handle.first_use:
             prior = drop_trailing_user_messages(list(handle.messages))
+            policy_state = dict(handle.policy_state)
         else:
             prior = []
         new_session = not prior
@@ -203,7 +211,13 @@ class Engine:
         unlink = _link(signal, controller)
         params = evolve(self._params, system_prompt=system, signal=controller.signal)
         specs = tuple(self.tools.specs()) if self.tools is not None else ()
-        ctx = RunContext(params=params, history=history_list, tool_specs=specs, interruptible=True)
+        ctx = RunContext(
+            params=params,
+            history=history_list,
+            tool_specs=specs,
+            interruptible=True,
+            policy_state=policy_state,
+        )
         recorder = None
         if handle is not None:
             recorder = SessionRecorder(handle)
@@ -231,14 +245,14 @@ class Engine:
         except BaseException as exc:
             reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
             if recorder is not None:
-                recorder.finish(reason, ctx.usage, exc)
+                recorder.finish(reason, ctx.usage, exc, ctx.policy_state)
             await call_hook("stop", self.hooks.stop, RunStop(reason, ctx.usage, None, exc))
             raise
         finally:
             self._active.discard(controller)
             unlink()
         if recorder is not None:
-            recorder.finish(outcome.stopped_reason, outcome.usage)
+            recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
         outcome = evolve(outcome, session_path=path)
         await call_hook(
             "stop", self.hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)

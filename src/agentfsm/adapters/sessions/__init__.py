@@ -1,6 +1,10 @@
 """Sessions: JSONL transcripts of runs, read back for resume."""
 
-from .reader import drop_trailing_user_messages, read_session_messages
+from .reader import (
+    drop_trailing_user_messages,
+    read_session_messages,
+    read_session_policy_state,
+)
 from .recorder import SessionRecorder
 from .resolve import SessionNotFound, resolve_session
 from .store import SessionHandle, SessionStore
@@ -12,5 +16,6 @@ __all__ = [
     "SessionStore",
     "drop_trailing_user_messages",
     "read_session_messages",
+    "read_session_policy_state",
     "resolve_session",
 ]

@@ -9,7 +9,12 @@ from typing import Any
 from agentfsm.engine.messages import Message, UserMessage
 from agentfsm.engine.serialization import structure_message
 
-__all__ = ["ROLES", "drop_trailing_user_messages", "read_session_messages"]
+__all__ = [
+    "ROLES",
+    "drop_trailing_user_messages",
+    "read_session_messages",
+    "read_session_policy_state",
+]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -56,3 +61,21 @@ def read_session_messages(path: str | Path) -> list[Message]:
             if message is not None:
                 messages.append(message)
     return drop_trailing_user_messages(messages)
+
+
+def read_session_policy_state(path: str | Path) -> dict[str, Any]:
+    """The policies' durable state recorded by the last ``run_end`` of a session (``{}`` if
+    none). Lenient like :func:`read_session_messages`."""
+    state: dict[str, Any] = {}
+    with Path(path).open(encoding="utf-8", errors="replace") as file:
+        for line in file:
+            if '"policy_state"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            meta = record.get("meta") if isinstance(record, dict) else None
+            if isinstance(meta, dict) and isinstance(meta.get("policy_state"), dict):
+                state = meta["policy_state"]
+    return state

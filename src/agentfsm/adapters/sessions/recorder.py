@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentfsm.engine.events import (
@@ -83,8 +83,14 @@ class SessionRecorder:
         meta = {"event": "compress_end", "summary_chars": event.summary_chars}
         self._safely(lambda: self.handle.write_meta(meta))
 
-    def finish(self, stopped_reason: str, usage: Usage, error: BaseException | None = None) -> None:
-        """Stop following the run and write ``run_end``."""
+    def finish(
+        self,
+        stopped_reason: str,
+        usage: Usage,
+        error: BaseException | None = None,
+        policy_state: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Stop following the run and write ``run_end`` (with the policies' durable state)."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -95,4 +101,7 @@ class SessionRecorder:
         }
         if error is not None:
             meta["error"] = to_jsonable(error)
+        if policy_state:
+            meta["policy_state"] = dict(policy_state)
+            self.handle.policy_state = dict(policy_state)
         self._safely(lambda: self.handle.write_meta(meta))

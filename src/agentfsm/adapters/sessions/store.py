@@ -44,6 +44,8 @@ class SessionHandle:
         """Messages written through this handle, in order (the raw, uncompressed transcript)."""
         self.runs = 0
         """Runs that started on this handle."""
+        self.policy_state: dict[str, Any] = {}
+        """The policies' durable state as the last run on this handle left it."""
 
     @property
     def id(self) -> str:
