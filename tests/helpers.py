@@ -16,6 +16,8 @@ from agentfsm.engine.events import (
     LlmEndEvent,
     LlmStartEvent,
     PolicyStopEvent,
+    PolicyWarnEvent,
+    ReminderEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
     ToolCallEndEvent,
@@ -82,6 +84,10 @@ def summarize(event: AgentEvent) -> dict[str, Any]:
             return {"type": event.type, "turn": turn, "policy": policy, "reason": reason}
         case TextDeltaEvent(turn=turn, text=text) | ThinkingDeltaEvent(turn=turn, text=text):
             return {"type": event.type, "turn": turn, "text": text}
+        case PolicyWarnEvent(turn=turn, policy=policy, reason=reason):
+            return {"type": event.type, "turn": turn, "policy": policy, "reason": reason}
+        case ReminderEvent(turn=turn, policy=policy, text=text):
+            return {"type": event.type, "turn": turn, "policy": policy, "text": text}
         case GateEvent(turn=turn, policy=policy, reminder=reminder):
             return {"type": event.type, "turn": turn, "policy": policy, "reminder": reminder}
     raise AssertionError(f"unknown event {event!r}")

@@ -1,0 +1,142 @@
+"""max_turns (budget, wrap-up, capped text), spend_limit, presets.minimal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from agentfsm import AbortController, LoopParams, UserMessage, run_conversation
+from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
+from agentfsm.policies import WRAP_UP_REMINDER, max_turns, presets, spend_limit
+from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
+
+from ..helpers import Recorder
+
+
+def tools() -> ScriptedTools:
+    return ScriptedTools({"t": lambda: "ok"})
+
+
+async def test_wrap_up_on_the_last_turn_and_note_on_the_capped_text(
+    recorder: Recorder, snapshot: SnapshotAssertion
+) -> None:
+    chat = ScriptedChat([tool_reply(("t", {})), tool_reply(("t", {})), "Summary: did two steps."])
+    outcome = await run_conversation(
+        chat,
+        tools(),
+        [UserMessage("go")],
+        LoopParams(max_turns=100),
+        emitter=recorder.emitter,
+        policies=[max_turns(3)],
+    )
+    # Only the last allowed turn's request carries the wrap-up reminder.
+    carries = [WRAP_UP_REMINDER in r.messages[-1].content for r in chat.requests]
+    assert carries == [False, False, True]
+    assert all(WRAP_UP_REMINDER not in m.content for m in outcome.messages)
+    assert outcome.stopped_reason == "final"
+    assert outcome.final == AssistantMessage(
+        "Summary: did two steps.\n\n[Stopped at the limit of 3 turns.]"
+    )
+    assert outcome.messages[-1] == AssistantMessage("Summary: did two steps.")
+    assert recorder.view() == snapshot
+
+
+async def test_capped_run_that_still_calls_tools() -> None:
+    chat = ScriptedChat([ChatResult(tool_reply(("t", {}), content="Still working on it."))] * 2)
+    outcome = await run_conversation(
+        chat, tools(), [UserMessage("go")], LoopParams(max_turns=100), policies=[max_turns(2)]
+    )
+    assert outcome.stopped_reason == "budget"
+    assert outcome.turns_used == 2
+    assert outcome.final == AssistantMessage(
+        "Still working on it.\n\n[Stopped at the limit of 2 turns.]"
+    )
+
+
+async def test_an_early_final_answer_gets_no_note() -> None:
+    outcome = await run_conversation(
+        ScriptedChat(["done"]),
+        tools(),
+        [UserMessage("go")],
+        LoopParams(max_turns=9),
+        policies=[max_turns(3)],
+    )
+    assert outcome.final == AssistantMessage("done")
+
+
+async def test_tightest_budget_wins() -> None:
+    chat = ScriptedChat([tool_reply(("t", {}))] * 5)
+    outcome = await run_conversation(
+        chat,
+        tools(),
+        [UserMessage("go")],
+        LoopParams(max_turns=2),
+        policies=[max_turns(4, wrap_up=False)],
+    )
+    assert outcome.turns_used == 2
+    assert outcome.stopped_reason == "budget"
+
+
+async def test_spend_breaker(recorder: Recorder, snapshot: SnapshotAssertion) -> None:
+    def model(messages: list[Message]) -> Any:
+        if messages[0].content == COMPRESSION_SYSTEM_PROMPT:
+            return ChatResult(AssistantMessage("summary"), Usage(400, 50))
+        return ChatResult(tool_reply(("t", {})), Usage(300, 20))
+
+    history: list[Message] = [UserMessage(f"m{i}") for i in range(12)]
+    outcome = await run_conversation(
+        ScriptedChat(model),
+        tools(),
+        history,
+        LoopParams(max_turns=10, context_budget_tokens=10),
+        emitter=recorder.emitter,
+        policies=[spend_limit(1000)],
+    )
+    # Each turn compresses (450 tokens, an auxiliary call) and calls the model (320): after
+    # turn 1 the run spent 770 < 1000 and goes on; after turn 2, 1540: stop at turn 3's top.
+    assert outcome.stopped_reason == "policy"
+    assert outcome.stop is not None
+    assert outcome.usage == Usage(1400, 140)
+    assert outcome.stop.reason == "spend limit reached: 1540 of 1000 tokens"
+    assert outcome.turns_used == 2
+    assert recorder.view() == snapshot
+
+
+SCENARIOS: list[tuple[str, list[Any], int, bool]] = [
+    ("scenario_a", [tool_reply(("t", {})), "done"], 5, False),
+    ("final_turn_one", ["hello"], 3, False),
+    ("three_calls", [tool_reply(("t", {}), ("t", {}), ("t", {})), "ok"], 2, False),
+    ("budget", [tool_reply(("t", {})), tool_reply(ToolCall("x", "t", {}))], 2, False),
+    ("abort", ["never"], 3, True),
+]
+
+
+@pytest.mark.parametrize(("name", "script", "turns", "aborted"), SCENARIOS)
+async def test_minimal_preset_is_the_core_loop(
+    name: str, script: list[Any], turns: int, aborted: bool
+) -> None:
+    def run(params: LoopParams, policies: list[object]) -> Any:
+        recorder = Recorder()
+        return recorder, run_conversation(
+            ScriptedChat(list(script)),
+            tools(),
+            [UserMessage("go")],
+            params,
+            emitter=recorder.emitter,
+            policies=policies,
+        )
+
+    controller = AbortController()
+    if aborted:
+        controller.abort()
+    seed_rec, seed_run = run(LoopParams(max_turns=turns, signal=controller.signal), [])
+    seed = await seed_run
+    policy_rec, policy_run = run(
+        LoopParams(max_turns=10_000, signal=controller.signal), presets.minimal(turns)
+    )
+    via_policy = await policy_run
+    assert policy_rec.view() == seed_rec.view()
+    assert via_policy == seed
