@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -81,7 +82,7 @@ async def test_tightest_budget_wins() -> None:
 
 
 async def test_spend_breaker(recorder: Recorder, snapshot: SnapshotAssertion) -> None:
-    def model(messages: list[Message]) -> Any:
+    def model(messages: Sequence[Message]) -> Any:
         if messages[0].content == COMPRESSION_SYSTEM_PROMPT:
             return ChatResult(AssistantMessage("summary"), Usage(400, 50))
         return ChatResult(tool_reply(("t", {})), Usage(300, 20))

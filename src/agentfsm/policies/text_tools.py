@@ -13,7 +13,7 @@ from agentfsm.engine.messages import AssistantMessage, ChatResult, ToolCall
 
 __all__ = ["TOOL_CALLS_BLOCK", "parse_text_tool_calls", "text_tool_calls"]
 
-TOOL_CALLS_BLOCK = re.compile(r"\\[TOOL_CALLS\\](.*?)(?:\\[/TOOL_CALLS\\]|\\Z)", re.S)
+TOOL_CALLS_BLOCK = re.compile(r"\[TOOL_CALLS\](.*?)(?:\[/TOOL_CALLS\]|\Z)", re.S)
 """``[TOOL_CALLS][{"name": …, "arguments": {…}}, …][/TOOL_CALLS]`` (closing tag optional)."""
 
 
