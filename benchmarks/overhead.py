@@ -6,6 +6,9 @@ Runs, side by side in one process:
   no events and no bookkeeping: the floor any engine pays for the model and tools;
 - ``compiled``: ``run_conversation`` with the default driver;
 - ``statechart``: ``run_conversation`` on python-statemachine's sync engine;
+- ``coding_agent``: the default driver with the coding-agent preset on (turn cap with
+  wrap-up, tool-result pruning, text tool-call fallback, compression, spend breaker): the
+  figure the 500 µs budget is checked against;
 - ``engine_recording``: ``Engine`` with a session file written as the run goes, streamed
   deltas on and interrupts armed;
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
@@ -48,6 +51,7 @@ from agentfsm import (
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.machine import LoopGuards
 from agentfsm.engine.stepper import StatechartStepper, StepperKind
+from agentfsm.policies import presets
 
 BUDGET_US = 500.0
 SPEC = ToolSpec("noop", "Does nothing.")
@@ -98,7 +102,9 @@ async def baseline(turns: int) -> ZeroLatencyModel:
     return model
 
 
-async def engine(turns: int, stepper: StepperKind) -> ZeroLatencyModel:
+async def engine(
+    turns: int, stepper: StepperKind, policies: Sequence[object] = ()
+) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     outcome = await run_conversation(
         model,
@@ -106,6 +112,7 @@ async def engine(turns: int, stepper: StepperKind) -> ZeroLatencyModel:
         [UserMessage("go")],
         LoopParams(max_turns=turns, system_prompt="You are a benchmark."),
         stepper=stepper,
+        policies=policies,
     )
     assert outcome.stopped_reason == "final"
     assert outcome.turns_used == turns
@@ -143,6 +150,11 @@ VARIANTS = {
     "baseline": baseline,
     "compiled": lambda n: engine(n, "compiled"),
     "statechart": lambda n: engine(n, "statechart"),
+    "coding_agent": lambda n: engine(
+        n,
+        "compiled",
+        presets.coding_agent(turns=n, context_budget_tokens=10**9, spend_tokens=10**12),
+    ),
     "engine_recording": engine_recording,
     "bare_statechart": bare_statechart,
 }
@@ -202,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         results[f"{turns}_turns"] = entry
 
-    compiled_10 = results["10_turns"]["overhead_us_per_turn"]["compiled"]
-    compiled_1000 = results["1000_turns"]["overhead_us_per_turn"]["compiled"]
+    compiled_10 = results["10_turns"]["overhead_us_per_turn"]["coding_agent"]
+    compiled_1000 = results["1000_turns"]["overhead_us_per_turn"]["coding_agent"]
     report = {
         "benchmark": "engine overhead per turn, zero-latency scripted model, one tool per turn",
         "python": sys.version.split()[0],

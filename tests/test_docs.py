@@ -58,3 +58,32 @@ def test_embedding_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> Non
     (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
     exec(compile(block, str(path), "exec"), {})
     assert capsys.readouterr().out == "It has 2 words."
+
+
+async def test_policies_guide_custom_stop_policy() -> None:
+    from agentfsm.engine.events import PolicyWarnEvent
+    from agentfsm.engine.params import StopInfo
+
+    from .helpers import Recorder
+
+    path = DOCS / "policies.md"
+    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(path), "exec"), namespace)
+    policy = namespace["StopOnRepeatedFetch"]()
+    url = "https://example.org/a"
+    chat = ScriptedChat([tool_reply(("fetch", {"url": url}))] * 5)
+    recorder = Recorder()
+    outcome = await run_conversation(
+        chat,
+        ScriptedTools({"fetch": lambda url: "<html>"}),
+        [UserMessage("research")],
+        LoopParams(max_turns=10),
+        emitter=recorder.emitter,
+        policies=[policy],
+    )
+    assert outcome.stopped_reason == "policy"
+    assert outcome.stop == StopInfo("stop_on_repeated_fetch(3)", f"fetched {url} 3 times")
+    assert outcome.turns_used == 3
+    warns = recorder.of(PolicyWarnEvent)
+    assert [(w.turn, w.reason) for w in warns] == [(3, f"fetched {url} 2 times")]

@@ -236,3 +236,34 @@ def test_committed_svg_shows_every_state() -> None:
     svg = (DIAGRAMS / "agent_loop.svg").read_text("utf-8")
     for state in AgentLoopMachine.states:
         assert f">{state.name}<" in svg
+
+
+def test_diagram_names_the_policies_behind_each_guard() -> None:
+    from agentfsm.policies import presets, require, stop_when, text_matches, tool_called
+
+    policies = [
+        *presets.coding_agent(context_budget_tokens=100_000, spend_tokens=1_000_000),
+        stop_when(tool_called("submit")),
+        require(text_matches("DONE"), reminder="Say DONE."),
+    ]
+    text = render_diagram("mermaid", policies=policies)
+    assert isinstance(text, str)
+    lines = text.splitlines()
+    assert (
+        "    turn_start --> stopped : begin [policy_stop ← spend_limit(1000000), "
+        "stop_when(tool_called('submit'))]"
+    ) in lines
+    assert (
+        "    compress_check --> compress : check "
+        "[compression_needed ← compress(100000, threshold=0.8)]"
+    ) in lines
+    assert (
+        "    llm_end --> run_tools : route [has_tool_calls, !last_turn ← max_turns(50)]"
+    ) in lines
+    assert "gate_retry ← require(text_matches('DONE'), max_retries=3)" in text
+    # Guards no policy feeds are left as they are; without policies nothing changes.
+    assert "turn_start --> aborted : begin [abort_requested]" in text
+    assert render_diagram("mermaid", policies=[]) == render_diagram("mermaid")
+    dot = render_diagram("dot", policies=policies)
+    assert isinstance(dot, str)
+    assert "stop_when(tool_called(&#x27;submit&#x27;))" in dot
