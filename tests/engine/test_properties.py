@@ -28,7 +28,9 @@ from agentfsm import (
     run_conversation,
 )
 from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.errors import ContextOverflowUnresolved
 from agentfsm.engine.events import ToolCallEndEvent
+from agentfsm.policies import compress
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
 from ..helpers import Recorder
@@ -49,8 +51,8 @@ LETTERS = {
 }
 # The machine's grammar: turns that go on, then exactly one ending.
 GRAMMAR = re.compile(
-    r"(T(Cc)?Ll((SE)+|G))*"
-    r"(TR|TPD|T(Cc)?LR|T(Cc)?LlFD|T(Cc)?LlX+BD)"
+    r"(T(Cc)?(LCc)*Ll((SE)+|G))*"
+    r"(TR|TPD|T(Cc)?(LCc)*LR|T(Cc)?(LCc)*LlFD|T(Cc)?(LCc)*LlX+BD)"
 )
 
 
@@ -68,10 +70,15 @@ class Boom(Exception):
     pass
 
 
+class Overflow(Exception):
+    kind = "context_overflow"
+
+
+tool_specs = st.lists(st.sampled_from(["ok", "fail", "raise", "unknown"]), min_size=1, max_size=3)
 reply_specs = st.one_of(
-    st.just("text"),
-    st.just("error"),
-    st.lists(st.sampled_from(["ok", "fail", "raise", "unknown"]), min_size=1, max_size=3),
+    st.sampled_from(["text", "text", "text", "error", "overflow", "overflow"]),
+    tool_specs,
+    tool_specs,
 )
 
 
@@ -106,6 +113,7 @@ class RefuseTimes:
     budget=st.none() | st.integers(5, 200),
     summarizer_fails=st.booleans(),
     stop_turn=st.none() | st.integers(1, 8),
+    compactor=st.booleans(),
     refusals=st.integers(0, 3),
     history_size=st.integers(0, 12),
     stepper=st.sampled_from(["compiled", "statechart"]),
@@ -117,6 +125,7 @@ async def test_event_stream_follows_the_machine(
     budget: int | None,
     summarizer_fails: bool,
     stop_turn: int | None,
+    compactor: bool,
     refusals: int,
     history_size: int,
     stepper: Any,
@@ -134,6 +143,8 @@ async def test_event_stream_follows_the_machine(
             return "an answer"
         if spec == "error":
             return Boom("provider failed")
+        if spec == "overflow":
+            return Overflow("prompt is too long")
         names = {"ok": "ok", "fail": "fail", "raise": "crash", "unknown": "missing"}
         return AssistantMessage(
             "", tool_calls=[ToolCall(f"c{i}", names[s], {}) for i, s in enumerate(spec)]
@@ -165,6 +176,8 @@ async def test_event_stream_follows_the_machine(
     policies: list[object] = [RefuseTimes(refusals)]
     if stop_turn is not None:
         policies.append(StopAtTurn(stop_turn))
+    if compactor:
+        policies.append(compress(budget or 10**9))
 
     outcome: LoopOutcome | None = None
     raised: BaseException | None = None
@@ -183,7 +196,7 @@ async def test_event_stream_follows_the_machine(
             policies=policies,
             stepper=stepper,
         )
-    except Boom as exc:
+    except (Boom, Overflow, ContextOverflowUnresolved) as exc:
         raised = exc
 
     events = word(recorder)
@@ -194,10 +207,21 @@ async def test_event_stream_follows_the_machine(
     turns = events.count("T")
     assert [e.turn for e in recorder.events if e.type == "turn_start"] == list(range(1, turns + 1))
     assert turns <= max_turns
-    assert events.count("L") == events.count("l") + (1 if raised else 0)
+    overflow_retries = events.count("LC")
+    label(f"overflow compactions: {overflow_retries > 0}")
+    assert events.count("L") == events.count("l") + overflow_retries + (1 if raised else 0)
+    if not compactor:
+        assert overflow_retries == 0
     if raised is not None:
-        assert str(raised) == "provider failed"
         assert events.endswith("LR")
+        if isinstance(raised, ContextOverflowUnresolved):
+            assert compactor
+            assert events.endswith("LCcLCcLCcLR")
+            assert isinstance(raised.__cause__, Overflow)
+        elif isinstance(raised, Overflow):
+            assert not compactor
+        else:
+            assert str(raised) == "provider failed"
         return
     assert outcome is not None
     reason = outcome.stopped_reason
