@@ -6,7 +6,9 @@ that nothing per turn is proportional to the history's length.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -15,9 +17,13 @@ from attrs import define, field
 from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from .params import LoopParams, StopInfo
 from .policy import Retry, Stop
+from .protocols import ChatFn, ToolRunner
 from .tokens import estimate_message_tokens
 
-__all__ = ["RunContext", "ToolOutcome"]
+__all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome"]
+
+RECENT_EVENTS = 256
+"""How many of the latest events a run keeps in ``RunContext.recent_events``."""
 
 
 @define(frozen=True)
@@ -45,6 +51,10 @@ class RunContext:
     """The working history: seeded copy of the caller's messages, mutated in place."""
     tool_specs: Sequence[ToolSpec] = ()
     """The tools offered this run."""
+    chat: ChatFn | None = None
+    """The run's chat model (policies call it through :meth:`aux_chat`)."""
+    tools: ToolRunner | None = None
+    """The run's tool runner (a verifier derives its read-only tools from it)."""
     turn: int = 0
     """Current 1-based turn; 0 before the first ``turn_start``."""
     max_turns: int = 0
@@ -63,6 +73,16 @@ class RunContext:
     """Tool calls executed so far in the run."""
     tool_counts: dict[str, int] = field(factory=dict)
     """How many times each tool ran, by name."""
+    mutations: int = 0
+    """Successful calls of destructive tools in this run."""
+    mutated_files: list[str] = field(factory=list)
+    """Paths those calls changed, first change first, each once."""
+    aux_usage: Usage = field(factory=Usage)
+    """The part of ``usage`` spent by auxiliary calls (compression, gates, supervisors)."""
+    event_seq: int = 0
+    """Sequence number of the latest event of the run (events are numbered from 1)."""
+    recent_events: deque[tuple[int, Any]] = field(factory=lambda: deque(maxlen=RECENT_EVENTS))
+    """The latest events with their sequence numbers (a bounded window of the run's log)."""
     pending_stop: Stop | None = None
     """A turn gate's stop verdict for the current turn top."""
     stopping_policy: str | None = None
@@ -135,6 +155,31 @@ class RunContext:
     def is_last_turn(self) -> bool:
         """Whether the current turn is the last one the budget allows."""
         return self.turn >= self.max_turns
+
+    def charge(self, usage: Usage | None) -> None:
+        """Count an auxiliary call's tokens in the run totals (so ``spend_limit`` sees them)."""
+        if usage is not None:
+            self.usage += usage
+            self.aux_usage += usage
+
+    async def aux_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a bound on this one call
+        chat: ChatFn | None = None,
+    ) -> ChatResult:
+        """One auxiliary, non-streamed call (the run's model unless ``chat`` is given), with
+        its usage charged to the run. Raises what the call raises, or ``TimeoutError``."""
+        model = chat if chat is not None else self.chat
+        if model is None:
+            raise RuntimeError("this run has no chat model for auxiliary calls")
+        call = model(messages, tools, max_tokens=max_tokens, signal=self.params.signal)
+        result = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
+        self.charge(result.usage)
+        return result
 
     def append(self, message: Message) -> None:
         """Push a message onto the history, keeping the counters current."""

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 from attrs import cmp_using, field, frozen
 
 from .errors import error_name
-from .messages import AssistantMessage, ChatResult, ToolCall, ToolResult
+from .messages import AssistantMessage, ChatResult, ToolCall, ToolResult, Usage
 
 __all__ = [
     "AgentEmitter",
@@ -30,6 +30,8 @@ __all__ = [
     "LlmStartEvent",
     "PolicyStopEvent",
     "PolicyWarnEvent",
+    "RedirectEvent",
+    "RedirectSkippedEvent",
     "ReminderEvent",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
@@ -180,6 +182,8 @@ class PolicyWarnEvent:
     """Which policy warned."""
     reason: str
     """What looks wrong."""
+    code: str | None = None
+    """A stable identifier of the pattern, when the policy gave one."""
     type: Literal["policy_warn"] = "policy_warn"
 
 
@@ -194,6 +198,45 @@ class ReminderEvent:
     text: str
     """The reminder."""
     type: Literal["reminder"] = "reminder"
+
+
+@frozen(kw_only=True)
+class RedirectEvent:
+    """A supervisor suggested new directions after a loop-health warning.
+
+    Records sizes, cost and the evidence it saw, never the advice text itself (that is in
+    the next request, and the history if the model repeats it).
+    """
+
+    turn: int
+    """The turn whose request carries the directions."""
+    reason: str
+    """The warning that triggered it (e.g. ``oscillation_detected``)."""
+    directions: int
+    """How many directions came back (at most three)."""
+    directions_chars: int
+    """Their total length."""
+    latency_ms: int
+    """How long the supervisor call took."""
+    usage: Usage | None
+    """What the supervisor call cost (added to the run totals)."""
+    evidence_event_ids: tuple[int, ...]
+    """Sequence numbers of the events the evidence packet was built from."""
+    type: Literal["redirect"] = "redirect"
+
+
+@frozen(kw_only=True)
+class RedirectSkippedEvent:
+    """A warning could have triggered a redirection, but none was made; the run goes on."""
+
+    turn: int
+    """The turn."""
+    trigger: str
+    """The warning code."""
+    reason: str
+    """Why: ``disabled``, ``max_per_run``, ``empty_evidence``, ``error``, ``timeout``,
+    ``empty``, ``unparseable``."""
+    type: Literal["redirect_skipped"] = "redirect_skipped"
 
 
 @frozen(kw_only=True)
@@ -247,6 +290,8 @@ AgentEvent: TypeAlias = (
     | GateEvent
     | PolicyWarnEvent
     | ReminderEvent
+    | RedirectEvent
+    | RedirectSkippedEvent
     | TextDeltaEvent
     | ThinkingDeltaEvent
 )
@@ -268,6 +313,8 @@ EventType: TypeAlias = Literal[
     "gate",
     "policy_warn",
     "reminder",
+    "redirect",
+    "redirect_skipped",
     "text_delta",
     "thinking_delta",
 ]

@@ -64,6 +64,10 @@ class ToolResult:
     """The tool's output text (may be partial on failure)."""
     error: str | None = None
     """Why it failed; ``None`` on success."""
+    metadata: dict[str, Any] = field(factory=dict)
+    """Facts for the engine and policies, not shown to the model. Known keys: ``path`` (the
+    file a destructive tool changed), ``before_sha`` / ``after_sha`` (content hashes on
+    both sides of an edit, which loop health uses to spot reverts)."""
 
 
 def _calls_tuple(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:

@@ -8,7 +8,8 @@ keeps state of its own in ``ctx.policy_state[name]``, which the engine persists)
 hook               state               may return
 =================  ==================  ==============================================
 ``turn_budget``    whole run           an ``int`` attribute: the run's turn limit
-``check_turn``     ``turn_start``      :class:`Stop`, :class:`Warn`, :class:`Remind`
+``check_turn``     ``turn_start``      :class:`Stop`, :class:`Warn`, :class:`Remind`,
+                                       :class:`Notice` (or several; may be async)
 ``should_compress`` ``compress_check`` ``bool``; ``compress`` does the rewrite
 ``shape_request``  ``llm_start``       the messages to send (never stored)
 ``shape_reply``    ``llm_end``         a replacement :class:`ChatResult`
@@ -22,8 +23,8 @@ hook               state               may return
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from attrs import frozen
 
@@ -39,6 +40,7 @@ __all__ = [
     "Compactor",
     "FinalGate",
     "LlmObserver",
+    "Notice",
     "OutcomeShaper",
     "PolicySet",
     "Remind",
@@ -70,6 +72,16 @@ class Warn:
 
     reason: str
     """What looks wrong."""
+    code: str | None = None
+    """A stable identifier of the pattern (e.g. ``repeated_identical_tool``)."""
+
+
+@frozen
+class Notice:
+    """Ask the engine to emit ``event`` (for policies that report what they did)."""
+
+    event: Any
+    """An :data:`~agentfsm.engine.events.AgentEvent`."""
 
 
 @frozen
@@ -88,7 +100,8 @@ class Retry:
     """Text the next request carries as a ``<system-reminder>``."""
 
 
-TurnVerdict: TypeAlias = Stop | Warn | Remind
+TurnVerdict: TypeAlias = Stop | Warn | Remind | Notice
+"""What a turn gate may return; a gate may also return several (a sequence), or be async."""
 
 
 @runtime_checkable
@@ -109,8 +122,10 @@ class TurnGate(Protocol):
     list it on the ``policy_stop`` edge.
     """
 
-    def check_turn(self, ctx: RunContext) -> TurnVerdict | None:
-        """Stop the run, warn, queue a reminder, or ``None`` to go on."""
+    def check_turn(
+        self, ctx: RunContext
+    ) -> TurnVerdict | Sequence[TurnVerdict] | Awaitable[Any] | None:
+        """Stop the run, warn, queue a reminder, emit a notice, or ``None`` to go on."""
         ...
 
 

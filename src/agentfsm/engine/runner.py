@@ -8,6 +8,7 @@ at the fixed points listed in :mod:`agentfsm.engine.policy`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from .context import RunContext, ToolOutcome
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
     AgentEmitter,
+    AgentEvent,
     BudgetExhaustedEvent,
     CompressEndEvent,
     CompressStartEvent,
@@ -39,7 +41,7 @@ from .history import budget_exhausted_result, seed_system_prompt, tool_message_f
 from .machine import LoopGuards
 from .messages import ChatResult, Message, ToolCall, ToolResult, UserMessage
 from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
-from .policy import PolicySet, Remind, Stop, Warn, policy_name
+from .policy import Notice, PolicySet, Remind, Stop, Warn, policy_name
 from .protocols import ChatDelta, ChatFn, ToolRunner
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
@@ -88,6 +90,11 @@ class LoopRunner:
         self.on_delta = self._emit_delta if deltas else None
         self.policies = policies if isinstance(policies, PolicySet) else PolicySet(policies)
         ctx.max_turns = self.policies.max_turns(ctx.params.max_turns)
+        if ctx.chat is None:
+            ctx.chat = chat
+        if ctx.tools is None:
+            ctx.tools = tools
+        self._destructive = frozenset(s.name for s in ctx.tool_specs if s.destructive)
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         self._effects: dict[str, _Effect] = {
             "turn_start": self._turn_start,
@@ -119,17 +126,23 @@ class LoopRunner:
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _emit(self, event: AgentEvent) -> None:
+        ctx = self.ctx
+        ctx.event_seq += 1
+        ctx.recent_events.append((ctx.event_seq, event))
+        self.emitter.emit(event)
+
     def _emit_delta(self, delta: ChatDelta) -> None:
         turn = self.ctx.turn
         if delta.kind == "thinking":
-            self.emitter.emit(ThinkingDeltaEvent(turn=turn, text=delta.text))
+            self._emit(ThinkingDeltaEvent(turn=turn, text=delta.text))
         else:
-            self.emitter.emit(TextDeltaEvent(turn=turn, text=delta.text))
+            self._emit(TextDeltaEvent(turn=turn, text=delta.text))
 
     def _remind(self, policy: object, verdict: object) -> None:
         if isinstance(verdict, Remind):
             self.ctx.reminders.append(verdict.text)
-            self.emitter.emit(
+            self._emit(
                 ReminderEvent(turn=self.ctx.turn, policy=policy_name(policy), text=verdict.text)
             )
 
@@ -169,22 +182,32 @@ class LoopRunner:
         ctx.retry_policy = None
         ctx.overflow_compactions = 0
         ctx.error = None
-        self.emitter.emit(TurnStartEvent(turn=ctx.turn))
+        self._emit(TurnStartEvent(turn=ctx.turn))
         if self.policies.turn_gates and not ctx.signal_aborted:
             for gate in self.policies.turn_gates:
-                verdict = gate.check_turn(ctx)
-                if isinstance(verdict, Stop):
-                    ctx.pending_stop = verdict
-                    ctx.stopping_policy = policy_name(gate)
-                    break
-                if isinstance(verdict, Warn):
-                    self.emitter.emit(
-                        PolicyWarnEvent(
-                            turn=ctx.turn, policy=policy_name(gate), reason=verdict.reason
+                answer: Any = gate.check_turn(ctx)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
+                for verdict in verdicts:
+                    if isinstance(verdict, Stop):
+                        ctx.pending_stop = verdict
+                        ctx.stopping_policy = policy_name(gate)
+                    elif isinstance(verdict, Warn):
+                        self._emit(
+                            PolicyWarnEvent(
+                                turn=ctx.turn,
+                                policy=policy_name(gate),
+                                reason=verdict.reason,
+                                code=verdict.code,
+                            )
                         )
-                    )
-                else:
-                    self._remind(gate, verdict)
+                    elif isinstance(verdict, Notice):
+                        self._emit(verdict.event)
+                    else:
+                        self._remind(gate, verdict)
+                if ctx.pending_stop is not None:
+                    break
         return "begin"
 
     async def _compress_check(self) -> str:
@@ -192,7 +215,7 @@ class LoopRunner:
 
     async def _compress(self) -> str:
         ctx = self.ctx
-        self.emitter.emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
+        self._emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
         compactor = next(
             (
                 c
@@ -215,13 +238,13 @@ class LoopRunner:
         if compressed.summary_chars > 0:
             ctx.replace_history(compressed.messages)
             ctx.compressions += 1
-        self.emitter.emit(CompressEndEvent(summary_chars=compressed.summary_chars))
+        self._emit(CompressEndEvent(summary_chars=compressed.summary_chars))
         return "compacted"
 
     async def _llm_start(self) -> str:
         ctx = self.ctx
         params = ctx.params
-        self.emitter.emit(LlmStartEvent(turn=ctx.turn))
+        self._emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
         for request_shaper in self.policies.request_shapers:
             request = request_shaper.shape_request(ctx, request)
@@ -260,7 +283,7 @@ class LoopRunner:
         result = ctx.last_result
         assert result is not None
         ctx.append(result.message)
-        self.emitter.emit(LlmEndEvent(turn=ctx.turn, result=result))
+        self._emit(LlmEndEvent(turn=ctx.turn, result=result))
         for observer in self.policies.llm_observers:
             self._remind(observer, observer.on_llm_end(ctx))
         return "route"
@@ -268,7 +291,7 @@ class LoopRunner:
     async def _run_tools(self) -> str:
         ctx = self.ctx
         assert ctx.last_result is not None
-        emit = self.emitter.emit
+        emit = self._emit
         observers = self.policies.tool_observers
         for call in ctx.last_result.message.tool_calls:
             cut = ctx.interruptible and ctx.signal_aborted
@@ -278,6 +301,8 @@ class LoopRunner:
                     result = await self._interruptible(self._run_tool(call))
                     ctx.tool_calls_total += 1
                     ctx.tool_counts[call.name] = ctx.tool_counts.get(call.name, 0) + 1
+                    if result.ok and call.name in self._destructive:
+                        self._record_mutation(call, result)
                 except AbortError:
                     cut = True
             if cut:
@@ -290,6 +315,13 @@ class LoopRunner:
                 self._remind(observer, observer.on_tool_result(ctx, outcome))
         self._turn_end_observers()
         return "tools_done"
+
+    def _record_mutation(self, call: ToolCall, result: ToolResult) -> None:
+        ctx = self.ctx
+        ctx.mutations += 1
+        path = result.metadata.get("path", call.arguments.get("path"))
+        if isinstance(path, str) and path not in ctx.mutated_files:
+            ctx.mutated_files.append(path)
 
     def _turn_end_observers(self) -> None:
         for observer in self.policies.turn_observers:
@@ -324,23 +356,21 @@ class LoopRunner:
             assert ctx.retry_policy is not None
             ctx.gate_retries += 1
             ctx.reminders.append(retry.reminder)
-            self.emitter.emit(
-                GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder)
-            )
+            self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
         return None
 
     async def _final(self) -> LoopOutcome:
         ctx = self.ctx
         result = ctx.last_result
         assert result is not None
-        self.emitter.emit(FinalEvent(message=result.message, result=result))
-        self.emitter.emit(TurnEndEvent(turn=ctx.turn))
+        self._emit(FinalEvent(message=result.message, result=result))
+        self._emit(TurnEndEvent(turn=ctx.turn))
         return self._outcome("final", final=True)
 
     async def _budget(self) -> LoopOutcome:
         ctx = self.ctx
         assert ctx.last_result is not None
-        emit = self.emitter.emit
+        emit = self._emit
         for call in ctx.last_result.message.tool_calls:
             result = budget_exhausted_result()
             ctx.append(tool_message_from_result(call, result))
@@ -351,7 +381,7 @@ class LoopRunner:
         return self._outcome("budget")
 
     async def _aborted(self) -> LoopOutcome:
-        self.emitter.emit(ErrorEvent(error=AbortError()))
+        self._emit(ErrorEvent(error=AbortError()))
         self.ctx.last_result = None
         return self._outcome("aborted")
 
@@ -361,10 +391,8 @@ class LoopRunner:
         assert stop is not None
         assert ctx.stopping_policy is not None
         ctx.stop = StopInfo(ctx.stopping_policy, stop.reason)
-        self.emitter.emit(
-            PolicyStopEvent(turn=ctx.turn, policy=ctx.stopping_policy, reason=stop.reason)
-        )
-        self.emitter.emit(TurnEndEvent(turn=ctx.turn))
+        self._emit(PolicyStopEvent(turn=ctx.turn, policy=ctx.stopping_policy, reason=stop.reason))
+        self._emit(TurnEndEvent(turn=ctx.turn))
         return self._outcome("policy")
 
     async def _failed(self) -> LoopOutcome:
@@ -376,7 +404,7 @@ class LoopRunner:
             unresolved.__cause__ = error
             error = unresolved
         logger.error("agentfsm: chat call failed on turn %d: %s", ctx.turn, error)
-        self.emitter.emit(ErrorEvent(error=error))
+        self._emit(ErrorEvent(error=error))
         raise error
 
     def _outcome(self, reason: StoppedReason, *, final: bool = False) -> LoopOutcome:
