@@ -250,7 +250,7 @@ def test_diagram_names_the_policies_behind_each_guard() -> None:
     assert isinstance(text, str)
     lines = text.splitlines()
     assert (
-        "    turn_start --> stopped : begin [policy_stop ← spend_limit(1000000), "
+        "    turn_start --> stopped : begin [policy_stop ← loop_health, spend_limit(1000000), "
         "stop_when(tool_called('submit'))]"
     ) in lines
     assert (
@@ -260,7 +260,10 @@ def test_diagram_names_the_policies_behind_each_guard() -> None:
     assert (
         "    llm_end --> run_tools : route [has_tool_calls, !last_turn ← max_turns(50)]"
     ) in lines
-    assert "gate_retry ← require(text_matches('DONE'), max_retries=3)" in text
+    assert (
+        "gate_retry ← verify('auto'), verifier(max_turns=15), "
+        "require(text_matches('DONE'), max_retries=3)"
+    ) in text
     # Guards no policy feeds are left as they are; without policies nothing changes.
     assert "turn_start --> aborted : begin [abort_requested]" in text
     assert render_diagram("mermaid", policies=[]) == render_diagram("mermaid")

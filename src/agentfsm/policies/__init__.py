@@ -6,8 +6,10 @@ Each implements any subset of the hooks in :mod:`agentfsm.engine.policy`; pass t
 
 from . import presets
 from .compression import compress
+from .health import loop_health
 from .limits import WRAP_UP_REMINDER, max_turns
 from .prune import TOOL_RESULT_BUDGET_CHARS, prune_marker, prune_tool_results
+from .redirect import build_evidence, parse_directions, redirect
 from .reminders import remind_when
 from .spend import spend_limit
 from .stop import (
@@ -26,22 +28,31 @@ from .stop import (
     turns_at_least,
 )
 from .text_tools import parse_text_tool_calls, text_tool_calls
+from .verifier import ReadOnlyTools, parse_verdict, verifier
+from .verify import resolve_verify_command, verify
 
 __all__ = [
+    "Condition",
+    "ReadOnlyTools",
+    "StopCondition",
     "TOOL_RESULT_BUDGET_CHARS",
     "WRAP_UP_REMINDER",
-    "Condition",
-    "StopCondition",
     "as_condition",
+    "build_evidence",
     "compress",
     "elapsed_over",
+    "loop_health",
     "max_turns",
+    "parse_directions",
     "parse_text_tool_calls",
+    "parse_verdict",
     "presets",
     "prune_marker",
     "prune_tool_results",
+    "redirect",
     "remind_when",
     "require",
+    "resolve_verify_command",
     "spend_limit",
     "stop_all",
     "stop_any",
@@ -52,4 +63,6 @@ __all__ = [
     "tokens_over",
     "tool_called",
     "turns_at_least",
+    "verifier",
+    "verify",
 ]

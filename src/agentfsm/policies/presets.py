@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .compression import compress
+from .health import loop_health
 from .limits import max_turns
 from .prune import TOOL_RESULT_BUDGET_CHARS, prune_tool_results
+from .redirect import redirect
 from .spend import spend_limit
 from .text_tools import text_tool_calls
+from .verifier import verifier
+from .verify import verify
 
 __all__ = ["coding_agent", "minimal"]
 
@@ -19,18 +25,30 @@ def minimal(turns: int) -> list[object]:
 def coding_agent(
     *,
     turns: int = 50,
+    workspace: str | Path = ".",
     context_budget_tokens: int | None = None,
     spend_tokens: int | None = None,
     tool_result_budget_chars: int = TOOL_RESULT_BUDGET_CHARS,
+    review: bool = True,
+    redirect_enabled: bool = False,
 ) -> list[object]:
-    """The coding-agent set: turn cap with wrap-up, tool-result pruning, text tool-call
-    fallback, and (when given a budget) compression with overflow recovery and a spend
-    breaker."""
+    """The coding-agent set, with the seed's defaults.
+
+    Turn cap with wrap-up, tool-result pruning, text tool-call fallback, loop health
+    (redirection off unless ``redirect_enabled``), the verify gate (the workspace's check
+    command, when it has one, after file changes), the independent verifier (on runs that
+    changed files, unless ``review=False``), and when given budgets compression with
+    overflow recovery and a spend breaker.
+    """
     policies: list[object] = [
         max_turns(turns),
         prune_tool_results(tool_result_budget_chars),
         text_tool_calls(),
+        loop_health(redirect=redirect(enabled=redirect_enabled)),
+        verify(workspace=workspace),
     ]
+    if review:
+        policies.append(verifier(only_if_mutated=True))
     if context_budget_tokens is not None:
         policies.append(compress(context_budget_tokens))
     if spend_tokens is not None:

@@ -1,0 +1,213 @@
+"""``loop_health``: one evaluator for the patterns of a stuck run.
+
+A. repeated identical calls: how many of the last 10 ``name + JSON(args)`` signatures match
+   the latest call;
+B. stagnation: turns in a row without a successful mutating tool (reads alone are not
+   "no progress": it is counted per turn, not per call); a turn that changed a file resets it;
+C. oscillation: both sides of every edit are hashed in a 30-entry window and only an inverse
+   edit (X→Y, later Y→X) scores; no-op and failed edits never count; the score is the number
+   of reverts still in the window, so it falls again as a recovering run pushes them out;
+D. reasoning similarity: word-set Jaccard between consecutive turns' reasoning.
+
+Braking is two-tier: a breach warns, twice the threshold stops (``Loop stopped: <reason>``),
+except stagnation, which only warns. Observations are made as tools and turns finish; the
+verdict is given at the top of the next turn. All counters are per run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+
+from attrs import define, field
+
+from agentfsm.engine.context import RunContext, ToolOutcome
+from agentfsm.engine.policy import Remind, Stop, TurnVerdict, Warn
+
+from .redirect import REDIRECT_TRIGGERS
+from .redirect import redirect as RedirectSettings
+
+__all__ = ["HealthState", "loop_health"]
+
+_WORDS = re.compile(r"\w+")
+
+
+@define
+class HealthState:
+    """One run's counters and windows."""
+
+    signatures: deque[str] = field(factory=lambda: deque(maxlen=10))
+    repeated: int = 0
+    last_signature: str = ""
+    stagnant_turns: int = 0
+    edits: deque[tuple[str, str, str, bool]] = field(factory=lambda: deque(maxlen=30))
+    last_words: frozenset[str] | None = None
+    similar_turns: int = 0
+    warned: dict[str, int] = field(factory=dict)
+
+    @property
+    def oscillation(self) -> int:
+        """Reverts still inside the edit window."""
+        return sum(1 for *_, revert in self.edits if revert)
+
+    def reset(self, code: str) -> None:
+        """Forget a pattern and the window it is derived from (after a redirection)."""
+        if code == "repeated_identical_tool":
+            self.signatures.clear()
+            self.repeated = 0
+        elif code == "oscillation_detected":
+            self.edits.clear()
+        elif code == "no_progress":
+            self.stagnant_turns = 0
+        elif code == "repeated_reasoning":
+            self.similar_turns = 0
+        self.warned.pop(code, None)
+
+
+class loop_health:
+    """Watch for stuck patterns; warn at a threshold, stop at twice it.
+
+    Args:
+        repeated_calls: Identical calls among the last 10 that warn (A).
+        stagnant_turns: Turns without a file change that warn (B; never stops).
+        oscillations: Reverts inside the 30-edit window that warn (C).
+        similar_reasoning: Consecutive turns with near-identical reasoning that warn (D).
+        similarity: Jaccard similarity from which two turns' reasoning count as the same.
+        redirect: Redirection settings (off by default).
+    """
+
+    name = "loop_health"
+
+    def __init__(
+        self,
+        *,
+        repeated_calls: int = 3,
+        stagnant_turns: int = 8,
+        oscillations: int = 2,
+        similar_reasoning: int = 3,
+        similarity: float = 0.9,
+        redirect: RedirectSettings | None = None,
+    ) -> None:
+        self.repeated_calls = repeated_calls
+        self.stagnant_turns = stagnant_turns
+        self.oscillations = oscillations
+        self.similar_reasoning = similar_reasoning
+        self.similarity = similarity
+        self.redirect = redirect if redirect is not None else RedirectSettings()
+
+    def state(self, ctx: RunContext) -> HealthState:
+        """This run's counters."""
+        state = ctx.run_state.get(self.name)
+        if not isinstance(state, HealthState):
+            state = ctx.run_state[self.name] = HealthState()
+        return state
+
+    # -- observations ----------------------------------------------------------------
+
+    def on_tool_result(self, ctx: RunContext, outcome: ToolOutcome) -> None:
+        if outcome.cancelled:
+            return None
+        state = self.state(ctx)
+        call = outcome.call
+        signature = call.name + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+        state.signatures.append(signature)
+        state.repeated = state.signatures.count(signature)
+        state.last_signature = call.name
+        meta = outcome.result.metadata
+        before, after, path = meta.get("before_sha"), meta.get("after_sha"), meta.get("path")
+        if (
+            outcome.result.ok
+            and isinstance(before, str)
+            and isinstance(after, str)
+            and before != after
+        ):
+            where = str(path) if path is not None else ""
+            revert = any(p == where and b == after and a == before for p, b, a, _ in state.edits)
+            state.edits.append((where, before, after, revert))
+        return None
+
+    def on_turn_end(self, ctx: RunContext) -> None:
+        state = self.state(ctx)
+        destructive = {s.name for s in ctx.tool_specs if s.destructive}
+        changed = any(
+            o.result.ok and not o.cancelled and o.call.name in destructive for o in ctx.turn_tools
+        )
+        state.stagnant_turns = 0 if changed else state.stagnant_turns + 1
+        return None
+
+    def on_llm_end(self, ctx: RunContext) -> None:
+        result = ctx.last_result
+        if result is None:
+            return None
+        text = result.message.reasoning or ""
+        words = frozenset(_WORDS.findall(text.lower()))
+        state = self.state(ctx)
+        if not words:
+            return None
+        if state.last_words:
+            jaccard = len(words & state.last_words) / len(words | state.last_words)
+            state.similar_turns = state.similar_turns + 1 if jaccard >= self.similarity else 0
+        state.last_words = words
+        return None
+
+    # -- verdict ---------------------------------------------------------------------
+
+    def _measures(self, state: HealthState) -> list[tuple[str, int, int, bool, str]]:
+        return [
+            (
+                "repeated_identical_tool",
+                state.repeated,
+                self.repeated_calls,
+                True,
+                f"{state.repeated} identical {state.last_signature} calls among the last 10",
+            ),
+            (
+                "oscillation_detected",
+                state.oscillation,
+                self.oscillations,
+                True,
+                f"{state.oscillation} edits undone within the last 30",
+            ),
+            (
+                "repeated_reasoning",
+                state.similar_turns,
+                self.similar_reasoning,
+                True,
+                f"{state.similar_turns} turns in a row with near-identical reasoning",
+            ),
+            (
+                "no_progress",
+                state.stagnant_turns,
+                self.stagnant_turns,
+                False,
+                f"{state.stagnant_turns} turns without changing a file",
+            ),
+        ]
+
+    async def check_turn(self, ctx: RunContext) -> list[TurnVerdict]:
+        state = self.state(ctx)
+        verdicts: list[TurnVerdict] = []
+        for code, value, threshold, stops, detail in self._measures(state):
+            if stops and value >= 2 * threshold:
+                return [Stop(f"Loop stopped: {code}: {detail}")]
+            if value < threshold:
+                state.warned.pop(code, None)
+                continue
+            if value <= state.warned.get(code, 0):
+                continue  # already warned at this level
+            state.warned[code] = value
+            verdicts.append(Warn(detail, code=code))
+            if code in REDIRECT_TRIGGERS:
+                advice = await self.redirect.consider(ctx, code, detail)
+                verdicts.extend(advice)
+                if any(isinstance(v, Remind) for v in advice):
+                    state.reset(code)
+        return verdicts
+
+    def __repr__(self) -> str:
+        return (
+            f"loop_health(repeated_calls={self.repeated_calls}, "
+            f"stagnant_turns={self.stagnant_turns}, oscillations={self.oscillations}, "
+            f"similar_reasoning={self.similar_reasoning})"
+        )
