@@ -306,8 +306,12 @@ def test_coding_agent_preset() -> None:
         "max_turns(50)",
         "prune_tool_results(200000)",
         "text_tool_calls()",
+        "loop_health(repeated_calls=3, stagnant_turns=8, oscillations=2, similar_reasoning=3)",
+        "verify('auto')",
+        "verifier(max_turns=15)",
         "compress(100000, threshold=0.8)",
         "spend_limit(1000000)",
     ]
     assert [repr(p) for p in presets.minimal(7)] == ["max_turns(7, wrap_up=False)"]
-    assert json.dumps({"ok": True})  # presets are plain lists of plain objects
+    without_review = presets.coding_agent(review=False)
+    assert "verifier(max_turns=15)" not in [repr(p) for p in without_review]
