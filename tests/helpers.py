@@ -17,6 +17,8 @@ from agentfsm.engine.events import (
     LlmStartEvent,
     PolicyStopEvent,
     PolicyWarnEvent,
+    RedirectEvent,
+    RedirectSkippedEvent,
     ReminderEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
@@ -84,8 +86,19 @@ def summarize(event: AgentEvent) -> dict[str, Any]:
             return {"type": event.type, "turn": turn, "policy": policy, "reason": reason}
         case TextDeltaEvent(turn=turn, text=text) | ThinkingDeltaEvent(turn=turn, text=text):
             return {"type": event.type, "turn": turn, "text": text}
-        case PolicyWarnEvent(turn=turn, policy=policy, reason=reason):
-            return {"type": event.type, "turn": turn, "policy": policy, "reason": reason}
+        case PolicyWarnEvent(turn=turn, policy=policy, reason=reason, code=code):
+            return {"type": event.type, "turn": turn, "code": code, "reason": reason}
+        case RedirectEvent(turn=turn, reason=reason, directions=n, directions_chars=chars):
+            return {
+                "type": event.type,
+                "turn": turn,
+                "reason": reason,
+                "directions": n,
+                "directions_chars": chars,
+                "evidence": len(event.evidence_event_ids),
+            }
+        case RedirectSkippedEvent(turn=turn, trigger=trigger, reason=reason):
+            return {"type": event.type, "turn": turn, "trigger": trigger, "reason": reason}
         case ReminderEvent(turn=turn, policy=policy, text=text):
             return {"type": event.type, "turn": turn, "policy": policy, "text": text}
         case GateEvent(turn=turn, policy=policy, reminder=reminder):
