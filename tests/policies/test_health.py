@@ -297,7 +297,9 @@ async def test_redirect_fires_on_a_warn(recorder: Recorder, snapshot: SnapshotAs
         ("Just keep going, you are doing fine.", "unparseable"),
     ],
 )
-async def test_redirect_fails_closed(answer: Any, reason: str, recorder: Recorder) -> None:
+async def test_redirect_fails_closed(
+    answer: Any, reason: str, recorder: Recorder, snapshot: SnapshotAssertion
+) -> None:
     model, seen = supervised(answer)
     policy = loop_health(redirect=redirect(enabled=True))
     outcome = await run_conversation(
@@ -316,6 +318,7 @@ async def test_redirect_fails_closed(answer: Any, reason: str, recorder: Recorde
     assert recorder.of(RedirectEvent) == []
     assert all("<system-reminder>" not in r[-1].content for r in seen["requests"])
     assert outcome.stopped_reason == "budget"  # the run went on exactly as it would have
+    assert recorder.view() == snapshot
 
 
 async def test_redirect_times_out(recorder: Recorder) -> None:
@@ -342,7 +345,7 @@ async def test_redirect_needs_evidence(recorder: Recorder) -> None:
 
 
 async def test_redirect_disabled_by_default_and_by_env(
-    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, snapshot: SnapshotAssertion
 ) -> None:
     monkeypatch.setenv("AGENTFSM_DISABLE_REDIRECT", "1")
     model, seen = supervised("1. x")
@@ -358,6 +361,7 @@ async def test_redirect_disabled_by_default_and_by_env(
     # Recorded once per run as skipped, reason "disabled"; the supervisor is never asked.
     assert [(e.turn, e.reason) for e in recorder.of(RedirectSkippedEvent)] == [(4, "disabled")]
     assert seen["supervisor"] == 0
+    assert recorder.view() == snapshot
     monkeypatch.delenv("AGENTFSM_DISABLE_REDIRECT")
     default = Recorder()
     await run_conversation(
@@ -371,7 +375,7 @@ async def test_redirect_disabled_by_default_and_by_env(
     assert [e.reason for e in default.of(RedirectSkippedEvent)] == ["disabled"]
 
 
-async def test_redirect_capped_per_run(recorder: Recorder) -> None:
+async def test_redirect_capped_per_run(recorder: Recorder, snapshot: SnapshotAssertion) -> None:
     model, seen = supervised("1. try another file")
     policy = loop_health(redirect=redirect(enabled=True, max_per_run=2))
     await run_conversation(
@@ -385,6 +389,7 @@ async def test_redirect_capped_per_run(recorder: Recorder) -> None:
     assert [e.turn for e in recorder.of(RedirectEvent)] == [4, 7]
     assert [e.reason for e in recorder.of(RedirectSkippedEvent)][:1] == ["max_per_run"]
     assert seen["supervisor"] == 2
+    assert recorder.view() == snapshot
 
 
 def test_evidence_is_bounded_and_pure() -> None:
