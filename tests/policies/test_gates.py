@@ -268,3 +268,11 @@ async def test_read_only_tools_refuse_writes(tmp_path: Path) -> None:
     assert not refused.ok
     assert "read-only" in (refused.error or "")
     assert not (tmp_path / "a").exists()
+
+
+def test_verifier_prompt_guards_against_new_objections() -> None:
+    prompt = VERIFIER_SYSTEM_PROMPT
+    assert "NOT grounds for FAIL" in prompt
+    assert "Do not invent new requirements or objections" in prompt
+    assert "Do not raise the bar" in prompt
+    assert prompt.rstrip().endswith("VERDICT: PARTIAL")

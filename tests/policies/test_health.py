@@ -222,6 +222,8 @@ async def test_d_repeated_reasoning(recorder: Recorder) -> None:
     assert outcome.stopped_reason == "policy"
     assert outcome.stop is not None
     assert outcome.stop.reason.startswith("Loop stopped: repeated_reasoning")
+    # Repeated reasoning is not a redirection trigger: nothing is even recorded as skipped.
+    assert all(e.trigger != "repeated_reasoning" for e in recorder.of(RedirectSkippedEvent))
 
 
 async def test_counters_are_per_run(recorder: Recorder) -> None:
@@ -258,8 +260,9 @@ async def test_redirect_fires_on_a_warn(recorder: Recorder, snapshot: SnapshotAs
         "1. Read the failing test first\n2. Search for the error text\n- Ask the user"
     )
     policy = loop_health(redirect=redirect(enabled=True, max_per_run=1))
+    chat = ScriptedChat(model)
     outcome = await run_conversation(
-        ScriptedChat(model),
+        chat,
         workspace_tools(),
         [UserMessage("fix")],
         LoopParams(max_turns=7),
@@ -267,6 +270,10 @@ async def test_redirect_fires_on_a_warn(recorder: Recorder, snapshot: SnapshotAs
         policies=[policy],
     )
     (fired,) = recorder.of(RedirectEvent)
+    # One small, tool-less, non-streamed call to the run's own model.
+    (supervisor,) = [r for r in chat.requests if r.messages[0] == SystemMessage(SUPERVISOR_PROMPT)]
+    assert supervisor.tools == ()
+    assert supervisor.max_tokens == 400
     assert fired.turn == 4
     assert fired.reason == "repeated_identical_tool"
     assert fired.directions == 3
