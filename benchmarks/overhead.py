@@ -55,11 +55,6 @@ from agentfsm.policies import presets
 
 BUDGET_US = 500.0
 SPEC = ToolSpec("noop", "Does nothing.")
-TOOL_REPLY = ChatResult(
-    AssistantMessage("", tool_calls=(ToolCall("c1", "noop", {"path": "src/app.py"}),)),
-    Usage(1200, 30),
-    "tool_calls",
-)
 TEXT_REPLY = ChatResult(AssistantMessage("done"), Usage(1200, 5), "stop")
 TOOL_RESULT = ToolResult(True, "ok")
 
@@ -71,13 +66,25 @@ class ZeroLatencyModel:
         self.turns = turns
         self.calls = 0
         self.stamps: list[int] = []
+        # A different path each turn, as a real agent reading files would (identical calls
+        # would rightly trip loop health).
+        self.replies = [
+            ChatResult(
+                AssistantMessage(
+                    "", tool_calls=(ToolCall("c1", "noop", {"path": f"src/m{i}.py"}),)
+                ),
+                Usage(1200, 30),
+                "tool_calls",
+            )
+            for i in range(turns)
+        ]
 
     async def __call__(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], **_: Any
     ) -> ChatResult:
         self.stamps.append(time.perf_counter_ns())
         self.calls += 1
-        return TEXT_REPLY if self.calls >= self.turns else TOOL_REPLY
+        return TEXT_REPLY if self.calls >= self.turns else self.replies[self.calls - 1]
 
 
 class InstantTools:
@@ -137,7 +144,7 @@ async def bare_statechart(turns: int) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     ctx = RunContext(params=LoopParams(max_turns=turns + 1), history=[])
     stepper = StatechartStepper(LoopGuards(ctx))
-    ctx.last_result = TOOL_REPLY
+    ctx.last_result = model.replies[0]
     for _ in range(turns):
         await model([], ())
         ctx.turn += 1
