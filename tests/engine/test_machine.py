@@ -90,6 +90,7 @@ def test_transitions_are_ordered_with_named_guards() -> None:
             ("turn_start", ()),
         ],
         ("final_check", "decide"): [
+            ("aborted", (("interrupted", True),)),
             ("turn_start", (("gate_retry", True), ("last_turn", False))),
             ("final", ()),
         ],

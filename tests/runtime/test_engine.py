@@ -465,3 +465,29 @@ async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:
     )
     outcome = await engine.run("go")
     assert read_session_messages(outcome.session_path or "") == outcome.messages
+
+
+async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
+    from agentfsm.policies import verify
+
+    marker = tmp_path / "finished"
+    chat = ScriptedChat([tool_reply(("write", {})), "done"])
+    tools = ScriptedTools(
+        {"write": lambda: ToolResult(True, "ok", metadata={"path": "a"})},
+        specs=[ToolSpec("write", "w", destructive=True)],
+    )
+    engine = Engine(chat, tools, policies=[verify(f"sleep 30; touch {marker}", workspace=tmp_path)])
+    second_answer = asyncio.Event()
+    engine.events.on("llm_end", lambda e: second_answer.set() if e.turn == 2 else None)
+    recorder = Recorder(engine.events)
+    task = asyncio.create_task(engine.run("go"))
+    await asyncio.wait_for(second_answer.wait(), 5)
+    await asyncio.sleep(0.3)  # the verify command is running now
+    fired = time.monotonic()
+    engine.interrupt()
+    outcome = await asyncio.wait_for(task, 5)
+    assert time.monotonic() - fired < 1.0
+    assert outcome.stopped_reason == "aborted"
+    assert recorder.types[-1] == "error"
+    await asyncio.sleep(0.1)
+    assert not marker.exists()  # the command's process group was killed

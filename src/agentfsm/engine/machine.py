@@ -78,7 +78,9 @@ class AgentLoopMachine(StateChart[Any]):
         run_tools.to(aborted, cond="interrupted") | run_tools.to(turn_start), name="tools_done"
     )
     decide = Event(
-        final_check.to(turn_start, cond="gate_retry", unless="last_turn") | final_check.to(final),
+        final_check.to(aborted, cond="interrupted")
+        | final_check.to(turn_start, cond="gate_retry", unless="last_turn")
+        | final_check.to(final),
         name="decide",
     )
 

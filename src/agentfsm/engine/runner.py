@@ -345,7 +345,10 @@ class LoopRunner:
         ctx = self.ctx
         self._turn_end_observers()
         for gate in self.policies.final_gates:
-            verdict = await gate.check_final(ctx)
+            try:
+                verdict = await self._interruptible(gate.check_final(ctx))
+            except AbortError:
+                break  # an immediate interrupt cut the gate short: ``interrupted`` decides
             if verdict is not None:
                 ctx.pending_retry = verdict
                 ctx.retry_policy = policy_name(gate)
