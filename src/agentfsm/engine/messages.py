@@ -36,6 +36,9 @@ class ToolCall:
     """The tool's name, as advertised in its :class:`ToolSpec`."""
     arguments: dict[str, Any] = field(factory=dict)
     """The decoded JSON arguments."""
+    raw_arguments: str | None = None
+    """The model's argument text when it was not a JSON object (``arguments`` is then
+    empty); a tool runner reports it back as malformed instead of running the tool."""
 
 
 @frozen

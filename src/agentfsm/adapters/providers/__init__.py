@@ -1,0 +1,26 @@
+"""Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
+
+from .anthropic import AnthropicChat
+from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
+from .openai_chat import OpenAIChat
+from .openai_wire import OpenAIQuirks
+from .replay import ReplayTransport, WireFixture, load_wire_fixture
+from .retry import RetryPolicy
+from .router import Router
+from .transport import Timeouts
+
+__all__ = [
+    "RETRYABLE_KINDS",
+    "AnthropicChat",
+    "ErrorKind",
+    "OpenAIChat",
+    "OpenAIQuirks",
+    "ProviderError",
+    "ReplayTransport",
+    "RetryPolicy",
+    "Router",
+    "Timeouts",
+    "WireFixture",
+    "is_overflow_message",
+    "load_wire_fixture",
+]

@@ -1,0 +1,249 @@
+"""``AnthropicChat``: the Anthropic Messages API over httpx."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from agentfsm.engine.messages import ChatResult, Message, ToolSpec
+from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
+
+from .anthropic_wire import EventAccumulator, build_request, parse_message
+from .errors import ProviderError, classify_error_body
+from .retry import RetryPolicy, call_with_retries
+from .transport import Timeouts, TransportContext, iter_events, read_body, read_error, send
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicChat:
+    """A :class:`~agentfsm.engine.protocols.ChatFn` speaking the Messages API.
+
+    Streams by default: text and thinking deltas reach ``on_delta``; ``ping`` events are
+    ignored; an ``error`` event after a 200 (e.g. ``overloaded_error``) is a
+    :class:`ProviderError` with ``in_stream=True``, never an empty success.
+
+    Args:
+        model: The model name.
+        base_url: The API root (``/v1/messages`` is appended).
+        api_key: Sent as ``x-api-key``; never written to errors, events or logs.
+        http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
+        stream: Stream responses.
+        timeouts: Connect, first-byte and idle limits.
+        retry: The retry policy.
+        headers: Extra request headers.
+        name: The provider name used in errors.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.anthropic.com",
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.stream = stream
+        self.timeouts = timeouts if timeouts is not None else Timeouts()
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._api_key = api_key
+        self._headers = dict(headers or {})
+        self._client = http_client
+        self._owns_client = http_client is None
+        self.name = name or httpx.URL(self.base_url).host or "anthropic"
+        self._ctx = TransportContext(self.name, (api_key,) if api_key else ())
+
+    def __repr__(self) -> str:
+        return f"AnthropicChat(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.timeouts.connect,
+                    read=None,
+                    write=self.timeouts.write,
+                    pool=self.timeouts.connect,
+                )
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _request(self, body: dict[str, Any]) -> httpx.Request:
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+            "accept": "text/event-stream" if body.get("stream") else "application/json",
+            **self._headers,
+        }
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        base = self.base_url if self.base_url.endswith("/v1") else f"{self.base_url}/v1"
+        return self.client.build_request(
+            "POST", f"{base}/messages", headers=headers, content=json.dumps(body)
+        )
+
+    async def __call__(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        signal: SupportsAbort | None = None,
+        on_delta: DeltaHandler | None = None,
+    ) -> ChatResult:
+        body = build_request(
+            self.model,
+            messages,
+            tools,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=self.stream,
+        )
+
+        async def attempt() -> ChatResult:
+            response = await send(
+                self.client,
+                self._request(body),
+                timeouts=self.timeouts,
+                signal=signal,
+                ctx=self._ctx,
+            )
+            if response.status_code >= 400:
+                raise await read_error(
+                    response, timeouts=self.timeouts, signal=signal, ctx=self._ctx
+                )
+            try:
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    return await self._read_stream(response, signal, on_delta)
+                return await self._read_json(response, signal)
+            finally:
+                await response.aclose()
+
+        return await call_with_retries(
+            attempt, policy=self.retry, signal=signal, provider=self.name
+        )
+
+    async def _read_json(
+        self, response: httpx.Response, signal: SupportsAbort | None
+    ) -> ChatResult:
+        raw = await read_body(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
+        try:
+            data = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise ProviderError(
+                "server",
+                "the response body is not a JSON object",
+                status=response.status_code,
+                provider_code="empty_stream" if not raw.strip() else "malformed_response",
+                provider=self.name,
+            )
+        if data.get("type") == "error":
+            raise classify_error_body(
+                response.status_code,
+                data,
+                response.headers,
+                secrets=self._ctx.secrets,
+                provider=self.name,
+            )
+        return parse_message(data)
+
+    async def _read_stream(
+        self, response: httpx.Response, signal: SupportsAbort | None, on_delta: DeltaHandler | None
+    ) -> ChatResult:
+        acc = EventAccumulator()
+        started = [False]
+        terminal = [False]
+        async for event in iter_events(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            started=started,
+            terminal=terminal,
+        ):
+            if not event.data.strip():
+                continue
+            try:
+                data = json.loads(event.data)
+            except ValueError:
+                raise ProviderError(
+                    "server",
+                    f"malformed stream frame: {event.data[:200]}",
+                    in_stream=True,
+                    response_started=started[0],
+                    provider_code="malformed_frame",
+                    provider=self.name,
+                ) from None
+            if not isinstance(data, Mapping):
+                continue
+            kind = (
+                event.event
+                if event.event and event.event != "message"
+                else str(data.get("type", ""))
+            )
+            if kind == "ping":
+                continue
+            if kind == "error" or data.get("type") == "error":
+                error = classify_error_body(
+                    200,
+                    data,
+                    response.headers,
+                    in_stream=True,
+                    secrets=self._ctx.secrets,
+                    provider=self.name,
+                )
+                error.response_started = started[0]
+                raise error
+            text, thinking = acc.add(kind, data)
+            if on_delta is not None:
+                if thinking:
+                    started[0] = True
+                    on_delta(ChatDelta("thinking", thinking))
+                if text:
+                    started[0] = True
+                    on_delta(ChatDelta("text", text))
+            if acc.stopped:
+                break
+            if acc.stop_reason is not None:
+                terminal[0] = True
+        if acc.empty:
+            raise ProviderError(
+                "server",
+                "the stream ended without any answer (an empty 200 response)",
+                status=response.status_code,
+                in_stream=True,
+                provider_code="empty_stream",
+                provider=self.name,
+            )
+        if not acc.stopped and acc.stop_reason is None:
+            raise ProviderError(
+                "connection",
+                "the stream ended before the message was complete",
+                phase="read",
+                in_stream=True,
+                response_started=started[0],
+                provider=self.name,
+            )
+        return acc.result()

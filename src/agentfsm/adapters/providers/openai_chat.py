@@ -1,0 +1,247 @@
+"""``OpenAIChat``: Chat Completions over httpx, for OpenAI and every compatible server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from agentfsm.engine.messages import ChatResult, Message, ToolSpec
+from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
+
+from .errors import ProviderError, classify_error_body
+from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
+from .retry import RetryPolicy, call_with_retries
+from .transport import Timeouts, TransportContext, iter_events, read_body, read_error, send
+
+__all__ = ["OpenAIChat"]
+
+
+class OpenAIChat:
+    """A :class:`~agentfsm.engine.protocols.ChatFn` speaking Chat Completions.
+
+    Works with OpenAI and compatible servers (vLLM, Ollama, llama.cpp, LM Studio, Groq,
+    Mistral, DeepSeek, OpenRouter …). No provider SDK is used.
+
+    Args:
+        model: The model name sent with every request.
+        base_url: The API root, e.g. ``https://api.openai.com/v1`` or
+            ``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended.
+        api_key: Sent as a bearer token; never written to errors, events or logs.
+        http_client: An ``httpx.AsyncClient`` to use (e.g. with a test transport); by default
+            the adapter owns one.
+        stream: Stream responses (text deltas reach ``on_delta`` as they arrive).
+        quirks: What the server accepts when it differs from OpenAI (see ``OpenAIQuirks``).
+        timeouts: Connect, first-byte and idle limits.
+        retry: The retry policy for retryable failures.
+        headers: Extra request headers.
+        name: The provider name used in errors (default: the base URL's host).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        quirks: OpenAIQuirks | None = None,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.stream = stream
+        self.quirks = quirks if quirks is not None else OpenAIQuirks()
+        self.timeouts = timeouts if timeouts is not None else Timeouts()
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._api_key = api_key
+        self._headers = dict(headers or {})
+        self._client = http_client
+        self._owns_client = http_client is None
+        self.name = name or httpx.URL(self.base_url).host or "openai-compatible"
+        self._ctx = TransportContext(self.name, (api_key,) if api_key else ())
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.timeouts.connect,
+                    read=None,
+                    write=self.timeouts.write,
+                    pool=self.timeouts.connect,
+                )
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _request(self, body: dict[str, Any], stream: bool) -> httpx.Request:
+        headers = {"content-type": "application/json", **self._headers}
+        headers["accept"] = "text/event-stream" if stream else "application/json"
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return self.client.build_request(
+            "POST", f"{self.base_url}/chat/completions", headers=headers, content=json.dumps(body)
+        )
+
+    async def __call__(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        signal: SupportsAbort | None = None,
+        on_delta: DeltaHandler | None = None,
+    ) -> ChatResult:
+        stream = self.stream and (self.quirks.stream_with_tools or not tools)
+        body = build_request(
+            self.model,
+            messages,
+            tools,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=stream,
+            quirks=self.quirks,
+        )
+
+        async def attempt() -> ChatResult:
+            return await self._attempt(body, stream, signal, on_delta)
+
+        return await call_with_retries(
+            attempt, policy=self.retry, signal=signal, provider=self.name
+        )
+
+    async def _attempt(
+        self,
+        body: dict[str, Any],
+        stream: bool,
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+    ) -> ChatResult:
+        response = await send(
+            self.client,
+            self._request(body, stream),
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+        )
+        if response.status_code >= 400:
+            raise await read_error(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
+        content_type = response.headers.get("content-type", "")
+        try:
+            if "text/event-stream" in content_type:
+                return await self._read_stream(response, signal, on_delta)
+            return await self._read_json(response, signal)
+        finally:
+            await response.aclose()
+
+    async def _read_json(
+        self, response: httpx.Response, signal: SupportsAbort | None
+    ) -> ChatResult:
+        raw = await read_body(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text) if text.strip() else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise ProviderError(
+                "server",
+                "the response body is not a JSON object" if text.strip() else "empty response body",
+                status=response.status_code,
+                provider_code="empty_stream" if not text.strip() else "malformed_response",
+                provider=self.name,
+            )
+        if "error" in data and not data.get("choices"):
+            raise classify_error_body(
+                response.status_code,
+                data,
+                response.headers,
+                secrets=self._ctx.secrets,
+                provider=self.name,
+            )
+        return parse_completion(data)
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+    ) -> ChatResult:
+        acc = StreamAccumulator()
+        started = [False]
+        terminal = [False]
+        async for event in iter_events(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            started=started,
+            terminal=terminal,
+        ):
+            data = event.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise ProviderError(
+                    "server",
+                    f"malformed stream frame: {data[:200]}",
+                    in_stream=True,
+                    response_started=started[0],
+                    provider_code="malformed_frame",
+                    provider=self.name,
+                ) from None
+            if event.event == "error" or (
+                isinstance(chunk, Mapping) and "error" in chunk and not chunk.get("choices")
+            ):
+                error = classify_error_body(
+                    200,
+                    chunk,
+                    response.headers,
+                    in_stream=True,
+                    secrets=self._ctx.secrets,
+                    provider=self.name,
+                )
+                error.response_started = started[0]
+                raise error
+            if not isinstance(chunk, Mapping):
+                continue
+            text, reasoning = acc.add(chunk)
+            if on_delta is not None:
+                if reasoning:
+                    started[0] = True
+                    on_delta(ChatDelta("thinking", reasoning))
+                if text:
+                    started[0] = True
+                    on_delta(ChatDelta("text", text))
+            if acc.finish_reason is not None:
+                terminal[0] = True
+        if acc.empty:
+            raise ProviderError(
+                "server",
+                "the stream ended without any answer (an empty 200 response)",
+                status=response.status_code,
+                in_stream=True,
+                provider_code="empty_stream",
+                provider=self.name,
+            )
+        return acc.result()

@@ -1,0 +1,389 @@
+"""Chat Completions wire format: requests out, responses and stream chunks in.
+
+The stream accumulator survives the deviations real servers show (see
+``CONFORMANCE-NOTES.md`` §2): tool-call deltas without ``index``, ``id``/``name`` repeated
+in every chunk, empty ids, arguments as an object or a whole string or many fragments, a
+first fragment ``""``, no-argument tools, trailing empty deltas, ``choices: []`` chunks,
+``finish_reason: "stop"`` with tool calls, usage on every chunk, on the last one or under
+``x_groq``, and ``content: null`` versus ``""``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from attrs import define, field, frozen
+
+from agentfsm.engine.messages import (
+    AssistantMessage,
+    ChatResult,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+from .usage import merge_usage_fields, openai_usage
+
+__all__ = [
+    "OpenAIQuirks",
+    "StreamAccumulator",
+    "build_request",
+    "decode_arguments",
+    "normalize_finish_reason",
+    "parse_completion",
+    "safe_tool_call_id",
+]
+
+MAX_TOOL_CALL_ID = 40
+
+
+@frozen
+class OpenAIQuirks:
+    """What a server accepts, when it differs from OpenAI's own API.
+
+    The conformance kit can suggest a profile for an endpoint.
+    """
+
+    stream_options: bool = True
+    """Send ``stream_options: {"include_usage": true}`` (Groq and some Azure deployments
+    reject it)."""
+    stream_with_tools: bool = True
+    """Stream requests that offer tools; ``False`` sends those unstreamed (llama-cpp-python
+    answers a streamed automatic tool choice with an empty 200 stream)."""
+    null_assistant_content: bool = True
+    """An assistant turn with only tool calls sends ``content: null``; ``False`` sends
+    ``""`` (LM Studio and Ollama reject null)."""
+    max_tokens_field: str = "max_tokens"
+    """``max_tokens``, or ``max_completion_tokens`` for reasoning models."""
+
+
+def safe_tool_call_id(call_id: str) -> str:
+    """An id any provider accepts: at most 40 characters, stable for the same input."""
+    if 0 < len(call_id) <= MAX_TOOL_CALL_ID:
+        return call_id
+    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": safe_tool_call_id(call.id),
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        },
+    }
+
+
+def build_messages(messages: Sequence[Message], quirks: OpenAIQuirks) -> list[dict[str, Any]]:
+    """Messages in Chat Completions form. Tool results whose call is no longer in the history
+    (summarized away) are sent as user text, since servers reject orphaned tool messages."""
+    out: list[dict[str, Any]] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            item: dict[str, Any] = {"role": "assistant"}
+            if message.tool_calls:
+                item["content"] = message.content or (None if quirks.null_assistant_content else "")
+                item["tool_calls"] = [_tool_call_json(c) for c in message.tool_calls]
+                open_calls = {safe_tool_call_id(c.id) for c in message.tool_calls}
+            else:
+                item["content"] = message.content
+                open_calls = set()
+            out.append(item)
+        elif isinstance(message, ToolMessage):
+            call_id = safe_tool_call_id(message.tool_call_id)
+            if call_id in open_calls:
+                out.append({"role": "tool", "tool_call_id": call_id, "content": message.content})
+            else:
+                out.append(
+                    {
+                        "role": "user",
+                        "content": f"[result of tool call {call_id}]\n{message.content}",
+                    }
+                )
+    return out
+
+
+def build_request(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    temperature: float | None,
+    max_tokens: int | None,
+    stream: bool,
+    quirks: OpenAIQuirks,
+) -> dict[str, Any]:
+    """The JSON body of a ``/chat/completions`` request."""
+    body: dict[str, Any] = {"model": model, "messages": build_messages(messages, quirks)}
+    if tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in tools
+        ]
+    if temperature is not None:
+        body["temperature"] = temperature
+    if max_tokens is not None:
+        body[quirks.max_tokens_field] = max_tokens
+    if stream:
+        body["stream"] = True
+        if quirks.stream_options:
+            body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as a dict, and the raw text when it did not decode to one.
+
+    Accepts an object (some servers send one), a JSON string, or nothing (no-argument tools).
+    """
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    if raw is None:
+        return {}, None
+    text = str(raw)
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}, text
+    if isinstance(value, dict):
+        return value, None
+    if isinstance(value, str):  # doubly encoded
+        inner, bad = decode_arguments(value)
+        return (inner, None) if bad is None else ({}, text)
+    return {}, text
+
+
+def normalize_finish_reason(reason: str | None, has_tool_calls: bool) -> str | None:
+    """``tool_calls`` whenever calls are present (some servers say ``stop``)."""
+    if has_tool_calls:
+        return "tool_calls"
+    if reason == "function_call":
+        return "tool_calls"
+    return reason
+
+
+def _text(value: Any) -> str:
+    """Message content as text: a string, ``null``, or a list of parts."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") in (None, "text"):
+                parts.append(str(part.get("text", "")))
+        return "".join(parts)
+    return str(value)
+
+
+def _thinking(value: Any) -> str:
+    """Reasoning parts of a list content (Mistral's ``thinking`` parts)."""
+    if not isinstance(value, list):
+        return ""
+    out = []
+    for part in value:
+        if isinstance(part, Mapping) and part.get("type") == "thinking":
+            inner = part.get("thinking")
+            out.append(_text(inner) if not isinstance(inner, str) else inner)
+    return "".join(out)
+
+
+def _call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str]) -> str:
+    call_id = raw_id if isinstance(raw_id, str) else ""
+    if not call_id or call_id in seen:
+        digest = hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:20]
+        call_id = f"call_{index}_{digest}"
+    seen.add(call_id)
+    return call_id
+
+
+def parse_completion(data: Mapping[str, Any]) -> ChatResult:
+    """A non-streamed response body."""
+    choices = data.get("choices") or []
+    choice = next((c for c in choices if isinstance(c, Mapping) and c.get("index", 0) == 0), None)
+    if choice is None and choices:
+        choice = choices[0]
+    message = (choice or {}).get("message") or {}
+    raw_calls = message.get("tool_calls") or []
+    calls = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_calls):
+        function = raw.get("function") or {}
+        name = str(function.get("name") or "")
+        arguments, bad = decode_arguments(function.get("arguments"))
+        text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+        calls.append(
+            ToolCall(
+                _call_id(raw.get("id"), index, name, text, seen), name, arguments, raw_arguments=bad
+            )
+        )
+    content = _text(message.get("content"))
+    if not content and isinstance(message.get("refusal"), str):
+        content = message["refusal"]
+    reasoning = (
+        message.get("reasoning_content")
+        or message.get("reasoning")
+        or _thinking(message.get("content"))
+    )
+    reply = AssistantMessage(content, tool_calls=calls, reasoning=reasoning or None)
+    return ChatResult(
+        reply,
+        openai_usage(data.get("usage") or (data.get("x_groq") or {}).get("usage")),
+        normalize_finish_reason((choice or {}).get("finish_reason"), bool(calls)),
+        data.get("model") if isinstance(data.get("model"), str) else None,
+    )
+
+
+@define
+class _PartialCall:
+    index: int | None
+    id: str = ""
+    name: str = ""
+    fragments: list[str] = field(factory=list)
+    object_args: dict[str, Any] | None = None
+
+
+@define
+class StreamAccumulator:
+    """Folds Chat Completions stream chunks into one :class:`ChatResult`."""
+
+    text: list[str] = field(factory=list)
+    reasoning: list[str] = field(factory=list)
+    calls: list[_PartialCall] = field(factory=list)
+    by_index: dict[int, _PartialCall] = field(factory=dict)
+    usage: dict[str, Any] = field(factory=dict)
+    finish_reason: str | None = None
+    model: str | None = None
+    chunks: int = 0
+    saw_choice: bool = False
+
+    def add(self, chunk: Mapping[str, Any]) -> tuple[str, str]:
+        """Fold one chunk in; returns the new (text, reasoning) pieces it carried."""
+        self.chunks += 1
+        if isinstance(chunk.get("model"), str) and chunk.get("model"):
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage is None and isinstance(chunk.get("x_groq"), Mapping):
+            usage = chunk["x_groq"].get("usage")
+        merge_usage_fields(self.usage, usage)
+        new_text, new_reasoning = "", ""
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue  # n > 1: the loop reads the first choice only
+            self.saw_choice = True
+            delta = choice.get("delta") or choice.get("message") or {}
+            piece = _text(delta.get("content"))
+            thought = (
+                delta.get("reasoning_content")
+                or delta.get("reasoning")
+                or _thinking(delta.get("content"))
+            )
+            if isinstance(delta.get("refusal"), str):
+                piece += delta["refusal"]
+            if piece:
+                self.text.append(piece)
+                new_text += piece
+            if isinstance(thought, str) and thought:
+                self.reasoning.append(thought)
+                new_reasoning += thought
+            for raw in delta.get("tool_calls") or []:
+                if isinstance(raw, Mapping):
+                    self._add_call(raw)
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return new_text, new_reasoning
+
+    def _slot(self, raw: Mapping[str, Any]) -> _PartialCall:
+        index = raw.get("index")
+        raw_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+        name = (raw.get("function") or {}).get("name") or ""
+        if isinstance(index, int):
+            slot = self.by_index.get(index)
+            if slot is None:
+                slot = self.by_index[index] = _PartialCall(index)
+                self.calls.append(slot)
+            return slot
+        last = self.calls[-1] if self.calls else None
+        starts_new = last is None or (
+            (raw_id and last.id and raw_id != last.id)
+            or (not raw_id and name and last.name and name != last.name)
+            or (name and last.name and name == last.name and last.object_args is not None)
+        )
+        if starts_new or last is None:
+            last = _PartialCall(None)
+            self.calls.append(last)
+        return last
+
+    def _add_call(self, raw: Mapping[str, Any]) -> None:
+        slot = self._slot(raw)
+        raw_id = raw.get("id")
+        if isinstance(raw_id, str) and raw_id and not slot.id:
+            slot.id = raw_id  # later repeats of the same id are ignored, never appended
+        function = raw.get("function") or {}
+        name = function.get("name")
+        if isinstance(name, str) and name and not slot.name:
+            slot.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):
+            slot.object_args = dict(arguments)
+        elif isinstance(arguments, str) and arguments:
+            slot.fragments.append(arguments)
+
+    def result(self) -> ChatResult:
+        """The accumulated answer."""
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        for index, slot in enumerate(
+            s for s in self.calls if s.name or s.id or s.fragments or s.object_args
+        ):
+            if slot.object_args is not None:
+                arguments, bad = slot.object_args, None
+            else:
+                arguments, bad = decode_arguments("".join(slot.fragments))
+            text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+            calls.append(
+                ToolCall(
+                    _call_id(slot.id, index, slot.name, text, seen),
+                    slot.name,
+                    arguments,
+                    raw_arguments=bad,
+                )
+            )
+        reply = AssistantMessage(
+            "".join(self.text), tool_calls=calls, reasoning="".join(self.reasoning) or None
+        )
+        return ChatResult(
+            reply,
+            openai_usage(self.usage),
+            normalize_finish_reason(self.finish_reason, bool(calls)),
+            self.model,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Nothing usable arrived: no text, no calls, no finish."""
+        return not self.text and not self.calls and self.finish_reason is None

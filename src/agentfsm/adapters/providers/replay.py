@@ -1,0 +1,131 @@
+"""Replaying recorded provider exchanges (the files of ``shared/wire``) through httpx.
+
+``ReplayTransport`` serves the recorded responses of one file, in order, whatever the
+requests; adapters run on it exactly as on the network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from attrs import frozen
+
+__all__ = ["RecordedResponse", "ReplayTransport", "WireFixture", "load_wire_fixture"]
+
+_DROP_HEADERS = {"content-encoding", "content-length", "transfer-encoding", "connection"}
+
+
+@frozen
+class RecordedResponse:
+    """One recorded HTTP response."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@frozen
+class WireFixture:
+    """A recorded file: what it is, and its responses."""
+
+    path: Path
+    provider: str
+    api: str
+    streaming: bool
+    responses: tuple[RecordedResponse, ...]
+
+
+def _headers(raw: Any) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    if isinstance(raw, dict):
+        for name, value in raw.items():
+            values = value if isinstance(value, list) else [value]
+            for item in values:
+                if str(name).lower() not in _DROP_HEADERS:
+                    out.append((str(name), str(item)))
+    return tuple(out)
+
+
+def _body(raw: Any) -> bytes:
+    if isinstance(raw, dict):
+        raw = raw.get("string", raw.get("body", ""))
+    if isinstance(raw, bytes):
+        return raw
+    if raw is None:
+        return b""
+    if not isinstance(raw, str):
+        return json.dumps(raw).encode()
+    return raw.encode("utf-8")
+
+
+def load_wire_fixture(path: str | Path) -> WireFixture:
+    """Read a ``.yaml`` cassette, a raw ``.sse`` body, or a ``.jsonl`` chunk list.
+
+    ``.jsonl`` files hold one stream payload per line with the SSE framing stripped; it is
+    put back (``data: …`` and a closing ``data: [DONE]``).
+    """
+    file = Path(path)
+    provider = file.parent.name
+    sse_headers = (("content-type", "text/event-stream"),)
+    if file.suffix == ".sse":
+        return WireFixture(
+            file,
+            provider,
+            "unknown",
+            True,
+            (RecordedResponse(200, sse_headers, file.read_bytes()),),
+        )
+    if file.suffix == ".jsonl":
+        lines = [line for line in file.read_text("utf-8").splitlines() if line.strip()]
+        body = "".join(f"data: {line}\n\n" for line in lines) + "data: [DONE]\n\n"
+        return WireFixture(
+            file, provider, "unknown", True, (RecordedResponse(200, sse_headers, body.encode()),)
+        )
+    try:
+        import yaml
+    except ImportError as exc:  # pragma: no cover - dev extra
+        raise RuntimeError("reading .yaml fixtures needs PyYAML (pip install pyyaml)") from exc
+    data = yaml.safe_load(file.read_text("utf-8"))
+    meta = data.get("fixture") or {}
+    responses = []
+    for interaction in data.get("interactions") or []:
+        response = interaction.get("response") or {}
+        status = response.get("status")
+        code = status.get("code") if isinstance(status, dict) else status
+        responses.append(
+            RecordedResponse(
+                int(code or 200), _headers(response.get("headers")), _body(response.get("body"))
+            )
+        )
+    return WireFixture(
+        file,
+        str(meta.get("provider", provider)),
+        str(meta.get("api", "unknown")),
+        bool(meta.get("streaming", False)),
+        tuple(responses),
+    )
+
+
+class ReplayTransport(httpx.AsyncBaseTransport):
+    """Serves recorded responses in order; a request past the last one gets a 599."""
+
+    def __init__(self, responses: Sequence[RecordedResponse]) -> None:
+        self.responses = list(responses)
+        self.requests: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        index = len(self.requests) - 1
+        if index >= len(self.responses):
+            return httpx.Response(599, json={"error": {"message": "no recorded response left"}})
+        recorded = self.responses[index]
+        return httpx.Response(
+            recorded.status,
+            headers=list(recorded.headers),
+            content=recorded.body,
+            request=request,
+        )
