@@ -1,5 +1,14 @@
 """Test doubles for agents built on agentfsm."""
 
+from .fake_server import (
+    Drop,
+    FakeProviderServer,
+    Frame,
+    Pause,
+    RecordedRequest,
+    Reply,
+    ReplyHandler,
+)
 from .scripted import (
     ChatRequest,
     ScriptedChat,
@@ -11,6 +20,13 @@ from .scripted import (
 
 __all__ = [
     "ChatRequest",
+    "Drop",
+    "FakeProviderServer",
+    "Frame",
+    "Pause",
+    "RecordedRequest",
+    "Reply",
+    "ReplyHandler",
     "ScriptExhausted",
     "ScriptItem",
     "ScriptedChat",

@@ -210,9 +210,7 @@ class OpenAIChat:
                     provider_code="malformed_frame",
                     provider=self.name,
                 ) from None
-            if event.event == "error" or (
-                isinstance(chunk, Mapping) and "error" in chunk and not chunk.get("choices")
-            ):
+            if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
                 error = classify_error_body(
                     200,
                     chunk,

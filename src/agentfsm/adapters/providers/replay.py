@@ -126,6 +126,6 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             recorded.status,
             headers=list(recorded.headers),
-            content=recorded.body,
+            stream=httpx.ByteStream(recorded.body),
             request=request,
         )

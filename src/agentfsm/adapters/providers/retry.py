@@ -50,7 +50,7 @@ def _is_retryable(error: BaseException) -> bool:
 
 def _waiter(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
     backoff = wait_exponential_jitter(
-        initial=policy.initial_delay, max=policy.max_delay, jitter=policy.jitter
+        multiplier=policy.initial_delay, max=policy.max_delay, jitter=policy.jitter
     )
 
     def wait(state: RetryCallState) -> float:

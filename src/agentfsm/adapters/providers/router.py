@@ -57,7 +57,7 @@ class Router:
                 )
             streamed = [False]
 
-            def forward(delta: ChatDelta) -> None:
+            def forward(delta: ChatDelta, streamed: list[bool] = streamed) -> None:
                 streamed[0] = True
                 if on_delta is not None:
                     on_delta(delta)
