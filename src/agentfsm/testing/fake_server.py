@@ -128,6 +128,9 @@ def _error_reply(message: str, status: int = 500) -> Reply:
     return Reply.json({"error": {"message": message, "type": "fake_server"}}, status)
 
 
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
 class _BadRequest(Exception):
     """The bytes received are not an HTTP/1.1 request this server understands."""
 
@@ -212,12 +215,8 @@ class FakeProviderServer:
         self._port = int(sock.getsockname()[1])
         loop = asyncio.new_event_loop()
         ready = threading.Event()
-        thread = threading.Thread(
-            target=self._run,
-            args=(loop, sock, ready),
-            name=f"FakeProviderServer:{self._port}",
-            daemon=True,
-        )
+        thread = threading.Thread(target=self._run, args=(loop, sock, ready), daemon=True)
+        thread.name = f"FakeProviderServer:{self._port}"
         with self._lock:
             self._loop, self._thread = loop, thread
         thread.start()
@@ -385,21 +384,14 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         body += chunk[:-2]
 
 
-def _status_line(status: int) -> str:
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = "Unknown"
-    return f"HTTP/1.1 {status} {reason}"
-
-
 async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
     if reply.delay > 0:
         await asyncio.sleep(reply.delay)
     if not reply.respond:
         return
     names = {name.lower() for name, _ in reply.headers}
-    head = [_status_line(reply.status), *(f"{name}: {value}" for name, value in reply.headers)]
+    reason = _REASONS.get(reply.status, "Unknown")
+    head = [f"HTTP/1.1 {reply.status} {reason}", *(f"{k}: {v}" for k, v in reply.headers)]
     if not names & {"content-length", "transfer-encoding"}:
         framing = "Transfer-Encoding: chunked" if reply.frames is not None else None
         head.append(framing or f"Content-Length: {len(reply.body)}")

@@ -61,9 +61,13 @@ def openai_usage(data: Mapping[str, Any] | None) -> Usage | None:
         if isinstance(completion_details, Mapping)
         else 0
     )
+    output = max(completion, reasoning)
+    total = data.get("total_tokens")
+    if reasoning and isinstance(total, int) and total >= prompt + completion + reasoning:
+        output = completion + reasoning  # xAI: completion_tokens excludes reasoning
     return Usage(
         input_tokens=max(prompt, cache_read + cache_write),
-        output_tokens=max(completion, reasoning),
+        output_tokens=output,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         reasoning_tokens=reasoning,
