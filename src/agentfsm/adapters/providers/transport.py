@@ -39,6 +39,9 @@ class Timeouts:
     """Silence between two chunks of a streamed response."""
     write: float = 60.0
     """Sending the request body."""
+    terminal_grace: float = 2.0
+    """Once the final record arrived, silence this long ends the stream quietly (some
+    servers send neither ``[DONE]`` nor close the connection)."""
 
 
 @frozen
@@ -214,18 +217,17 @@ async def iter_events(
     ctx: TransportContext,
     started: list[bool],
     terminal: list[bool],
-    grace: float = 2.0,
 ) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events of a response (httpx-sse decoding: only CR, LF and CRLF end lines).
 
     ``started[0]`` tells errors whether output already reached the caller. Once
-    ``terminal[0]`` is set (the caller saw the final record), silence of ``grace`` seconds
-    ends the stream quietly: some servers never send ``[DONE]`` nor close.
+    ``terminal[0]`` is set (the caller saw the final record), silence of
+    ``timeouts.terminal_grace`` seconds ends the stream quietly.
     """
     iterator = EventSource(response).aiter_sse()
     try:
         while True:
-            limit = grace if terminal[0] else timeouts.idle
+            limit = timeouts.terminal_grace if terminal[0] else timeouts.idle
             try:
                 event = await _race(iterator.__anext__(), signal, limit)
             except StopAsyncIteration:
