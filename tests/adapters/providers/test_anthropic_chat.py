@@ -8,6 +8,7 @@ import pytest
 
 from agentfsm import (
     AssistantMessage,
+    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,

@@ -9,6 +9,7 @@ import pytest
 
 from agentfsm import (
     AssistantMessage,
+    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -337,7 +338,7 @@ async def test_quirk_profile(server: FakeProviderServer) -> None:
         max_tokens_field="max_completion_tokens",
     )
     server.enqueue(Reply.json(completion({"role": "assistant", "content": "ok"})))
-    history = [
+    history: list[Message] = [
         SystemMessage("s"),
         UserMessage("u"),
         AssistantMessage("", tool_calls=(ToolCall("c1", "get_weather", {"city": "A"}),)),
@@ -368,7 +369,7 @@ async def test_quirk_profile(server: FakeProviderServer) -> None:
 async def test_history_is_made_safe_for_strict_servers(server: FakeProviderServer) -> None:
     long_id = "toolu_" + "x" * 60
     server.enqueue(Reply.json(completion({"role": "assistant", "content": "ok"})))
-    history = [
+    history: list[Message] = [
         UserMessage("[context summary of earlier turns]\n…\n[end summary]"),
         ToolMessage("orphan", "an old result whose call was summarized away"),
         AssistantMessage("", tool_calls=(ToolCall(long_id, "get_weather", {}),)),
