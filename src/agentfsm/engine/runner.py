@@ -8,6 +8,7 @@ at the fixed points listed in :mod:`agentfsm.engine.policy`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -158,6 +159,8 @@ class LoopRunner:
                 await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
             except BaseException:
                 task.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait((task,))
                 raise
             finally:
                 waiter.cancel()

@@ -175,59 +175,63 @@ class AnthropicChat:
         acc = EventAccumulator()
         started = [False]
         terminal = [False]
-        async for event in iter_events(
+        events = iter_events(
             response,
             timeouts=self.timeouts,
             signal=signal,
             ctx=self._ctx,
             started=started,
             terminal=terminal,
-        ):
-            if not event.data.strip():
-                continue
-            try:
-                data = json.loads(event.data)
-            except ValueError:
-                raise ProviderError(
-                    "server",
-                    f"malformed stream frame: {event.data[:200]}",
-                    in_stream=True,
-                    response_started=started[0],
-                    provider_code="malformed_frame",
-                    provider=self.name,
-                ) from None
-            if not isinstance(data, Mapping):
-                continue
-            kind = (
-                event.event
-                if event.event and event.event != "message"
-                else str(data.get("type", ""))
-            )
-            if kind == "ping":
-                continue
-            if kind == "error" or data.get("type") == "error":
-                error = classify_error_body(
-                    200,
-                    data,
-                    response.headers,
-                    in_stream=True,
-                    secrets=self._ctx.secrets,
-                    provider=self.name,
+        )
+        try:
+            async for event in events:
+                if not event.data.strip():
+                    continue
+                try:
+                    data = json.loads(event.data)
+                except ValueError:
+                    raise ProviderError(
+                        "server",
+                        f"malformed stream frame: {event.data[:200]}",
+                        in_stream=True,
+                        response_started=started[0],
+                        provider_code="malformed_frame",
+                        provider=self.name,
+                    ) from None
+                if not isinstance(data, Mapping):
+                    continue
+                kind = (
+                    event.event
+                    if event.event and event.event != "message"
+                    else str(data.get("type", ""))
                 )
-                error.response_started = started[0]
-                raise error
-            text, thinking = acc.add(kind, data)
-            if on_delta is not None:
-                if thinking:
-                    started[0] = True
-                    on_delta(ChatDelta("thinking", thinking))
-                if text:
-                    started[0] = True
-                    on_delta(ChatDelta("text", text))
-            if acc.stopped:
-                break
-            if acc.stop_reason is not None:
-                terminal[0] = True
+                if kind == "ping":
+                    continue
+                if kind == "error" or data.get("type") == "error":
+                    error = classify_error_body(
+                        200,
+                        data,
+                        response.headers,
+                        in_stream=True,
+                        secrets=self._ctx.secrets,
+                        provider=self.name,
+                    )
+                    error.response_started = started[0]
+                    raise error
+                text, thinking = acc.add(kind, data)
+                if on_delta is not None:
+                    if thinking:
+                        started[0] = True
+                        on_delta(ChatDelta("thinking", thinking))
+                    if text:
+                        started[0] = True
+                        on_delta(ChatDelta("text", text))
+                if acc.stopped:
+                    break
+                if acc.stop_reason is not None:
+                    terminal[0] = True
+        finally:
+            await events.aclose()
         if acc.empty:
             raise ProviderError(
                 "server",

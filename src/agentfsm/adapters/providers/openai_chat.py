@@ -186,53 +186,57 @@ class OpenAIChat:
         acc = StreamAccumulator()
         started = [False]
         terminal = [False]
-        async for event in iter_events(
+        events = iter_events(
             response,
             timeouts=self.timeouts,
             signal=signal,
             ctx=self._ctx,
             started=started,
             terminal=terminal,
-        ):
-            data = event.data.strip()
-            if not data:
-                continue
-            if data == "[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise ProviderError(
-                    "server",
-                    f"malformed stream frame: {data[:200]}",
-                    in_stream=True,
-                    response_started=started[0],
-                    provider_code="malformed_frame",
-                    provider=self.name,
-                ) from None
-            if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
-                error = classify_error_body(
-                    200,
-                    chunk,
-                    response.headers,
-                    in_stream=True,
-                    secrets=self._ctx.secrets,
-                    provider=self.name,
-                )
-                error.response_started = started[0]
-                raise error
-            if not isinstance(chunk, Mapping):
-                continue
-            text, reasoning = acc.add(chunk)
-            if on_delta is not None:
-                if reasoning:
-                    started[0] = True
-                    on_delta(ChatDelta("thinking", reasoning))
-                if text:
-                    started[0] = True
-                    on_delta(ChatDelta("text", text))
-            if acc.finish_reason is not None:
-                terminal[0] = True
+        )
+        try:
+            async for event in events:
+                data = event.data.strip()
+                if not data:
+                    continue
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise ProviderError(
+                        "server",
+                        f"malformed stream frame: {data[:200]}",
+                        in_stream=True,
+                        response_started=started[0],
+                        provider_code="malformed_frame",
+                        provider=self.name,
+                    ) from None
+                if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
+                    error = classify_error_body(
+                        200,
+                        chunk,
+                        response.headers,
+                        in_stream=True,
+                        secrets=self._ctx.secrets,
+                        provider=self.name,
+                    )
+                    error.response_started = started[0]
+                    raise error
+                if not isinstance(chunk, Mapping):
+                    continue
+                text, reasoning = acc.add(chunk)
+                if on_delta is not None:
+                    if reasoning:
+                        started[0] = True
+                        on_delta(ChatDelta("thinking", reasoning))
+                    if text:
+                        started[0] = True
+                        on_delta(ChatDelta("text", text))
+                if acc.finish_reason is not None:
+                    terminal[0] = True
+        finally:
+            await events.aclose()
         if acc.empty:
             raise ProviderError(
                 "server",

@@ -8,9 +8,10 @@ so a long stream that keeps sending is never cut.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from typing import Any, TypeVar, cast
 
 import httpx
 from attrs import frozen
@@ -67,7 +68,11 @@ async def _race(
     try:
         done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
+        # Cancelled from outside: let the inner step unwind before anyone closes the
+        # generator it is advancing.
         task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait((task,))
         raise
     finally:
         if aborter is not None:
@@ -155,32 +160,35 @@ async def read_body(
     """The whole body (bounded by ``limit`` when given), with idle timeouts and abort."""
     chunks: list[bytes] = []
     size = 0
-    iterator = response.aiter_raw().__aiter__()
-    while True:
-        try:
-            chunk = await _race(iterator.__anext__(), signal, timeouts.idle)
-        except StopAsyncIteration:
-            break
-        except _Aborted:
-            raise _aborted(ctx, False) from None
-        except TimeoutError:
-            raise ProviderError(
-                "timeout",
-                f"the response stalled for {timeouts.idle:g} s",
-                phase="idle",
-                provider=ctx.provider,
-            ) from None
-        except httpx.TransportError as exc:
-            raise ProviderError(
-                "connection",
-                redact(f"{type(exc).__name__}: {exc}", ctx.secrets),
-                phase="read",
-                provider=ctx.provider,
-            ) from None
-        chunks.append(chunk)
-        size += len(chunk)
-        if limit is not None and size >= limit:
-            break
+    iterator = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    try:
+        while True:
+            try:
+                chunk = await _race(iterator.__anext__(), signal, timeouts.idle)
+            except StopAsyncIteration:
+                break
+            except _Aborted:
+                raise _aborted(ctx, False) from None
+            except TimeoutError:
+                raise ProviderError(
+                    "timeout",
+                    f"the response stalled for {timeouts.idle:g} s",
+                    phase="idle",
+                    provider=ctx.provider,
+                ) from None
+            except httpx.TransportError as exc:
+                raise ProviderError(
+                    "connection",
+                    redact(f"{type(exc).__name__}: {exc}", ctx.secrets),
+                    phase="read",
+                    provider=ctx.provider,
+                ) from None
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size >= limit:
+                break
+    finally:
+        await iterator.aclose()
     return b"".join(chunks)
 
 
@@ -217,7 +225,7 @@ async def iter_events(
     ctx: TransportContext,
     started: list[bool],
     terminal: list[bool],
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     """Server-sent events of a response (httpx-sse decoding: only CR, LF and CRLF end lines).
 
     ``started[0]`` tells errors whether output already reached the caller. Once
