@@ -87,3 +87,14 @@ async def test_policies_guide_custom_stop_policy() -> None:
     assert outcome.turns_used == 3
     warns = recorder.of(PolicyWarnEvent)
     assert [(w.turn, w.reason) for w in warns] == [(3, f"fetched {url} 2 times")]
+
+
+def test_providers_guide_example_builds() -> None:
+    from agentfsm.adapters.providers import Router
+
+    path = DOCS / "providers.md"
+    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(path), "exec"), namespace)
+    assert isinstance(namespace["engine"].chat, Router)
+    assert namespace["llama"].quirks.stream_with_tools is False
