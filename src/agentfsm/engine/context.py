@@ -7,6 +7,7 @@ that nothing per turn is proportional to the history's length.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +21,12 @@ from .policy import Retry, Stop
 from .protocols import ChatFn, ToolRunner
 from .tokens import estimate_message_tokens
 
-__all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome"]
+__all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome", "current_run"]
+
+current_run: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+    "agentfsm_current_run", default=None
+)
+"""The run whose tools are executing (tools may read it, e.g. to see pruned results)."""
 
 RECENT_EVENTS = 256
 """How many of the latest events a run keeps in ``RunContext.recent_events``."""

@@ -15,6 +15,7 @@ from attrs import field, frozen
 __all__ = [
     "AssistantMessage",
     "ChatResult",
+    "ImagePart",
     "Message",
     "SystemMessage",
     "ToolCall",
@@ -70,7 +71,10 @@ class ToolResult:
     metadata: dict[str, Any] = field(factory=dict)
     """Facts for the engine and policies, not shown to the model. Known keys: ``path`` (the
     file a destructive tool changed), ``before_sha`` / ``after_sha`` (content hashes on
-    both sides of an edit, which loop health uses to spot reverts)."""
+    both sides of an edit, which loop health uses to spot reverts), ``image``
+    (``{"media_type", "data"}`` base64: re-sent to the model as a user message)."""
+    display_output: str | None = None
+    """The full output for people, when ``output`` was cut down for the model."""
 
 
 def _calls_tuple(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
@@ -88,11 +92,27 @@ class SystemMessage:
 
 
 @frozen
+class ImagePart:
+    """An image attached to a user message."""
+
+    media_type: str
+    """``image/png``, ``image/jpeg`` …"""
+    data: str
+    """Base64-encoded bytes."""
+
+
+def _images_tuple(images: Iterable[ImagePart]) -> tuple[ImagePart, ...]:
+    return tuple(images)
+
+
+@frozen
 class UserMessage:
     """A user turn."""
 
     content: str
     """The user's text."""
+    images: tuple[ImagePart, ...] = field(default=(), converter=_images_tuple)
+    """Images sent with the text."""
     role: Literal["user"] = "user"
     """Discriminator."""
 

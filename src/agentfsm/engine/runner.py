@@ -14,8 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from .batching import plan_tool_batches
 from .compaction import compress_messages
-from .context import RunContext, ToolOutcome
+from .context import RunContext, ToolOutcome, current_run
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
     AgentEmitter,
@@ -40,7 +41,7 @@ from .events import (
 )
 from .history import budget_exhausted_result, seed_system_prompt, tool_message_from_result
 from .machine import LoopGuards
-from .messages import ChatResult, Message, ToolCall, ToolResult, UserMessage
+from .messages import ChatResult, ImagePart, Message, ToolCall, ToolResult, UserMessage
 from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
 from .policy import Notice, PolicySet, Remind, Stop, Warn, policy_name
 from .protocols import ChatDelta, ChatFn, ToolRunner
@@ -294,30 +295,81 @@ class LoopRunner:
     async def _run_tools(self) -> str:
         ctx = self.ctx
         assert ctx.last_result is not None
-        emit = self._emit
-        observers = self.policies.tool_observers
-        for call in ctx.last_result.message.tool_calls:
-            cut = ctx.interruptible and ctx.signal_aborted
-            if not cut:
-                emit(ToolCallStartEvent(turn=ctx.turn, call=call))
-                try:
-                    result = await self._interruptible(self._run_tool(call))
-                    ctx.tool_calls_total += 1
-                    ctx.tool_counts[call.name] = ctx.tool_counts.get(call.name, 0) + 1
-                    if result.ok and call.name in self._destructive:
-                        self._record_mutation(call, result)
-                except AbortError:
-                    cut = True
-            if cut:
-                result = ToolResult(ok=False, output="", error=INTERRUPTED)
-            ctx.append(tool_message_from_result(call, result))
-            outcome = ToolOutcome(call, result, cancelled=cut)
-            ctx.turn_tools.append(outcome)
-            emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cut))
-            for observer in observers:
-                self._remind(observer, observer.on_tool_result(ctx, outcome))
+        token = current_run.set(ctx)
+        try:
+            for batch in plan_tool_batches(ctx.last_result.message.tool_calls, ctx.tool_specs):
+                if len(batch) == 1:
+                    await self._run_alone(batch[0])
+                else:
+                    await self._run_batch(batch)
+        finally:
+            current_run.reset(token)
+        self._post_images()
         self._turn_end_observers()
         return "tools_done"
+
+    async def _run_alone(self, call: ToolCall) -> None:
+        ctx = self.ctx
+        cut = ctx.interruptible and ctx.signal_aborted
+        result = ToolResult(ok=False, output="", error=INTERRUPTED)
+        if not cut:
+            self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+            try:
+                result = await self._interruptible(self._run_tool(call))
+            except AbortError:
+                cut = True
+                result = ToolResult(ok=False, output="", error=INTERRUPTED)
+        self._post(call, result, cut)
+
+    async def _run_batch(self, batch: tuple[ToolCall, ...]) -> None:
+        """Run concurrency-safe calls together; post results in call order."""
+        ctx = self.ctx
+        if ctx.interruptible and ctx.signal_aborted:
+            for call in batch:
+                self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
+            return
+        for call in batch:
+            self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+        results = await asyncio.gather(
+            *(self._interruptible(self._run_tool(call)) for call in batch), return_exceptions=True
+        )
+        for call, result in zip(batch, results, strict=True):
+            if isinstance(result, ToolResult):
+                self._post(call, result, False)
+            elif isinstance(result, AbortError):
+                self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
+            elif isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+            else:
+                self._post(call, ToolResult(ok=False, output="", error=f"{result!r}"), False)
+
+    def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
+        ctx = self.ctx
+        if not cancelled:
+            ctx.tool_calls_total += 1
+            ctx.tool_counts[call.name] = ctx.tool_counts.get(call.name, 0) + 1
+            if result.ok and call.name in self._destructive:
+                self._record_mutation(call, result)
+        ctx.append(tool_message_from_result(call, result))
+        outcome = ToolOutcome(call, result, cancelled=cancelled)
+        ctx.turn_tools.append(outcome)
+        self._emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cancelled))
+        for observer in self.policies.tool_observers:
+            self._remind(observer, observer.on_tool_result(ctx, outcome))
+
+    def _post_images(self) -> None:
+        """Images from tool results go back as one user message after all the results
+        (inside a tool result they would break the call/result pairing)."""
+        images = []
+        names = []
+        for outcome in self.ctx.turn_tools:
+            image = outcome.result.metadata.get("image")
+            if isinstance(image, dict) and isinstance(image.get("data"), str):
+                images.append(ImagePart(str(image.get("media_type", "image/png")), image["data"]))
+                names.append(outcome.call.name)
+        if images:
+            label = ", ".join(dict.fromkeys(names))
+            self.ctx.append(UserMessage(f"[image output of {label}]", images=images))
 
     def _record_mutation(self, call: ToolCall, result: ToolResult) -> None:
         ctx = self.ctx

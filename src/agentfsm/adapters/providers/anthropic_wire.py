@@ -75,7 +75,19 @@ def build_request(
     open_calls: set[str] = set()
     for message in messages:
         if isinstance(message, UserMessage):
-            _merge(turns, "user", [{"type": "text", "text": message.content}])
+            user_blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+            user_blocks.extend(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": image.media_type,
+                        "data": image.data,
+                    },
+                }
+                for image in message.images
+            )
+            _merge(turns, "user", user_blocks)
         elif isinstance(message, AssistantMessage):
             blocks: list[dict[str, Any]] = []
             if message.content:

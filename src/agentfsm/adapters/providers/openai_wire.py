@@ -90,7 +90,18 @@ def build_messages(messages: Sequence[Message], quirks: OpenAIQuirks) -> list[di
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": message.content})
         elif isinstance(message, UserMessage):
-            out.append({"role": "user", "content": message.content})
+            if message.images:
+                parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+                parts.extend(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{image.media_type};base64,{image.data}"},
+                    }
+                    for image in message.images
+                )
+                out.append({"role": "user", "content": parts})
+            else:
+                out.append({"role": "user", "content": message.content})
         elif isinstance(message, AssistantMessage):
             item: dict[str, Any] = {"role": "assistant"}
             if message.tool_calls:
