@@ -24,7 +24,7 @@ from agentfsm.engine.messages import (
 )
 from agentfsm.policies import parse_verdict, resolve_verify_command, verifier, verify
 from agentfsm.policies.verifier import VERIFIER_SYSTEM_PROMPT
-from agentfsm.policies.verify import run_command
+from agentfsm.engine.process import run_command
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

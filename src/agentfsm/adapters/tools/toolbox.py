@@ -1,0 +1,291 @@
+"""``ToolBox``: tools from Python functions, validated before they run.
+
+Schemas come from type hints through pydantic (``create_model`` over the signature, then
+``model_json_schema``): pydantic is the most used and best kept way to turn annotations into
+JSON Schema and to validate against it with readable errors, so nothing here is hand-rolled.
+Parameter descriptions come from Google, NumPy or reST docstrings (``docstring_parser``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, get_type_hints, overload
+
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
+from agentfsm.engine.protocols import SupportsAbort
+
+from .truncate import DEFAULT_MODEL_OUTPUT_CHARS, OutputStore, truncate_for_model
+
+__all__ = ["FunctionTool", "ToolBox", "describe_validation_error", "tool"]
+
+ToolFunction = Callable[..., Any]
+INJECTED = frozenset({"signal", "call"})
+"""Parameters the ToolBox supplies itself; they are not part of the schema."""
+
+
+class FunctionTool:
+    """A Python function as a tool: its spec, its argument model, and how to call it."""
+
+    def __init__(
+        self,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        concurrency_safe: bool = False,
+        destructive: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        summary = "\n\n".join(p for p in (doc.short_description, doc.long_description) if p)
+        self.description = description if description is not None else summary
+        param_docs = {p.arg_name: p.description or "" for p in doc.params}
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        self.injected: set[str] = set()
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {self.name!r}: *args and **kwargs cannot be described")
+            if param.name in INJECTED:
+                self.injected.add(param.name)
+                continue
+            annotation = hints.get(param.name, Any)
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (
+                annotation,
+                Field(default, description=param_docs.get(param.name) or None),
+            )
+        self.model: type[BaseModel] = create_model(
+            f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        self.spec = ToolSpec(
+            self.name,
+            self.description,
+            schema,
+            concurrency_safe=concurrency_safe,
+            destructive=destructive,
+        )
+
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        signal: SupportsAbort | None = None,
+        call: ToolCall | None = None,
+    ) -> Any:
+        """Validate, then call (awaiting async functions; sync ones run in a thread).
+
+        A function may declare ``signal`` (the run's abort signal) and ``call`` (the
+        :class:`ToolCall`) parameters; they are supplied, not part of the schema.
+        """
+        validated = self.model.model_validate(dict(arguments))
+        kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
+        if "signal" in self.injected:
+            kwargs["signal"] = signal
+        if "call" in self.injected:
+            kwargs["call"] = call
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**kwargs)
+        value = await asyncio.to_thread(self.fn, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self.name!r})"
+
+
+@overload
+def tool(fn: ToolFunction, /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: bool = False,
+    destructive: bool = False,
+) -> Callable[[ToolFunction], FunctionTool]: ...
+
+
+def tool(
+    fn: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: bool = False,
+    destructive: bool = False,
+) -> FunctionTool | Callable[[ToolFunction], FunctionTool]:
+    """Make a function a tool: ``@tool`` or ``@tool(concurrency_safe=True)``.
+
+    ``concurrency_safe`` tools only read and may run in parallel with each other;
+    ``destructive`` tools change files or the world (a success counts as a mutation).
+    """
+
+    def wrap(function: ToolFunction) -> FunctionTool:
+        return FunctionTool(
+            function,
+            name=name,
+            description=description,
+            concurrency_safe=concurrency_safe,
+            destructive=destructive,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def describe_validation_error(tool_name: str, error: ValidationError) -> str:
+    """A message that tells the model what to fix."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item.get("loc", ())) or "arguments"
+        message = item.get("msg", "invalid")
+        if item.get("type") == "extra_forbidden":
+            message = "is not a parameter of this tool"
+        elif item.get("type") != "missing" and "input" in item:
+            message += f" (got {json.dumps(item['input'], default=str)[:80]})"
+        problems.append(f"{where!r}: {message}")
+    return f"invalid arguments for {tool_name}: " + "; ".join(problems)
+
+
+def _to_output(value: Any) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if value is None:
+        return ToolResult(True, "")
+    if isinstance(value, str):
+        return ToolResult(True, value)
+    if isinstance(value, BaseModel):
+        return ToolResult(True, value.model_dump_json())
+    return ToolResult(True, json.dumps(value, ensure_ascii=False, default=str))
+
+
+class ToolBox:
+    """A :class:`~agentfsm.engine.protocols.ToolRunner` made of Python functions.
+
+    ``run`` never raises: unknown tools, malformed JSON, wrong or missing arguments and
+    exceptions inside a tool all come back as ``ToolResult(ok=False)`` with an error that
+    says what went wrong. Outputs longer than ``max_output_chars`` reach the model cut to
+    head and tail; the full text is kept and the built-in ``read_output`` tool pages it.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[ToolFunction | FunctionTool] = (),
+        *,
+        max_output_chars: int = DEFAULT_MODEL_OUTPUT_CHARS,
+        store: OutputStore | None = None,
+    ) -> None:
+        self.max_output_chars = max_output_chars
+        self.store = store if store is not None else OutputStore()
+        self._tools: dict[str, FunctionTool] = {}
+        for item in tools:
+            self.add(item)
+        self.add(FunctionTool(self.read_output, concurrency_safe=True))
+
+    def add(self, item: ToolFunction | FunctionTool) -> FunctionTool:
+        """Register a function (or a :class:`FunctionTool`); names must be unique."""
+        function_tool = item if isinstance(item, FunctionTool) else FunctionTool(item)
+        if function_tool.name in self._tools:
+            raise ValueError(f"a tool named {function_tool.name!r} is already registered")
+        self._tools[function_tool.name] = function_tool
+        return function_tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def specs(self) -> Sequence[ToolSpec]:
+        return tuple(t.spec for t in self._tools.values())
+
+    def read_output(self, id: str, offset: int = 0, limit: int = 8000) -> ToolResult:
+        """Page through a tool output that was cut short.
+
+        Args:
+            id: The output id named in the cut marker.
+            offset: The first character to return.
+            limit: How many characters to return.
+        """
+        text = self.store.get(id)
+        if text is None:
+            return ToolResult(False, "", f"no stored output {id!r} (it may have expired)")
+        offset = max(0, offset)
+        end = min(len(text), offset + max(1, limit))
+        more = f"; next: read_output(id={id!r}, offset={end})" if end < len(text) else ""
+        return ToolResult(
+            True,
+            f"[output {id}: characters {offset}-{end} of {len(text)}{more}]\n{text[offset:end]}",
+        )
+
+    async def run(self, call: ToolCall, *, signal: SupportsAbort | None = None) -> ToolResult:
+        function_tool = self._tools.get(call.name)
+        if function_tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolResult(False, "", f"unknown tool {call.name!r}; available tools: {known}")
+        if call.raw_arguments is not None:
+            return ToolResult(
+                False,
+                "",
+                f"the arguments for {call.name} were not valid JSON "
+                f"({call.raw_arguments[:200]!r}); send a JSON object matching: "
+                f"{json.dumps(function_tool.spec.parameters)[:600]}",
+            )
+        try:
+            value = await self._until_aborted(
+                function_tool.invoke(call.arguments, signal, call), signal
+            )
+        except _Cancelled:
+            return ToolResult(False, "", "cancelled: the run was aborted")
+        except ValidationError as error:
+            return ToolResult(False, "", describe_validation_error(call.name, error))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            return ToolResult(False, "", f"{type(error).__name__}: {error}")
+        return self._fit(_to_output(value), call.name)
+
+    @staticmethod
+    async def _until_aborted(work: Awaitable[Any], signal: SupportsAbort | None) -> Any:
+        """Await ``work``; cancel it (killing what it started) when ``signal`` fires."""
+        wait = getattr(signal, "wait", None)
+        if signal is None or not callable(wait):
+            return await work
+        task = asyncio.ensure_future(work)
+        waiter = asyncio.ensure_future(wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait((task,))
+        if task.cancelled():
+            raise _Cancelled
+        return task.result()
+
+    def _fit(self, result: ToolResult, name: str) -> ToolResult:
+        if len(result.output) <= self.max_output_chars or name == "read_output":
+            return result
+        output_id = self.store.put(result.output)
+        return ToolResult(
+            result.ok,
+            truncate_for_model(result.output, self.max_output_chars, output_id),
+            result.error,
+            {**result.metadata, "output_id": output_id},
+            display_output=result.output,
+        )

@@ -1,0 +1,143 @@
+"""Confinement to a workspace root, and the permission policy that runs before each call."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from attrs import frozen
+
+__all__ = [
+    "SETTINGS_FILE",
+    "OutsideWorkspace",
+    "PermissionRule",
+    "Permissions",
+    "Workspace",
+]
+
+SETTINGS_FILE = ".agentfsm/settings.json"
+"""Project settings, relative to the workspace root: ``{"permissions": {"allow": [...],
+"deny": [...]}}``."""
+
+
+class OutsideWorkspace(ValueError):
+    """A path that would leave the workspace root."""
+
+
+class Workspace:
+    """A root folder that every path of the workspace tools is confined to."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        if not self.root.is_dir():
+            raise ValueError(f"workspace root {str(root)!r} is not a folder")
+
+    def resolve(self, path: str) -> Path:
+        """The absolute path ``path`` names inside the workspace.
+
+        Refused: ``~`` paths, absolute paths outside the root, ``..`` that climbs out, and
+        symlinks whose target is outside the root. The message names the path as given.
+        """
+        if not isinstance(path, str) or not path.strip():
+            raise OutsideWorkspace("a path is required")
+        if path.startswith("~"):
+            raise OutsideWorkspace(
+                f"{path!r}: home-relative paths are not allowed; use a path inside the workspace"
+            )
+        candidate = Path(path)
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        resolved = full.resolve()
+        if resolved != self.root and not resolved.is_relative_to(self.root):
+            how = (
+                "leaves the workspace through a symlink"
+                if self._via_symlink(full)
+                else "is outside the workspace"
+            )
+            raise OutsideWorkspace(f"{path!r} {how}; paths must stay inside the workspace root")
+        return resolved
+
+    def _via_symlink(self, full: Path) -> bool:
+        current = full
+        while current != current.parent:
+            if current.is_symlink():
+                return True
+            current = current.parent
+        return False
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the root, POSIX style (``.`` for the root)."""
+        rel = path.relative_to(self.root).as_posix()
+        return rel or "."
+
+
+_RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$")
+
+
+@frozen
+class PermissionRule:
+    """``tool`` or ``tool(pattern)``: the pattern is a glob over the call's path (relative to
+    the root) or, for ``shell``, over the command."""
+
+    tool: str
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> PermissionRule:
+        match = _RULE.match(text)
+        if match is None:
+            raise ValueError(f"not a permission rule: {text!r} (expected tool or tool(pattern))")
+        return cls(match.group(1), match.group(2))
+
+    def matches(self, tool: str, subject: str | None) -> bool:
+        if self.tool not in (tool, "*"):
+            return False
+        if self.pattern is None:
+            return True
+        return subject is not None and fnmatch.fnmatchcase(subject, self.pattern)
+
+    def __str__(self) -> str:
+        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
+
+
+@frozen
+class Permissions:
+    """Allow and deny rules. A deny rule always wins; when a tool has allow rules, a call
+    must match one of them; otherwise it is allowed."""
+
+    allow: tuple[PermissionRule, ...] = ()
+    deny: tuple[PermissionRule, ...] = ()
+
+    @classmethod
+    def of(cls, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> Permissions:
+        """Rules from text, e.g. ``Permissions.of(deny=["shell(rm *)", "write_file(.git/**)"])``."""
+        return cls(tuple(map(PermissionRule.parse, allow)), tuple(map(PermissionRule.parse, deny)))
+
+    @classmethod
+    def from_settings(cls, root: str | Path) -> Permissions:
+        """Rules from the workspace's ``.agentfsm/settings.json`` (none if it is absent)."""
+        path = Path(root) / SETTINGS_FILE
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            return cls()
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{SETTINGS_FILE}: {error}") from error
+        rules = data.get("permissions", {}) if isinstance(data, dict) else {}
+        return cls.of(rules.get("allow", ()), rules.get("deny", ()))
+
+    def __add__(self, other: Permissions) -> Permissions:
+        return Permissions(self.allow + other.allow, self.deny + other.deny)
+
+    def check(self, tool: str, subject: str | None) -> str | None:
+        """``None`` when the call may run, else the reason it may not."""
+        for rule in self.deny:
+            if rule.matches(tool, subject):
+                return f"permission denied by rule {str(rule)!r}"
+        relevant = [rule for rule in self.allow if rule.tool in (tool, "*")]
+        if relevant and not any(rule.matches(tool, subject) for rule in relevant):
+            allowed = ", ".join(str(r) for r in relevant)
+            return f"permission denied: {tool} is only allowed for {allowed}"
+        return None
