@@ -98,3 +98,21 @@ def test_providers_guide_example_builds() -> None:
     exec(compile(block, str(path), "exec"), namespace)
     assert isinstance(namespace["engine"].chat, Router)
     assert namespace["llama"].quirks.stream_with_tools is False
+
+
+async def test_tools_guide_example() -> None:
+    from agentfsm import ToolCall
+
+    path = DOCS / "tools.md"
+    block = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(path), "exec"), namespace)
+    tools = namespace["tools"]
+    result = await tools.run(ToolCall("1", "forecast", {"city": "Oslo", "days": "many"}))
+    assert (
+        result.error
+        == "invalid arguments for forecast: 'days': Input should be a valid integer, unable to parse string as an integer (got \"many\")"
+    )
+    assert (
+        await tools.run(ToolCall("2", "forecast", {"city": "Oslo"}))
+    ).output == "Oslo: sunny for 1 day(s)"
