@@ -8,8 +8,10 @@ from .reader import (
 from .recorder import SessionRecorder
 from .resolve import SessionNotFound, resolve_session
 from .store import SessionHandle, SessionStore
+from .trace import RunTrace, trace_session
 
 __all__ = [
+    "RunTrace",
     "SessionHandle",
     "SessionNotFound",
     "SessionRecorder",
@@ -18,4 +20,5 @@ __all__ = [
     "read_session_messages",
     "read_session_policy_state",
     "resolve_session",
+    "trace_session",
 ]

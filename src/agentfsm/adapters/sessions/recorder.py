@@ -30,8 +30,10 @@ class SessionRecorder:
     ``start`` writes ``run_start`` and the seeded messages; then, while subscribed,
     ``llm_end`` appends the assistant message, ``tool_call_end`` the tool message (cancelled
     ones too), ``budget_exhausted`` and ``compress_end`` a meta record; ``finish`` writes
-    ``run_end`` with the stop reason and the run's usage. Best effort: a write error logs a
-    warning (once per run) and never reaches the run.
+    ``run_end`` with the stop reason and the run's usage. Policy decisions (warnings, stops,
+    gate refusals, redirections) are recorded as meta records too, without reminder or
+    advice texts. Best effort: a write error logs a warning (once per run) and never reaches
+    the run.
     """
 
     def __init__(self, handle: SessionHandle) -> None:
@@ -66,6 +68,11 @@ class SessionRecorder:
             emitter.on("tool_call_end", self._on_tool_call_end),
             emitter.on("budget_exhausted", self._on_budget_exhausted),
             emitter.on("compress_end", self._on_compress_end),
+            emitter.on("policy_warn", self._on_policy_event),
+            emitter.on("policy_stop", self._on_policy_event),
+            emitter.on("gate", self._on_policy_event),
+            emitter.on("redirect", self._on_policy_event),
+            emitter.on("redirect_skipped", self._on_policy_event),
         ]
 
     def _on_llm_end(self, event: LlmEndEvent) -> None:
@@ -77,6 +84,15 @@ class SessionRecorder:
 
     def _on_budget_exhausted(self, event: BudgetExhaustedEvent) -> None:
         meta = {"event": "budget_exhausted", "turns_used": event.turns_used}
+        self._safely(lambda: self.handle.write_meta(meta))
+
+    def _on_policy_event(self, event: Any) -> None:
+        """Policy decisions, for ``agentfsm trace`` (reminder and advice texts stay out)."""
+        meta: dict[str, Any] = {"event": event.type, "turn": event.turn}
+        for name in ("policy", "code", "reason", "trigger", "directions", "latency_ms"):
+            value = getattr(event, name, None)
+            if value is not None:
+                meta[name] = value
         self._safely(lambda: self.handle.write_meta(meta))
 
     def _on_compress_end(self, event: CompressEndEvent) -> None:

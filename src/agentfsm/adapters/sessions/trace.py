@@ -1,0 +1,118 @@
+"""Per-run summaries of a session file (what ``agentfsm trace`` prints)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field
+
+__all__ = ["RunTrace", "trace_session"]
+
+
+def _parse(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+
+
+@define
+class RunTrace:
+    """One run of a session, counted from its records."""
+
+    index: int
+    """1-based position of the run in the session."""
+    stopped_reason: str | None = None
+    """How it ended (``None`` if the file ends before ``run_end``)."""
+    turns: int = 0
+    """LLM calls (assistant messages recorded)."""
+    tool_calls: Counter[str] = field(factory=Counter)
+    """Tool calls by name."""
+    usage: dict[str, int] = field(factory=dict)
+    """The run's usage as recorded in ``run_end``."""
+    compressions: int = 0
+    """Compressions that rewrote history."""
+    health_warnings: Counter[str] = field(factory=Counter)
+    """Policy warnings by code."""
+    redirections: int = 0
+    """Redirections fired."""
+    redirections_skipped: Counter[str] = field(factory=Counter)
+    """Redirections skipped, by reason."""
+    gate_refusals: Counter[str] = field(factory=Counter)
+    """Final answers refused, by gate."""
+    policy_stop: str | None = None
+    """The policy and reason that stopped the run, if one did."""
+    started: str | None = None
+    """Timestamp of ``run_start``."""
+    ended: str | None = None
+    """Timestamp of ``run_end``."""
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds between ``run_start`` and ``run_end``."""
+        if not self.started or not self.ended:
+            return None
+        return (_parse(self.ended) - _parse(self.started)).total_seconds()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "run": self.index,
+            "stopped_reason": self.stopped_reason,
+            "turns": self.turns,
+            "tool_calls": dict(self.tool_calls),
+            "usage": self.usage,
+            "compressions": self.compressions,
+            "health_warnings": dict(self.health_warnings),
+            "redirections": self.redirections,
+            "redirections_skipped": dict(self.redirections_skipped),
+            "gate_refusals": dict(self.gate_refusals),
+            "policy_stop": self.policy_stop,
+            "duration_s": self.duration_s,
+        }
+
+
+def trace_session(path: str | Path) -> list[RunTrace]:
+    """The runs of a session file, in order (lenient about corrupt lines)."""
+    runs: list[RunTrace] = []
+    current: RunTrace | None = None
+    for line in Path(path).read_text("utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("kind") == "meta" and isinstance(record.get("meta"), dict):
+            meta = record["meta"]
+            event = meta.get("event")
+            if event == "run_start" or current is None:
+                current = RunTrace(len(runs) + 1, started=record.get("ts"))
+                runs.append(current)
+                if event == "run_start":
+                    continue
+            if event == "run_end":
+                current.stopped_reason = meta.get("stopped_reason")
+                current.usage = meta.get("usage") or {}
+                current.ended = record.get("ts")
+            elif event == "compress_end" and meta.get("summary_chars"):
+                current.compressions += 1
+            elif event == "policy_warn":
+                current.health_warnings[str(meta.get("code") or meta.get("policy"))] += 1
+            elif event == "redirect":
+                current.redirections += 1
+            elif event == "redirect_skipped":
+                current.redirections_skipped[str(meta.get("reason"))] += 1
+            elif event == "gate":
+                current.gate_refusals[str(meta.get("policy"))] += 1
+            elif event == "policy_stop":
+                current.policy_stop = f"{meta.get('policy')}: {meta.get('reason')}"
+        elif record.get("kind") == "message" and current is not None:
+            message = record.get("message") or {}
+            if message.get("role") == "assistant":
+                current.turns += 1
+                for call in message.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        current.tool_calls[str(call.get("name"))] += 1
+    return runs
