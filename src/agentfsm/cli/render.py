@@ -1,0 +1,204 @@
+"""What ``agentfsm run`` shows: live rendering for people, JSON lines for programs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from agentfsm.engine.events import AgentEmitter
+from agentfsm.engine.params import LoopOutcome
+from agentfsm.engine.serialization import dumps
+
+__all__ = ["HumanRenderer", "JsonRenderer", "QuietRenderer", "Renderer"]
+
+
+def _args(arguments: dict[str, Any], limit: int = 80) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class Renderer:
+    """Base: subscribe to a run's events; report progress, errors and the outcome."""
+
+    def attach(self, emitter: AgentEmitter) -> None:
+        emitter.on("*", self.on_event)
+
+    def on_event(self, event: Any) -> None:
+        """Handle one event."""
+
+    def progress(self, line: str) -> None:
+        """A setup message (starting the local model …); never on stdout."""
+        print(line, file=sys.stderr, flush=True)
+
+    def error(self, message: str) -> None:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+
+    def summary(self, outcome: LoopOutcome) -> None:
+        """After the run."""
+
+
+class JsonRenderer(Renderer):
+    """One JSON object per event on stdout (the cattrs form), nothing else."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def on_event(self, event: Any) -> None:
+        self.out.write(dumps(event) + "\n")
+        self.out.flush()
+
+
+class QuietRenderer(Renderer):
+    """Only the final answer."""
+
+    def summary(self, outcome: LoopOutcome) -> None:
+        if outcome.final is not None:
+            print(outcome.final.content)
+
+
+class HumanRenderer(Renderer):
+    """Streamed text as it arrives, tool calls with a spinner, policy events in their own
+    style, and a closing summary. Uses ``rich`` when it is installed."""
+
+    def __init__(self, console: Any = None) -> None:
+        if console is None:
+            try:
+                from rich.console import Console
+            except ImportError:  # plain text without the cli extra
+                console = None
+            else:
+                console = Console(highlight=False)
+        self.console = console
+        self._streaming = False
+        self._status: Any = None
+        self._running: dict[str, str] = {}
+
+    # -- output helpers ------------------------------------------------------------------
+
+    def _say(self, text: str, style: str | None = None) -> None:
+        self._end_stream()
+        if self.console is None:
+            print(text, flush=True)
+        else:
+            self.console.print(text, style=style, markup=False, highlight=False)
+
+    def _stream(self, text: str, style: str | None = None) -> None:
+        self._streaming = True
+        if self.console is None:
+            print(text, end="", flush=True)
+        else:
+            self.console.print(
+                text, end="", style=style, markup=False, highlight=False, soft_wrap=True
+            )
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            self._streaming = False
+            if self.console is None:
+                print(flush=True)
+            else:
+                self.console.print()
+
+    def _spin(self) -> None:
+        if self.console is None:
+            return
+        label = "running " + ", ".join(self._running.values()) if self._running else ""
+        if self._status is None and self._running:
+            self._status = self.console.status(label)
+            self._status.start()
+        elif self._status is not None and self._running:
+            self._status.update(label)
+        elif self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    # -- events -------------------------------------------------------------------------
+
+    def on_event(self, event: Any) -> None:
+        kind = event.type
+        if kind == "turn_start":
+            self._say(f"── turn {event.turn} ──", "dim")
+        elif kind == "text_delta":
+            self._stream(event.text)
+        elif kind == "thinking_delta":
+            self._stream(event.text, "dim italic")
+        elif kind == "llm_end":
+            if not self._streaming and event.result.message.content:
+                self._say(event.result.message.content)
+            self._end_stream()
+        elif kind == "tool_call_start":
+            self._say(f"⚙ {event.call.name}({_args(event.call.arguments)})", "bold")
+            self._running[event.call.id] = event.call.name
+            self._spin()
+        elif kind == "tool_call_end":
+            self._running.pop(event.call.id, None)
+            self._spin()
+            result = event.result
+            if event.cancelled:
+                self._say(f"  ⊘ {event.call.name} not run: {result.error}", "yellow")
+            elif result.ok:
+                self._say(f"  ✓ {event.call.name}: {_first_line(result.output)}", "green")
+            else:
+                self._say(f"  ✗ {event.call.name}: {_first_line(result.error or '')}", "red")
+        elif kind == "compress_start":
+            self._say(f"compressing history ({event.estimated_tokens} tokens) …", "dim")
+        elif kind == "compress_end":
+            self._say(f"compressed: summary of {event.summary_chars} characters", "dim")
+        elif kind == "reminder":
+            self._say(f"reminder from {event.policy}: {_first_line(event.text)}", "yellow dim")
+        elif kind == "gate":
+            self._say(
+                f"{event.policy} refused the answer: {_first_line(event.reminder)}", "magenta"
+            )
+        elif kind == "policy_warn":
+            self._say(f"⚠ {event.code or event.policy}: {event.reason}", "yellow")
+        elif kind == "redirect":
+            self._say(f"↪ redirected after {event.reason}: {event.directions} direction(s)", "cyan")
+        elif kind == "redirect_skipped":
+            self._say(f"redirection skipped ({event.trigger}): {event.reason}", "cyan dim")
+        elif kind == "policy_stop":
+            self._say(f"■ stopped by {event.policy}: {event.reason}", "red")
+        elif kind == "error":
+            self._say(f"✗ {event.error}", "red")
+
+    def summary(self, outcome: LoopOutcome) -> None:
+        self._end_stream()
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        usage = outcome.usage
+        rows = [
+            (
+                "stopped",
+                outcome.stopped_reason
+                + (f" ({outcome.stop.policy}: {outcome.stop.reason})" if outcome.stop else ""),
+            ),
+            ("turns", str(outcome.turns_used)),
+            (
+                "tokens",
+                f"{usage.input_tokens} in (cache read {usage.cache_read_tokens}, "
+                f"write {usage.cache_write_tokens}), {usage.output_tokens} out "
+                f"(reasoning {usage.reasoning_tokens})",
+            ),
+        ]
+        session = f"session: {outcome.session_path or 'not recorded'}"
+        if self.console is None:
+            for name, value in rows:
+                print(f"{name:>8}: {value}")
+            print(session)
+            return
+        from rich.table import Table
+
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        for name, value in rows:
+            table.add_row(name, value)
+        self.console.print(table)
+        self.console.print(session, soft_wrap=True, markup=False, highlight=False)

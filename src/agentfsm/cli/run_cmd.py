@@ -1,0 +1,214 @@
+"""``agentfsm run``: one agent run in a workspace, on a real or local provider."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError
+from agentfsm.adapters.providers.local import LocalModel, LocalModelUnavailable
+from agentfsm.adapters.sessions import SessionNotFound
+from agentfsm.adapters.tools import workspace_tools
+from agentfsm.engine.params import LoopOutcome
+from agentfsm.engine.protocols import ChatFn
+from agentfsm.policies import presets
+from agentfsm.runtime import Engine, WorkspaceContext
+
+from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
+
+__all__ = ["DEFAULT_MODELS", "SYSTEM_PROMPT", "exit_code", "run"]
+
+SYSTEM_PROMPT = (
+    "You are a careful coding agent working in the project described below. Use the tools to "
+    "look at files before changing them, make the smallest change that does the task, and "
+    "finish with a short summary of what you did."
+)
+DEFAULT_MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-haiku-4-5",
+    "openai-compatible": "default",
+}
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+def exit_code(outcome: LoopOutcome) -> int:
+    """0 final answer, 3 budget or policy stop, 130 interrupted."""
+    return {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+
+
+def _provider(args: argparse.Namespace) -> str:
+    if args.provider:
+        return str(args.provider)
+    if args.base_url:
+        return "openai-compatible"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return "local"
+
+
+def _key(args: argparse.Namespace, default_env: str | None) -> str | None:
+    env = args.api_key_env or default_env
+    if env is None:
+        return None
+    value = os.environ.get(env)
+    if args.api_key_env and not value:
+        raise UsageError(f"the environment variable {env} is not set")
+    return value
+
+
+async def _chat(
+    args: argparse.Namespace, renderer: Renderer, stack: contextlib.AsyncExitStack
+) -> ChatFn:
+    provider = _provider(args)
+    if provider == "local":
+        local = LocalModel(on_progress=renderer.progress)
+        await stack.enter_async_context(local)
+        chat = local.chat()
+    elif provider == "openai":
+        chat = OpenAIChat(
+            args.model or DEFAULT_MODELS["openai"],
+            base_url=args.base_url or "https://api.openai.com/v1",
+            api_key=_key(args, "OPENAI_API_KEY"),
+        )
+    elif provider == "anthropic":
+        chat_a = AnthropicChat(
+            args.model or DEFAULT_MODELS["anthropic"],
+            base_url=args.base_url or "https://api.anthropic.com",
+            api_key=_key(args, "ANTHROPIC_API_KEY"),
+        )
+        stack.push_async_callback(chat_a.aclose)
+        return chat_a
+    elif provider == "openai-compatible":
+        if not args.base_url:
+            raise UsageError("--provider openai-compatible needs --base-url")
+        chat = OpenAIChat(
+            args.model or DEFAULT_MODELS["openai-compatible"],
+            base_url=args.base_url,
+            api_key=_key(args, None),
+        )
+    else:
+        raise UsageError(f"unknown provider {provider!r}")
+    stack.push_async_callback(chat.aclose)
+    return chat
+
+
+def _renderer(args: argparse.Namespace) -> Renderer:
+    if args.json:
+        return JsonRenderer()
+    if args.quiet:
+        return QuietRenderer()
+    return HumanRenderer()
+
+
+async def _run(
+    args: argparse.Namespace, workspace: Path, session_dir: Path, chat_override: ChatFn | None
+) -> int:
+    renderer = _renderer(args)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            chat = chat_override or await _chat(args, renderer, stack)
+        except LocalModelUnavailable as error:
+            renderer.error(str(error))
+            return 1
+        policies = (
+            presets.minimal(args.max_turns)
+            if args.preset == "minimal"
+            else presets.coding_agent(turns=args.max_turns, workspace=workspace)
+        )
+        engine = Engine(
+            chat,
+            workspace_tools(workspace),
+            policies=policies,
+            system_prompt=SYSTEM_PROMPT,
+            session_dir=session_dir,
+            context=WorkspaceContext(workspace),
+            max_turns=args.max_turns,
+            temperature=args.temperature,
+        )
+        renderer.attach(engine.events)
+        task = asyncio.current_task()
+        presses = {"n": 0}
+
+        def on_interrupt() -> None:
+            presses["n"] += 1
+            if presses["n"] == 1:
+                renderer.progress("interrupting … (Ctrl-C again to quit at once)")
+                engine.interrupt("ctrl-c")
+            elif task is not None:
+                task.cancel()
+
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            outcome = await engine.run(args.prompt, resume=args.resume)
+        except SessionNotFound as error:
+            raise UsageError(str(error)) from None
+        except ProviderError as error:
+            renderer.error(str(error))
+            return 1
+        except asyncio.CancelledError:
+            renderer.error("interrupted")
+            return 130
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+    renderer.summary(outcome)
+    return exit_code(outcome)
+
+
+def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
+    """Run ``agentfsm run``; returns the exit code."""
+    try:
+        workspace = Path(args.workspace).resolve()
+        if not workspace.is_dir():
+            raise UsageError(f"--workspace {args.workspace!r} is not a folder")
+        if args.max_turns < 1:
+            raise UsageError("--max-turns must be at least 1")
+        default_dir = workspace / ".agentfsm" / "sessions"
+        session_dir = Path(args.session_dir) if args.session_dir else default_dir
+        return asyncio.run(_run(args, workspace, session_dir, chat_override))
+    except UsageError as error:
+        print(f"agentfsm run: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def add_arguments(parser: Any) -> None:
+    """The options of ``agentfsm run``."""
+    parser.add_argument("prompt", help="the task")
+    parser.add_argument(
+        "--provider",
+        choices=["openai", "anthropic", "openai-compatible", "local"],
+        help="default: an OpenAI or Anthropic key in the environment, else the local model",
+    )
+    parser.add_argument("--model", help="model name (each provider has a default)")
+    parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument(
+        "--api-key-env", metavar="VAR", help="environment variable holding the API key"
+    )
+    parser.add_argument(
+        "--workspace", default=".", metavar="DIR", help="the project folder (default: .)"
+    )
+    parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed (default 20)")
+    parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
+    parser.add_argument("--resume", metavar="latest|ID", help="continue a recorded session")
+    parser.add_argument(
+        "--session-dir", metavar="DIR", help="default: WORKSPACE/.agentfsm/sessions"
+    )
+    parser.add_argument("--temperature", type=float, default=None)
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    output.add_argument("--quiet", action="store_true", help="print only the final answer")

@@ -1,0 +1,98 @@
+"""``agentfsm sessions list|show`` and ``agentfsm trace``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentfsm.adapters.sessions import (
+    SessionNotFound,
+    read_session_messages,
+    resolve_session,
+    trace_session,
+)
+from agentfsm.engine.messages import AssistantMessage, ToolMessage
+
+__all__ = ["list_sessions", "show_session", "trace"]
+
+
+def list_sessions(session_dir: Path, as_json: bool) -> int:
+    files = (
+        sorted(session_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if session_dir.is_dir()
+        else []
+    )
+    rows = []
+    for path in files:
+        runs = trace_session(path)
+        last = runs[-1] if runs else None
+        rows.append(
+            {
+                "id": path.stem,
+                "runs": len(runs),
+                "turns": sum(r.turns for r in runs),
+                "last_stop": last.stopped_reason if last else None,
+            }
+        )
+    if as_json:
+        print(json.dumps(rows))
+    elif not rows:
+        print(f"no sessions in {session_dir}")
+    else:
+        for row in rows:
+            print(f"{row['id']}  runs={row['runs']}  turns={row['turns']}  last={row['last_stop']}")
+    return 0
+
+
+def show_session(session_dir: Path, ref: str) -> int:
+    try:
+        path = resolve_session(session_dir, ref)
+    except SessionNotFound as error:
+        print(f"error: {error}")
+        return 2
+    for message in read_session_messages(path):
+        if isinstance(message, AssistantMessage):
+            print(f"[assistant] {message.content}")
+            for call in message.tool_calls:
+                print(f"  -> {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+        elif isinstance(message, ToolMessage):
+            flag = " (error)" if message.is_error else ""
+            print(f"[tool {message.tool_call_id}{flag}] {message.content[:500]}")
+        else:
+            print(f"[{message.role}] {message.content[:2000]}")
+    return 0
+
+
+def trace(session_dir: Path, ref: str, as_json: bool) -> int:
+    try:
+        path = resolve_session(session_dir, ref)
+    except SessionNotFound as error:
+        print(f"error: {error}")
+        return 2
+    runs = trace_session(path)
+    if as_json:
+        print(json.dumps({"session": path.stem, "runs": [r.as_dict() for r in runs]}))
+        return 0
+    print(f"session {path.stem}: {len(runs)} run(s)")
+    for run in runs:
+        data = run.as_dict()
+        usage = data["usage"] or {}
+        print(
+            f"run {run.index}: {data['stopped_reason']} after {data['turns']} turn(s)"
+            + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
+        )
+        calls = ", ".join(f"{k} x{v}" for k, v in sorted(data["tool_calls"].items())) or "none"
+        print(f"  tool calls: {calls}")
+        print(
+            f"  tokens: {usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out, "
+            f"cache read {usage.get('cache_read_tokens', 0)}"
+        )
+        warnings = data["health_warnings"] or "none"
+        print(f"  compressions: {data['compressions']}; health warnings: {warnings}")
+        skipped = data["redirections_skipped"] or "none"
+        print(f"  redirections: {data['redirections']} fired, skipped {skipped}")
+        if data["gate_refusals"]:
+            print(f"  gate refusals: {data['gate_refusals']}")
+        if data["policy_stop"]:
+            print(f"  stopped by {data['policy_stop']}")
+    return 0
