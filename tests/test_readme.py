@@ -1,11 +1,9 @@
-"""The README's example runs as written."""
+"""The README's examples run as written."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -17,21 +15,8 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make test" in first_block
 
 
-def test_readme_quick_start_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_python_examples_run() -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
-    assert len(blocks) == 2, "the README has two Python examples"
+    assert len(blocks) == 2
     for block in blocks:
         exec(compile(block, str(README), "exec"), {})
-    printed = capsys.readouterr().out.split()
-    assert printed == [
-        "turn_start",
-        "llm_start",
-        "llm_end",
-        "tool_call_start",
-        "tool_call_end",
-        "turn_start",
-        "llm_start",
-        "llm_end",
-        "final",
-        "turn_end",
-    ]
