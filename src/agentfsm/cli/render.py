@@ -172,6 +172,8 @@ class HumanRenderer(Renderer):
         if self._status is not None:
             self._status.stop()
             self._status = None
+        if outcome.stopped_reason != "final" and outcome.final is not None:
+            self._say(outcome.final.content)  # a capped run's last words, with its note
         usage = outcome.usage
         rows = [
             (

@@ -40,9 +40,13 @@ __all__ = [
 
 INSTALL_HINT = "pip install 'agentfsm[local]'  (or: make demo, which installs it)"
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
-LOCAL_QUIRKS = OpenAIQuirks(stream_with_tools=False)
+LOCAL_QUIRKS = OpenAIQuirks(
+    stream_with_tools=False, explicit_tool_choice=True, null_assistant_content=False
+)
 """llama-cpp-python answers a streamed request with automatic tool choice with an empty 200
-stream, so requests that offer tools go unstreamed."""
+stream, so requests that offer tools go unstreamed; and its function-calling chat format
+only puts the tools in the prompt when ``tool_choice`` is given; it also rejects
+``content: null`` on assistant turns with tool calls."""
 
 
 class LocalModelUnavailable(RuntimeError):

@@ -61,6 +61,9 @@ class OpenAIQuirks:
     ``""`` (LM Studio and Ollama reject null)."""
     max_tokens_field: str = "max_tokens"
     """``max_tokens``, or ``max_completion_tokens`` for reasoning models."""
+    explicit_tool_choice: bool = False
+    """Send ``tool_choice: "auto"`` with tools (llama-cpp-python's function-calling chat
+    formats leave the tools out of the prompt without it)."""
 
 
 def safe_tool_call_id(call_id: str) -> str:
@@ -139,6 +142,8 @@ def build_request(
     """The JSON body of a ``/chat/completions`` request."""
     body: dict[str, Any] = {"model": model, "messages": build_messages(messages, quirks)}
     if tools:
+        if quirks.explicit_tool_choice:
+            body["tool_choice"] = "auto"
         body["tools"] = [
             {
                 "type": "function",
