@@ -33,12 +33,21 @@ def main() -> int:
         print(f"workspace: {workspace}\ntask: {TASK}\n", flush=True)
         run = subprocess.run(
             [
-                sys.executable, "-m", "agentfsm", "run", TASK,
-                "--provider", "local",
-                "--workspace", str(workspace),
-                "--preset", "coding-agent",
-                "--max-turns", "6",
-                "--temperature", "0",
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "run",
+                TASK,
+                "--provider",
+                "local",
+                "--workspace",
+                str(workspace),
+                "--preset",
+                "coding-agent",
+                "--max-turns",
+                "6",
+                "--temperature",
+                "0",
             ],
             check=False,
         )
@@ -48,8 +57,10 @@ def main() -> int:
             check=False,
         )
         if run.returncode in (0, 3):
-            print(f"\ndemo finished (agentfsm run exited with {run.returncode}: "
-                  f"{'final answer' if run.returncode == 0 else 'turn budget or policy stop'})")
+            print(
+                f"\ndemo finished (agentfsm run exited with {run.returncode}: "
+                f"{'final answer' if run.returncode == 0 else 'turn budget or policy stop'})"
+            )
             return 0
         print(f"\ndemo failed: agentfsm run exited with {run.returncode}", file=sys.stderr)
         return 1
