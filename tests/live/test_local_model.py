@@ -63,3 +63,48 @@ def test_a_real_run_on_the_local_model(tmp_path: Path) -> None:
     assert port is not None, done.stderr
     assert not _server_alive(port.group(1)), "the local model server outlived the CLI"
     assert time.monotonic() - started < 600
+
+
+def test_ctrl_c_interrupts_and_the_server_is_stopped(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp", reason="needs the local extra: make test-live installs it")
+    import signal
+
+    (tmp_path / "notes.txt").write_text("x\n", "utf-8")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentfsm",
+            "run",
+            "Write a very long essay about every file here, reading each one many times.",
+            "--provider",
+            "local",
+            "--workspace",
+            str(tmp_path),
+            "--max-turns",
+            "50",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    port = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        found = re.search(r"127\.0\.0\.1:(\d+)", line)
+        if found:
+            port = found.group(1)
+        if "ready" in line:
+            break
+    assert port is not None
+    time.sleep(1.0)  # the run is under way
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err[-2000:]
+    deadline = time.monotonic() + 10
+    while _server_alive(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _server_alive(port), "Ctrl-C left the local model server running"
