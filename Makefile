@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local lint typecheck test test-live bench diagrams demo clean
+.PHONY: install install-local lint typecheck test test-live conformance-local bench diagrams demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,9 @@ demo: install-local
 
 test-live: install install-local
 	$(BIN)/python -m pytest -m live tests/live
+
+conformance-local: install install-local
+	$(BIN)/python examples/conformance_local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

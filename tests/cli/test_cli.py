@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from agentfsm.cli import main
+from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
 from agentfsm.engine.messages import AssistantMessage, ChatResult, Usage
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.engine.serialization import structure_event
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
-
-from ..adapters.providers.wire import DONE, chunk, openai_url, tool_delta
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
     trace.add_argument("--session-dir", default=".agentfsm/sessions")
     trace.add_argument("--json", action="store_true")
+    commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
     diagram = commands.add_parser("diagram", help="draw the agent loop machine")
     diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
@@ -76,9 +77,14 @@ def _diagram(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> int:
     """Entry point; returns the exit code. ``chat`` replaces the provider (for tests and
     embedding)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["conformance"]:
+        from . import conformance_cmd
+
+        return conformance_cmd.main(arguments[1:])
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as exit_:
         return int(exit_.code or 0)
     if args.command == "run":

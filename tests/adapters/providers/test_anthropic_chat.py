@@ -17,10 +17,9 @@ from agentfsm import (
     UserMessage,
 )
 from agentfsm.adapters.providers import AnthropicChat, ProviderError, RetryPolicy, Timeouts
+from agentfsm.conformance.frames import event
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import FakeProviderServer, Reply
-
-from .wire import event
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)
 TOOLS = [ToolSpec("lookup", "Look something up.", {"type": "object", "properties": {}})]

@@ -7,10 +7,10 @@ import time
 
 from agentfsm import Engine, ToolSpec
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy, Timeouts
+from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
 from agentfsm.testing import FakeProviderServer, Pause, Reply, ScriptedTools
 
 from ...helpers import Recorder
-from .wire import DONE, chunk, openai_url, tool_delta
 
 
 async def test_tool_loop_over_http(server: FakeProviderServer) -> None:

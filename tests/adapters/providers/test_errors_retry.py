@@ -22,10 +22,9 @@ from agentfsm.adapters.providers import (
     is_overflow_message,
 )
 from agentfsm.adapters.providers.errors import classify_error_body, parse_retry_after
+from agentfsm.conformance.frames import DONE, chunk, completion, openai_url
 from agentfsm.engine.serialization import dumps
 from agentfsm.testing import FakeProviderServer, Pause, Reply
-
-from .wire import DONE, chunk, completion, openai_url
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)
 RETRY = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.02, jitter=0)

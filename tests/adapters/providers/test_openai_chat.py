@@ -24,10 +24,9 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Timeouts,
 )
+from agentfsm.conformance.frames import DONE, chunk, completion, data, openai_url, tool_delta
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import Drop, FakeProviderServer, Pause, Reply
-
-from .wire import DONE, chunk, completion, data, openai_url, tool_delta
 
 TOOLS = [
     ToolSpec(

@@ -1,4 +1,4 @@
-"""Builders for provider wire frames used by the FakeProviderServer scenarios."""
+"""Builders of wire frames (OpenAI chunks, Anthropic events) for scripted scenarios."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from agentfsm.testing import FakeProviderServer
+
+__all__ = ["DONE", "chunk", "completion", "data", "event", "openai_url", "tool_delta"]
 
 
 def data(payload: Any) -> str:

@@ -1,0 +1,201 @@
+"""``agentfsm conformance``: run the kit against a live endpoint, merge reports, probe quirks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfsm.adapters.providers import OpenAIQuirks
+
+__all__ = ["main"]
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfsm conformance",
+        description="Check a provider endpoint against what the agent loop needs. "
+        "Also: 'agentfsm conformance matrix A.json B.json …' and 'agentfsm conformance probe'.",
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--api-key-env", metavar="VAR")
+    parser.add_argument("--wire", choices=["openai-chat", "anthropic"], default="openai-chat")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="GROUP",
+        choices=["wire", "answers", "tools", "usage", "errors", "control"],
+    )
+    parser.add_argument("--out", metavar="report.json")
+    parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument("--record", metavar="DIR", help="save raw exchanges (keys scrubbed)")
+    parser.add_argument("--name", help="the provider's name in reports")
+    parser.add_argument(
+        "--capability",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="declare a capability, e.g. parallel_tools or context_window=8192",
+    )
+    parser.add_argument(
+        "--quirk",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="an OpenAIQuirks field, e.g. stream_options=false",
+    )
+    return parser
+
+
+def _value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _pairs(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name.strip().replace("-", "_")] = _value(value) if value else True
+    return out
+
+
+def _print_table(report: Any) -> None:
+    from agentfsm.conformance.report import MARKS
+
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        for r in report.results:
+            print(f"{MARKS[r.outcome]} {r.check:<4} {r.name:<34} {r.outcome:<16} {r.message}")
+        return
+    table = Table(title=f"conformance: {report.target}")
+    for column in ("check", "name", "outcome", "notes"):
+        table.add_column(column, overflow="fold")
+    styles = {
+        "pass": "green",
+        "pass-normalized": "yellow",
+        "fail": "red",
+        "xfail": "magenta",
+        "skip": "dim",
+    }
+    for r in report.results:
+        note = r.message + (f" [{', '.join(r.quirks)}]" if r.quirks else "")
+        table.add_row(
+            r.check, r.name, f"{MARKS[r.outcome]} {r.outcome}", note, style=styles[r.outcome]
+        )
+    Console().print(table)
+
+
+def _run(argv: Sequence[str]) -> int:
+    from agentfsm.conformance import Capabilities, EndpointTarget, report_markdown, run_checks
+
+    args = _run_parser().parse_args(argv)
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            print(f"agentfsm conformance: {args.api_key_env} is not set", file=sys.stderr)
+            return 2
+    try:
+        capabilities = Capabilities(**_pairs(args.capability))
+        quirks = OpenAIQuirks(**_pairs(args.quirk))
+    except TypeError as error:
+        print(f"agentfsm conformance: {error}", file=sys.stderr)
+        return 2
+    target = EndpointTarget(
+        args.base_url,
+        args.model,
+        args.wire,
+        key,
+        capabilities,
+        quirks,
+        Path(args.record) if args.record else None,
+        args.name,
+    )
+
+    def progress(result: Any) -> None:
+        print(
+            f"  {result.check:<4} {result.name:<34} {result.outcome}", file=sys.stderr, flush=True
+        )
+
+    report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
+    _print_table(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(report_markdown(report), "utf-8")
+    return 1 if report.failed else 0
+
+
+def _matrix(argv: Sequence[str]) -> int:
+    from agentfsm.conformance import Report, matrix_markdown
+
+    parser = argparse.ArgumentParser(prog="agentfsm conformance matrix")
+    parser.add_argument("reports", nargs="+", metavar="REPORT.json")
+    parser.add_argument("--markdown", metavar="FILE")
+    args = parser.parse_args(argv)
+    try:
+        reports = [Report.from_dict(json.loads(Path(p).read_text("utf-8"))) for p in args.reports]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"agentfsm conformance matrix: cannot read a report: {error}", file=sys.stderr)
+        return 2
+    text = matrix_markdown(reports)
+    if args.markdown:
+        Path(args.markdown).write_text(text, "utf-8")
+    print(text, end="")
+    return 0
+
+
+def _probe(argv: Sequence[str]) -> int:
+    from agentfsm.conformance.probe import probe
+
+    parser = argparse.ArgumentParser(prog="agentfsm conformance probe")
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--api-key-env", metavar="VAR")
+    args = parser.parse_args(argv)
+    key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    findings, quirks = asyncio.run(probe(args.base_url, args.model, key))
+    for finding in findings:
+        print(f"- {finding}")
+    defaults = OpenAIQuirks()
+    changed = [
+        f"{name}={getattr(quirks, name)!r}"
+        for name in (
+            "stream_options",
+            "stream_with_tools",
+            "null_assistant_content",
+            "max_tokens_field",
+            "explicit_tool_choice",
+        )
+        if getattr(quirks, name) != getattr(defaults, name)
+    ]
+    print(f"suggested: OpenAIQuirks({', '.join(changed)})")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """Dispatch ``agentfsm conformance …``."""
+    try:
+        if argv and argv[0] == "matrix":
+            return _matrix(argv[1:])
+        if argv and argv[0] == "probe":
+            return _probe(argv[1:])
+        return _run(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)

@@ -1,0 +1,286 @@
+"""Answer checks: plain text answers, their deltas and finish reasons, and history shapes."""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from agentfsm.adapters.providers import OpenAIQuirks, ProviderError
+from agentfsm.engine.messages import (
+    AssistantMessage,
+    ChatResult,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from agentfsm.engine.protocols import ChatDelta
+from agentfsm.testing import Reply
+
+from ..context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
+from ..frames import DONE, chunk, completion, event
+from ..model import Check, CheckFailed, CheckSkipped, Normalized
+
+__all__ = ["CHECKS"]
+
+_USAGE = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
+_PIECES = ["Hel", "lo", ", ", "wörld", " 🌍", "", "\n", "  — done."]
+
+
+def _answer(ctx: RecordedContext, pieces: list[str], *, stop: str | None = None) -> Reply:
+    """A streamed text answer in ``pieces``, ending with ``stop`` (in the wire's own words)."""
+    if ctx.wire == "anthropic":
+        start = {"model": "fake-model", "usage": {"input_tokens": 9, "output_tokens": 1}}
+        block = {"type": "text", "text": ""}
+        return Reply.sse(
+            [
+                event("message_start", {"message": start}),
+                event("content_block_start", {"index": 0, "content_block": block}),
+                *(
+                    event(
+                        "content_block_delta",
+                        {"index": 0, "delta": {"type": "text_delta", "text": p}},
+                    )
+                    for p in pieces
+                ),
+                event("content_block_stop", {"index": 0}),
+                event(
+                    "message_delta",
+                    {"delta": {"stop_reason": stop or "end_turn"}, "usage": {"output_tokens": 5}},
+                ),
+                event("message_stop", {}),
+            ]
+        )
+    return Reply.sse(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            *(chunk({"content": p}) for p in pieces),
+            chunk({}, finish=stop or "stop"),
+            chunk(choices=False, usage=_USAGE),
+            DONE,
+        ]
+    )
+
+
+def _answer_json(ctx: RecordedContext, text: str, *, stop: str | None = None) -> Reply:
+    """The same answer unstreamed."""
+    if ctx.wire == "anthropic":
+        return Reply.json(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "fake-model",
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": stop or "end_turn",
+                "usage": {"input_tokens": 9, "output_tokens": 5},
+            }
+        )
+    message = {"role": "assistant", "content": text}
+    return Reply.json(completion(message, finish=stop or "stop", usage=_USAGE))
+
+
+def _expect_answer(result: ChatResult, how: str, text: str | None = None) -> None:
+    content = result.message.content
+    if not content.strip() or (text is not None and content != text):
+        raise CheckFailed(f"the text {text or 'non-empty'!r} ({how})", repr(content))
+    if result.finish_reason != "stop":
+        raise CheckFailed(f"finish_reason 'stop' ({how})", repr(result.finish_reason))
+    if not result.model:
+        raise CheckFailed(f"the model name ({how})", repr(result.model))
+
+
+def _modes(ctx: LiveContext) -> tuple[bool, ...]:
+    return (False, True) if ctx.target.capabilities.streaming else (False,)
+
+
+def _how(stream: bool) -> str:
+    return "streamed" if stream else "unstreamed"
+
+
+async def basic(ctx: RecordedContext) -> Normalized | None:
+    ctx.script(_answer(ctx, ["PO", "NG"]), _answer_json(ctx, "PONG"))
+    for how in ("streamed", "unstreamed"):
+        _expect_answer(await ctx.ask(prompt="Reply with the single word PONG."), how, "PONG")
+    return None
+
+
+async def basic_live(ctx: LiveContext) -> Normalized | None:
+    for stream in _modes(ctx):
+        prompt = "Reply with the single word PONG."
+        result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=256)
+        if result.finish_reason == "length":
+            raise CheckSkipped("model behaviour: the answer to 'reply PONG' hit max_tokens=256")
+        _expect_answer(result, _how(stream))
+    return None
+
+
+def _conserved(result: ChatResult, deltas: list[ChatDelta], text: str | None = None) -> None:
+    streamed = "".join(d.text for d in deltas if d.kind == "text")
+    if streamed != result.message.content:
+        got = f"deltas {streamed!r}, final {result.message.content!r}"
+        raise CheckFailed("the concatenated text deltas equal to the final text", got)
+    if text is not None and result.message.content != text:
+        raise CheckFailed(f"the final text {text!r}", repr(result.message.content))
+    if result.finish_reason is None:
+        raise CheckFailed("one final record with a finish reason", "no finish reason")
+
+
+async def text_conservation(ctx: RecordedContext) -> Normalized | None:
+    deltas: list[ChatDelta] = []
+    ctx.script(_answer(ctx, _PIECES))
+    _conserved(await ctx.ask(deltas=deltas), deltas, "".join(_PIECES))
+    return None
+
+
+def _terminal_records(ctx: LiveContext, raw: RawExchange) -> int:
+    payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
+    if ctx.wire == "anthropic":
+        return sum(1 for p in payloads if p.get("type") == "message_stop")
+    return sum(
+        1
+        for p in payloads
+        for choice in p.get("choices") or []
+        if isinstance(choice, dict) and choice.get("finish_reason")
+    )
+
+
+async def text_conservation_live(ctx: LiveContext) -> Normalized | None:
+    prompt = "Write one short sentence about the sea."
+    deltas: list[ChatDelta] = []
+    _conserved(await ctx.ask(stream=True, prompt=prompt, max_tokens=48, deltas=deltas), deltas)
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 48, "stream": True}
+    raw = await ctx.raw(body, name="A2-stream")
+    if raw.status != 200:
+        raise CheckFailed(
+            "HTTP 200 for a plain streamed request", f"{raw.status}: {raw.text[:200]}"
+        )
+    finals = _terminal_records(ctx, raw)
+    if finals == 0:
+        raise CheckFailed("one terminal record in the raw stream", "none")
+    if finals > 1:
+        return Normalized((), f"the raw stream has {finals} terminal records; the adapter kept one")
+    return None
+
+
+async def length(ctx: RecordedContext) -> Normalized | None:
+    stop = "max_tokens" if ctx.wire == "anthropic" else "length"
+    ctx.script(_answer(ctx, ["1, 2, ", "3,"], stop=stop), _answer_json(ctx, "1, 2, 3,", stop=stop))
+    for how in ("streamed", "unstreamed"):
+        try:
+            result = await ctx.ask(prompt="Count to 100.", max_tokens=5)
+        except ProviderError as error:
+            raise CheckFailed(
+                f"finish_reason 'length' ({how})", f"a {error.kind} error: {error}"
+            ) from None
+        if result.finish_reason != "length":
+            raise CheckFailed(f"finish_reason 'length' ({how})", repr(result.finish_reason))
+        if result.message.content != "1, 2, 3,":
+            raise CheckFailed(f"the partial text kept ({how})", repr(result.message.content))
+    sent = ctx.requests[0].json()
+    if 5 not in (sent.get("max_tokens"), sent.get("max_completion_tokens")):
+        raise CheckFailed("max_tokens 5 in the request", repr(sent.get("max_tokens")))
+    return None
+
+
+async def length_live(ctx: LiveContext) -> Normalized | None:
+    for stream in _modes(ctx):
+        prompt = "Count from 1 to 100, separated by commas."
+        try:
+            result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=5)
+        except ProviderError as error:
+            raise CheckFailed("finish_reason 'length'", f"a {error.kind} error: {error}") from None
+        if result.finish_reason == "length":
+            continue
+        usage = result.usage
+        out = usage.output_tokens if usage else len(result.message.content.split())
+        if result.finish_reason == "stop" and out <= 5:
+            raise CheckSkipped(
+                f"model behaviour: the answer ended after {out} tokens, before max_tokens"
+            )
+        got = f"{result.finish_reason!r} after {out} output tokens ({_how(stream)})"
+        raise CheckFailed("finish_reason 'length' with max_tokens=5", got)
+    return None
+
+
+_HISTORY: list[Message] = [
+    UserMessage("What is the weather in Paris?"),
+    AssistantMessage("", tool_calls=[ToolCall("call_a4", "get_weather", {"city": "Paris"})]),
+    ToolMessage("call_a4", "Sunny, 21 °C."),
+]
+
+
+async def _rejection(ctx: LiveContext, quirks: OpenAIQuirks | None) -> str | None:
+    """Why the history was rejected, or ``None`` when it was accepted."""
+    try:
+        await ctx.ask(
+            stream=False, quirks=quirks, messages=_HISTORY, tools=[TOOL_WEATHER], max_tokens=32
+        )
+    except ProviderError as error:
+        return str(error)[:200]
+    return None
+
+
+async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
+    if ctx.wire == "anthropic":
+        error = await _rejection(ctx, None)
+        if error is not None:
+            raise CheckFailed("a tool-call history accepted", error, quirks=("Q23",))
+        return None
+    profile = ctx.target.quirks
+    null = await _rejection(ctx, evolve(profile, null_assistant_content=True))
+    empty = await _rejection(ctx, evolve(profile, null_assistant_content=False))
+    if null is not None and empty is not None:
+        got = f"null rejected ({null}); '' rejected ({empty})"
+        raise CheckFailed("assistant content null or '' accepted", got, quirks=("Q23",))
+    if null is not None:
+        fix = "OpenAIQuirks(null_assistant_content=False)"
+        return Normalized(("Q23",), f"content null rejected ({null}); accepted with {fix}")
+    if empty is not None:
+        if not profile.null_assistant_content:
+            got = f"'' (the profile's shape) rejected: {empty}"
+            raise CheckFailed("the profile's assistant content accepted", got, quirks=("Q23",))
+        return Normalized(("Q23",), f"content '' rejected ({empty}); null (the default) accepted")
+    return None
+
+
+CHECKS = [
+    Check(
+        "A1",
+        "answer.basic",
+        "answers",
+        "'reply PONG', streamed and unstreamed",
+        "non-empty text, finish_reason 'stop', the model name",
+        recorded=basic,
+        live=basic_live,
+    ),
+    Check(
+        "A2",
+        "answer.text_conservation",
+        "answers",
+        "a streamed answer in many pieces (unicode, empty)",
+        "the concatenated text deltas equal the final text; exactly one final record",
+        needs=("streaming",),
+        recorded=text_conservation,
+        live=text_conservation_live,
+    ),
+    Check(
+        "A3",
+        "answer.length",
+        "answers",
+        "max_tokens=5 on a longer answer",
+        "finish_reason 'length', the partial text kept, never an overflow error",
+        needs=("max_tokens",),
+        recorded=length,
+        live=length_live,
+    ),
+    Check(
+        "A4",
+        "history.content_shapes",
+        "answers",
+        "a history with an assistant tool-call turn whose content is null, then ''",
+        "accepted, or accepted with the shape the quirk profile sends",
+        needs=("tools",),
+        quirks=("Q23",),
+        live=content_shapes_live,
+    ),
+]

@@ -1,0 +1,138 @@
+"""Running checks against a target and collecting a :class:`Report`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+
+from agentfsm.testing import FakeProviderServer
+
+from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
+from .model import (
+    QUIRK_NOTES,
+    Check,
+    CheckFailed,
+    CheckResult,
+    CheckSkipped,
+    Mode,
+    Normalized,
+    Outcome,
+    Report,
+)
+
+__all__ = ["run_check", "run_checks"]
+
+
+def _result(
+    check: Check,
+    mode: Mode,
+    outcome: Outcome,
+    seconds: float,
+    message: str = "",
+    expected: str | None = None,
+    got: str | None = None,
+    quirks: tuple[str, ...] = (),
+) -> CheckResult:
+    return CheckResult(
+        check.id,
+        check.name,
+        check.group,
+        mode,
+        outcome,
+        message=message,
+        expected=expected,
+        got=got,
+        quirks=quirks,
+        seconds=round(seconds, 3),
+    )
+
+
+async def run_check(
+    check: Check, target: AdapterTarget | EndpointTarget, live: LiveContext | None = None
+) -> CheckResult:
+    """One check on one target; never raises."""
+    mode: Mode = "recorded" if isinstance(target, AdapterTarget) else "live"
+    started = time.monotonic()
+    missing = [need for need in check.needs if not target.capabilities.has(need)]
+    if missing:
+        return _result(check, mode, "skip", 0.0, message=f"capability absent: {', '.join(missing)}")
+    procedure = check.recorded if mode == "recorded" else check.live
+    if procedure is None:
+        return _result(check, mode, "skip", 0.0, message=f"no {mode} procedure")
+    xfail_reason = target.xfail.get(check.id)
+    try:
+        if isinstance(target, AdapterTarget):
+            with FakeProviderServer() as server:
+                verdict = await procedure(RecordedContext(server, target))  # type: ignore[arg-type]
+        else:
+            assert live is not None
+            verdict = await procedure(live)  # type: ignore[arg-type]
+    except CheckSkipped as skip:
+        return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
+    except CheckFailed as failure:
+        outcome: Outcome = "xfail" if xfail_reason else "fail"
+        quirks = failure.quirks or check.quirks
+        note = f" (known quirk: {', '.join(quirks)}; see {QUIRK_NOTES})" if quirks else ""
+        message = f"expected {failure.expected}; got {failure.got}{note}"
+        if xfail_reason:
+            message += f"; xfail: {xfail_reason}"
+        return _result(
+            check,
+            mode,
+            outcome,
+            time.monotonic() - started,
+            message=message,
+            expected=failure.expected,
+            got=failure.got,
+            quirks=quirks,
+        )
+    except Exception as error:  # an adapter that raises where it should not
+        outcome = "xfail" if xfail_reason else "fail"
+        return _result(
+            check,
+            mode,
+            outcome,
+            time.monotonic() - started,
+            message=f"unexpected {type(error).__name__}: {str(error)[:300]}",
+            quirks=check.quirks,
+        )
+    seconds = time.monotonic() - started
+    if isinstance(verdict, Normalized):
+        return _result(
+            check, mode, "pass-normalized", seconds, message=verdict.note, quirks=verdict.quirks
+        )
+    message = f"passes although marked xfail ({xfail_reason})" if xfail_reason else ""
+    return _result(check, mode, "pass", seconds, message=message)
+
+
+async def run_checks(
+    target: AdapterTarget | EndpointTarget,
+    checks: Iterable[Check] | None = None,
+    *,
+    groups: Sequence[str] | None = None,
+    progress: Callable[[CheckResult], object] | None = None,
+) -> Report:
+    """Run ``checks`` (all of them by default) against ``target``."""
+    from .checks import ALL_CHECKS
+
+    chosen = list(checks) if checks is not None else list(ALL_CHECKS)
+    if groups:
+        chosen = [c for c in chosen if c.group in groups]
+    mode: Mode = "recorded" if isinstance(target, AdapterTarget) else "live"
+    chosen = [c for c in chosen if (c.recorded if mode == "recorded" else c.live) is not None]
+    label = target.name if isinstance(target, AdapterTarget) else target.label
+    report = Report(
+        label, mode, started=datetime.now(UTC).isoformat(timespec="seconds"), wire=target.wire
+    )
+    live = LiveContext(target) if isinstance(target, EndpointTarget) else None
+    for check in chosen:
+        result = await run_check(check, target, live)
+        report.results.append(result)
+        if progress is not None:
+            progress(result)
+    if live is not None and isinstance(target, EndpointTarget) and target.record_dir is not None:
+        from .record import save_recordings
+
+        save_recordings(target, live.recordings)
+    return report
