@@ -34,6 +34,7 @@ from .tools_live import (
     parallel_live,
     parallel_results_live,
     single_forced_live,
+    stream_auto_live,
     stream_equals_nonstream_live,
     unicode_args_live,
 )
@@ -365,5 +366,8 @@ CHECKS = [
           live=foreign_ids_live),
     Check("T15", "tools.agent_loop", "tools", "call → result → answer", "a two-turn success",
           needs=("tools",), live=agent_loop_live),
+    Check("T16", "tools.stream_auto", "tools", "tools + tool_choice auto, streamed",
+          "a stream with a finish record; an empty 200 is an error, never an empty success",
+          needs=("tools", "streaming"), quirks=("Q26",), live=stream_auto_live),
 ]
 # fmt: on

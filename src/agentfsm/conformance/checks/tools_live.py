@@ -6,6 +6,8 @@ import json
 from collections import Counter
 from typing import Any
 
+from attrs import evolve
+
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.providers.anthropic_wire import EventAccumulator, parse_message
 from agentfsm.adapters.providers.openai_wire import StreamAccumulator, parse_completion
@@ -13,6 +15,7 @@ from agentfsm.engine.messages import (
     AssistantMessage,
     ChatResult,
     Message,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -23,6 +26,7 @@ from ..context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
 from ..model import CheckFailed, CheckSkipped, Normalized
 
 __all__ = [
+    "stream_auto_live",
     "single_forced_live",
     "no_args_live",
     "stream_equals_nonstream_live",
@@ -223,6 +227,52 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     return _verdict(seen, "; ".join(extra))
 
 
+_SYSTEM = "You are a helpful assistant that calls functions."
+
+
+async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
+    """A streamed request with tools and automatic tool choice: what an agent loop sends."""
+    prompt = "What is the weather in Paris? Use get_weather."
+    body = _body(ctx, prompt, TOOL_WEATHER)
+    body["tool_choice"] = {"type": "auto"} if ctx.wire == "anthropic" else "auto"
+    if ctx.wire == "anthropic":
+        body["system"] = _SYSTEM
+    else:
+        body["messages"].insert(0, {"role": "system", "content": _SYSTEM})
+    raw = await ctx.raw({**body, "stream": True}, name="T16-streamed-auto")
+    if raw.status != 200:
+        raise CheckFailed("HTTP 200 for a streamed automatic tool choice", f"{raw.status}")
+    seen, _, finishes = _scan(ctx, raw) if "data:" in raw.text else ({}, [], 0)
+    if finishes:
+        return _verdict(seen)
+    # Nothing usable came: the adapter must not turn it into an empty success.
+    quirks = evolve(ctx.target.quirks, stream_with_tools=True, explicit_tool_choice=True)
+    try:
+        result = await ctx.ask(
+            stream=True,
+            quirks=quirks,
+            messages=[SystemMessage(_SYSTEM), UserMessage(prompt)],
+            tools=[TOOL_WEATHER],
+        )
+    except ProviderError as error:
+        adapter = f"the adapter raises ProviderError {error.kind}/{error.provider_code}"
+    else:
+        raise CheckFailed(
+            "an error for a stream without a finish record",
+            f"an empty success from the adapter: {result.finish_reason!r}",
+            quirks=("Q26",),
+        )
+    empty = "no event, no [DONE], no error frame" if not raw.text.strip() else "no finish record"
+    if not ctx.target.quirks.stream_with_tools:
+        note = f"an empty 200 stream ({empty}); {adapter}; the profile sends tools unstreamed"
+        return Normalized(("Q26",), note)
+    raise CheckFailed(
+        "a streamed answer (text or tool calls) ending with a finish record",
+        f"an HTTP 200 stream with {empty}; {adapter}",
+        quirks=("Q26",),
+    )
+
+
 async def parallel_live(ctx: LiveContext) -> Normalized | None:
     prompt = "What is the weather in Paris and in Tokyo? Call get_weather once for each city."
     raw, result = await _probe(ctx, _body(ctx, prompt, TOOL_WEATHER), "T8-unstreamed")
@@ -338,14 +388,28 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
             AssistantMessage("", tool_calls=[call]),
             ToolMessage(call_id, f"{city}: sunny."),
         ]
+    quirks = ctx.target.quirks
+    shape: Normalized | None = None
     try:
         await ctx.ask(stream=False, messages=history, tools=[TOOL_WEATHER], max_tokens=32)
     except ProviderError as error:
         got = str(error)[:200]
-        raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",)) from None
+        if ctx.wire == "anthropic":
+            raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",)) from None
+        # The same history with the other assistant-content shape: tells ids from content.
+        quirks = evolve(quirks, null_assistant_content=not quirks.null_assistant_content)
+        try:
+            await ctx.ask(
+                stream=False, quirks=quirks, messages=history, tools=[TOOL_WEATHER], max_tokens=32
+            )
+        except ProviderError:
+            raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",)) from None
+        sent = "null" if quirks.null_assistant_content else "''"
+        note = f"the ids are accepted once assistant content is {sent} (see A4)"
+        shape = Normalized(("Q23",), note)
     if ctx.wire == "anthropic":
         return None
-    content = None if ctx.target.quirks.null_assistant_content else ""
+    content = None if quirks.null_assistant_content else ""
     messages = [
         {"role": "user", "content": "What is the weather in Paris?"},
         {"role": "assistant", "content": content, "tool_calls": [_oa_call(_LONG_ID, W, P_TEXT)]},
@@ -354,14 +418,30 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
     raw = await ctx.raw({"messages": messages, "max_tokens": 16}, name="T14-long-id")
     if raw.status in (400, 422):
         return Normalized(("Q6",), "a 60-character id is rejected; the adapter shortens ids to 40")
-    return None
+    return shape
 
 
 async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
     history: list[Message] = [
-        UserMessage("What is the weather in Paris? Use the get_weather tool.")
+        SystemMessage(_SYSTEM),
+        UserMessage("What is the weather in Paris? Use the get_weather tool."),
     ]
     first = await _ask(ctx, "a first answer", messages=history, tools=[TOOL_WEATHER])
+    if not first.message.tool_calls and not ctx.target.quirks.explicit_tool_choice:
+        # Some servers only show the tools to the model when tool_choice is given.
+        quirks = evolve(ctx.target.quirks, explicit_tool_choice=True, stream_with_tools=False)
+        try:
+            again = await ctx.ask(
+                stream=False, quirks=quirks, messages=history, tools=[TOOL_WEATHER]
+            )
+        except ProviderError:
+            again = first
+        if again.message.tool_calls:
+            raise CheckFailed(
+                "a tool call for the request the profile sends (no tool_choice)",
+                "no call; the same request with tool_choice 'auto' gets one: the server ignores "
+                "tools unless tool_choice is given (set explicit_tool_choice)",
+            )
     _model_miss(first, "the weather in Paris")
     history.append(first.message)
     history += [ToolMessage(c.id, "Paris: sunny, 21 °C.") for c in first.message.tool_calls]
