@@ -60,6 +60,7 @@ EXPECTED = {
     "T13": ("tools.trailing_empty_delta", "tools", "R"),
     "T14": ("tools.foreign_ids", "tools", "L"),
     "T15": ("tools.agent_loop", "tools", "L"),
+    "T16": ("tools.stream_auto", "tools", "L"),
 }
 
 

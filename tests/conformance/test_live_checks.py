@@ -1,0 +1,104 @@
+"""Live checks that tell servers apart, run against scripted endpoints that behave like them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm.adapters.providers import OpenAIQuirks
+from agentfsm.conformance import CheckResult, EndpointTarget, run_check
+from agentfsm.conformance.checks import by_id
+from agentfsm.conformance.context import LiveContext
+from agentfsm.conformance.frames import DONE, chunk, completion, tool_delta
+from agentfsm.testing import FakeProviderServer, Reply
+from agentfsm.testing.fake_server import RecordedRequest
+
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
+
+
+def like_llama_cpp(request: RecordedRequest, *, empty_auto_stream: bool = True) -> Reply:
+    """Tools only reach the model with tool_choice; a streamed auto choice ends empty."""
+    body: dict[str, Any] = request.json()
+    messages = body["messages"]
+    if any(m["role"] == "assistant" and m.get("content") is None for m in messages):
+        return Reply.json({"detail": "content: Input should be a valid string"}, 500)
+    choice = body.get("tool_choice")
+    calls = bool(body.get("tools")) and choice is not None and choice != "none"
+    if messages[-1]["role"] == "tool":
+        calls = False
+    if body.get("stream"):
+        if calls and choice == "auto" and empty_auto_stream:
+            return Reply.raw(b"", headers={"content-type": "text/event-stream"})
+        if calls:
+            return Reply.sse(
+                [
+                    chunk(
+                        {
+                            "role": "assistant",
+                            **tool_delta(0, "call_1", "get_weather", '{"city": "Paris"}'),
+                        }
+                    ),
+                    chunk({}, finish="tool_calls"),
+                    DONE,
+                ]
+            )
+        return Reply.sse(
+            [chunk({"role": "assistant", "content": "Sunny."}), chunk({}, finish="stop"), DONE]
+        )
+    if calls:
+        return Reply.json(
+            completion(
+                {"role": "assistant", "content": None, "tool_calls": [CALL]}, finish="tool_calls"
+            )
+        )
+    return Reply.json(completion({"role": "assistant", "content": "It is sunny."}))
+
+
+async def run(check_id: str, quirks: OpenAIQuirks | None = None, **server: Any) -> CheckResult:
+    with FakeProviderServer() as fake:
+        fake.handler = lambda request: like_llama_cpp(request, **server)
+        target = EndpointTarget(f"{fake.base_url}/v1", "m", quirks=quirks or OpenAIQuirks())
+        return await run_check(by_id(check_id), target, LiveContext(target))
+
+
+async def test_empty_stream_for_a_streamed_auto_choice_fails_t16() -> None:
+    result = await run("T16")
+    assert result.outcome == "fail"
+    assert "Q26" in result.quirks
+    assert "no event, no [DONE], no error frame" in (result.got or "")
+    assert "empty_stream" in (result.got or "")
+
+
+async def test_t16_passes_on_a_server_that_streams_the_choice() -> None:
+    assert (await run("T16", empty_auto_stream=False)).outcome == "pass"
+
+
+async def test_t16_is_normalized_when_the_profile_does_not_stream_tools() -> None:
+    result = await run("T16", OpenAIQuirks(stream_with_tools=False))
+    assert result.outcome == "pass-normalized"
+    assert "the profile sends tools unstreamed" in result.message
+
+
+async def test_t15_names_a_server_that_ignores_tools_without_tool_choice() -> None:
+    result = await run("T15")
+    assert result.outcome == "fail"
+    assert "ignores tools unless tool_choice is given" in (result.got or "")
+    assert "model behaviour" not in result.message
+
+
+async def test_t15_passes_with_a_profile_that_sends_tool_choice() -> None:
+    quirks = OpenAIQuirks(
+        stream_with_tools=False, explicit_tool_choice=True, null_assistant_content=False
+    )
+    assert (await run("T15", quirks)).outcome == "pass"
+
+
+async def test_t14_tells_rejected_content_from_rejected_ids() -> None:
+    result = await run("T14")
+    assert result.outcome == "pass-normalized"
+    assert result.quirks == ("Q23",)
+    ok = await run("T14", OpenAIQuirks(null_assistant_content=False))
+    assert ok.outcome == "pass"
