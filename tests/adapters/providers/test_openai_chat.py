@@ -106,6 +106,38 @@ async def test_tool_calls_without_index_are_not_merged(server: FakeProviderServe
     ]
 
 
+@pytest.mark.parametrize("call_id", [None, ""])
+async def test_whole_calls_without_index_or_id_are_not_merged(
+    server: FakeProviderServer, call_id: str | None
+) -> None:
+    """Two calls of one tool, each whole in one chunk, no index, no (or an empty) id."""
+    server.enqueue(
+        Reply.sse(
+            [
+                chunk(tool_delta(id=call_id, name="get_weather", arguments='{"city": "Paris"}')),
+                chunk(tool_delta(id=call_id, name="get_weather", arguments='{"city": "Tokyo"}')),
+                chunk(tool_delta(id=call_id, name="get_weather", arguments="")),
+                chunk({}, finish="tool_calls"),
+                DONE,
+            ]
+        )
+    )
+    calls = (await ask(chat(server), TOOLS)).message.tool_calls
+    assert [c.arguments for c in calls] == [{"city": "Paris"}, {"city": "Tokyo"}]
+    assert len({c.id for c in calls}) == 2
+    assert all(c.id for c in calls)
+
+
+async def test_name_repeated_with_fragments_stays_one_call(server: FakeProviderServer) -> None:
+    frames = [
+        chunk(tool_delta(name="get_weather", arguments=piece))
+        for piece in ["{", '"city": ', '"Rome"', "}"]
+    ]
+    server.enqueue(Reply.sse([*frames, chunk({}, finish="tool_calls"), DONE]))
+    (call,) = (await ask(chat(server), TOOLS)).message.tool_calls
+    assert call.arguments == {"city": "Rome"}
+
+
 async def test_repeated_id_and_name_are_not_concatenated(server: FakeProviderServer) -> None:
     frames = [
         chunk(tool_delta(index=0, id="call_1", name="get_weather", arguments=piece))

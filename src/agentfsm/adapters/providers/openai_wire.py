@@ -283,6 +283,20 @@ class _PartialCall:
     object_args: dict[str, Any] | None = None
 
 
+def _restarts(last: _PartialCall, raw: Mapping[str, Any]) -> bool:
+    """Whether a chunk with no index and no id, naming ``last``'s tool again, is a second call:
+    it opens new arguments while ``last``'s already form a whole JSON object (Q1 + Q8)."""
+    arguments = (raw.get("function") or {}).get("arguments")
+    if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
+        return False
+    if not last.fragments:
+        return False
+    try:
+        return isinstance(json.loads("".join(last.fragments)), dict)
+    except ValueError:
+        return False
+
+
 @define
 class StreamAccumulator:
     """Folds Chat Completions stream chunks into one :class:`ChatResult`."""
@@ -348,6 +362,7 @@ class StreamAccumulator:
             (raw_id and last.id and raw_id != last.id)
             or (not raw_id and name and last.name and name != last.name)
             or (name and last.name and name == last.name and last.object_args is not None)
+            or (not raw_id and name and name == last.name and _restarts(last, raw))
         )
         if starts_new or last is None:
             last = _PartialCall(None)

@@ -190,8 +190,10 @@ async def no_index(ctx: RecordedContext) -> Normalized | None:
             _d(None, "call_2", W, head),
             _d(arguments='"Tokyo"}'),
         ),
+        "two whole calls, no id": _oa_stream(_d(None, None, W, P_TEXT), _d(None, None, W, T_TEXT)),
+        "two whole calls, empty ids": _oa_stream(_d(None, "", W, P_TEXT), _d(None, "", W, T_TEXT)),
     }
-    await _cases(ctx, multi, [(W, PARIS), (W, TOKYO)], ("Q1",))
+    await _cases(ctx, multi, [(W, PARIS), (W, TOKYO)], ("Q1", "Q8"))
     return Normalized(("Q1", "Q2"), "tool-call deltas without index, arguments before the name")
 
 
