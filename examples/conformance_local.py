@@ -72,9 +72,7 @@ def main() -> int:
     for stem, (label, profile) in PROFILES.items():
         report = asyncio.run(check_local(profile, label))
         (folder / f"{stem}.md").write_text(report_markdown(report), "utf-8")
-        (folder / f"{stem}.json").write_text(
-            json.dumps(report.as_dict(), indent=2) + "\n", "utf-8"
-        )
+        (folder / f"{stem}.json").write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
         print(stem, report.counts())
         reports.append(report)
     (folder / "matrix.md").write_text(

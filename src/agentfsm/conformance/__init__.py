@@ -1,7 +1,8 @@
 """The provider conformance kit: does a provider honour what the agent loop needs?
 
 Checks (``agentfsm.conformance.checks``) run on recorded bytes against any adapter (adapter
-mode) or against a live URL through the project's adapters (endpoint mode); the pytest
+mode) or against a live URL through the project's adapters (endpoint mode); ``run_corpus``
+replays the recorded provider exchanges of ``shared/wire`` through any adapter; the pytest
 plugin turns them into a test class to subclass; ``agentfsm conformance`` runs them from
 the command line and merges reports into a matrix.
 """
@@ -9,6 +10,7 @@ the command line and merges reports into a matrix.
 from typing import Any
 
 from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
+from .corpus import corpus_files, run_corpus
 from .model import (
     Capabilities,
     Check,
@@ -34,10 +36,12 @@ __all__ = [
     "ProviderConformance",
     "RecordedContext",
     "Report",
+    "corpus_files",
     "matrix_markdown",
     "report_markdown",
     "run_check",
     "run_checks",
+    "run_corpus",
 ]
 
 
