@@ -233,3 +233,15 @@ async def test_an_adapter_that_raises_something_else_fails_w1_and_xfail_is_honou
         "pass",
         "holds on 11 recorded files; passes although marked xfail (stale)",
     )
+
+
+async def test_an_empty_200_stream_must_be_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.sse").write_bytes(b"")  # what llama-cpp-python sends (Q26)
+    assert outcomes(await run_corpus(project_target("openai-chat"), tmp_path))["W4"] == "pass"
+    report = await run_corpus(broken("openai-chat", "swallow_errors"), tmp_path)
+    assert [r.check for r in report.failed] == ["W4"]
+    assert "empty.sse" in message(report, "W4")
+
+
+def project_target(wire: Wire) -> AdapterTarget:
+    return AdapterTarget(project_adapter(wire), wire, name="project adapter")

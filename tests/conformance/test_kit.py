@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -312,3 +313,26 @@ def test_overriding_a_check_without_a_reason_fails(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "do not override test_conformance" in done.stdout
+
+
+def test_cli_corpus_replays_recordings(tmp_path: Path) -> None:
+    """--record, then `conformance corpus` on that folder: a live failure becomes a replay."""
+    with FakeProviderServer() as server:
+        server.handler = lambda request: Reply.sse(
+            [chunk({"content": "recorded"}), chunk({}, finish="stop"), DONE]
+        )
+        target = EndpointTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path / "wire")
+        asyncio.run(run_checks(target, [by_id("A1"), by_id("A2")]))
+    out = tmp_path / "corpus.json"
+    assert main(["conformance", "corpus", str(tmp_path / "wire"), "--out", str(out)]) == 0
+    report = json.loads(out.read_text("utf-8"))
+    passed = {r["check"] for r in report["results"] if r["outcome"] == "pass"}
+    assert {"W1", "A1", "A2"} <= passed
+    assert main(["conformance", "corpus", str(tmp_path / "nowhere")]) == 2
+    # A recorded empty 200 stream must come out of the adapter as an error (W4).
+    (tmp_path / "wire" / "empty.sse").write_bytes(b"")
+    assert main(["conformance", "corpus", str(tmp_path / "wire"), "--out", str(out)]) == 0
+    report = json.loads(out.read_text("utf-8"))
+    w4 = next(r for r in report["results"] if r["check"] == "W4")
+    assert w4["outcome"] == "pass"
+    assert w4["message"] == "holds on 1 recorded file"

@@ -20,7 +20,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
         description="Check a provider endpoint against what the agent loop needs. "
-        "Also: 'agentfsm conformance matrix A.json B.json …' and 'agentfsm conformance probe'.",
+        "Also: 'agentfsm conformance matrix A.json B.json …', 'agentfsm conformance corpus DIR' "
+        "and 'agentfsm conformance probe'.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True)
@@ -161,6 +162,42 @@ def _matrix(argv: Sequence[str]) -> int:
     return 0
 
 
+def _corpus(argv: Sequence[str]) -> int:
+    from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy
+    from agentfsm.conformance import AdapterTarget, report_markdown, run_corpus
+    from agentfsm.engine.protocols import ChatFn
+
+    parser = argparse.ArgumentParser(
+        prog="agentfsm conformance corpus",
+        description="Replay recorded exchanges (a --record folder, or a folder of provider "
+        "folders) through the project's adapter and check them.",
+    )
+    parser.add_argument("folder", metavar="DIR")
+    parser.add_argument("--wire", choices=("openai-chat", "anthropic"), default="openai-chat")
+    parser.add_argument("--out", metavar="report.json")
+    parser.add_argument("--markdown", metavar="FILE")
+    args = parser.parse_args(argv)
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        print(f"agentfsm conformance corpus: no folder {folder}", file=sys.stderr)
+        return 2
+
+    def factory(url: str) -> ChatFn:
+        once = RetryPolicy(max_attempts=1)
+        if args.wire == "anthropic":
+            return AnthropicChat("recorded", base_url=url, retry=once)
+        return OpenAIChat("recorded", base_url=url, retry=once)
+
+    target = AdapterTarget(factory, args.wire, name=f"{args.wire} adapter")
+    report = asyncio.run(run_corpus(target, folder))
+    _print_table(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(report_markdown(report), "utf-8")
+    return 1 if report.failed else 0
+
+
 def _probe(argv: Sequence[str]) -> int:
     from agentfsm.conformance.probe import probe
 
@@ -194,6 +231,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         if argv and argv[0] == "matrix":
             return _matrix(argv[1:])
+        if argv and argv[0] == "corpus":
+            return _corpus(argv[1:])
         if argv and argv[0] == "probe":
             return _probe(argv[1:])
         return _run(argv)

@@ -42,7 +42,8 @@ _Outcome: TypeAlias = ChatResult | Exception | None  # what a call gave; ``None`
 
 
 def _fixtures(wire_dir: Path, wire: Wire) -> list[WireFixture]:
-    paths = sorted(p for p in Path(wire_dir).glob("*/*") if p.suffix in (".yaml", ".sse", ".jsonl"))
+    found = [p for pattern in ("*", "*/*") for p in Path(wire_dir).glob(pattern)]  # flat too
+    paths = sorted(p for p in found if p.is_file() and p.suffix in (".yaml", ".sse", ".jsonl"))
     fixtures = [load_wire_fixture(p) for p in paths]
     anthropic = [f for f in fixtures if f.provider == "anthropic" or f.api == "messages"]
     native = ("chat.completions", "unknown")  # Gemini and Responses-API files: neither wire
@@ -104,6 +105,8 @@ def _parse(response: RecordedResponse, wire: Wire) -> _Raw:
             payloads.append(json.loads(text))
     if response.status >= 400:
         raw.error = text or f"HTTP {response.status}"
+    elif raw.streamed and not payloads and not raw.terminal:
+        raw.error = "an empty 200 stream"  # Q26: never an empty success
     for payload in (p for p in payloads if isinstance(p, dict)):
         if raw.streamed and (payload.get("type") == "error" or payload.get("error")):
             raw.error = json.dumps(payload)
