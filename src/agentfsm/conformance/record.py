@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from agentfsm.adapters.providers.errors import redact
+
 from .context import EndpointTarget
 
 __all__ = ["save_recordings", "scrub"]
@@ -17,11 +19,8 @@ _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` without the given secrets or anything shaped like an API key."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<API_KEY>")
-    return _KEYLIKE.sub("<API_KEY>", text)
+    """``text`` without the given secrets (or pieces of them) or anything shaped like a key."""
+    return _KEYLIKE.sub("[redacted]", redact(text, secrets))
 
 
 def save_recordings(target: EndpointTarget, recordings: list[dict[str, Any]]) -> list[Path]:

@@ -324,11 +324,11 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
     rejected, calls = [], 0
     for label, body in probes.items():
         raw = await ctx.raw({**body, "parallel_tool_calls": False}, name=f"T10-{label}")
-        if raw.status == 400:
+        if raw.status in (400, 422):
             rejected.append(label)
         elif raw.status != 200:
             got = f"{raw.status}: {raw.text[:200]}"
-            raise CheckFailed(f"200, or a 400 ({label})", got, quirks=("Q33",))
+            raise CheckFailed(f"200, or a 400/422 ({label})", got, quirks=("Q33",))
         elif label == "with tools":
             calls = len(_scan(ctx, raw)[1])
     if rejected:
