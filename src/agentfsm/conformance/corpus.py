@@ -21,7 +21,7 @@ from attrs import define, field
 
 from agentfsm.adapters.providers import ProviderError, load_wire_fixture
 from agentfsm.adapters.providers.errors import is_overflow_message
-from agentfsm.adapters.providers.replay import RecordedResponse, WireFixture
+from agentfsm.adapters.providers.replay import RecordedResponse, WireFixture, fixture_wire
 from agentfsm.engine.messages import ChatResult, UserMessage
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import FakeProviderServer, Reply
@@ -45,10 +45,7 @@ def _fixtures(wire_dir: Path, wire: Wire) -> list[WireFixture]:
     found = [p for pattern in ("*", "*/*") for p in Path(wire_dir).glob(pattern)]  # flat too
     paths = sorted(p for p in found if p.is_file() and p.suffix in (".yaml", ".sse", ".jsonl"))
     fixtures = [load_wire_fixture(p) for p in paths]
-    anthropic = [f for f in fixtures if f.provider == "anthropic" or f.api == "messages"]
-    native = ("chat.completions", "unknown")  # Gemini and Responses-API files: neither wire
-    chat = [f for f in fixtures if f.provider != "gemini" and f.api in native]
-    return anthropic if wire == "anthropic" else [f for f in chat if f not in anthropic]
+    return [f for f in fixtures if fixture_wire(f) == wire]
 
 
 def corpus_files(wire_dir: Path, wire: Wire) -> list[Path]:

@@ -20,6 +20,7 @@ from agentfsm.adapters.providers import (
     load_wire_fixture,
 )
 from agentfsm.adapters.providers.errors import classify_error_body
+from agentfsm.adapters.providers.replay import fixture_wire
 
 WIRE = Path(__file__).resolve().parents[4] / "shared" / "wire"
 FILES = (
@@ -34,11 +35,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def wire_kind(fixture: Any) -> str:
-    if fixture.provider == "anthropic" or fixture.api == "messages":
-        return "anthropic"
-    if fixture.provider == "gemini" or fixture.api not in ("chat.completions", "unknown"):
-        return "unsupported"
-    return "openai"
+    return {"anthropic": "anthropic", "openai-chat": "openai", None: "unsupported"}[
+        fixture_wire(fixture)
+    ]
 
 
 def summary(result: Any) -> dict[str, Any]:

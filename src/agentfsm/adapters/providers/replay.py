@@ -14,7 +14,13 @@ from typing import Any
 import httpx
 from attrs import frozen
 
-__all__ = ["RecordedResponse", "ReplayTransport", "WireFixture", "load_wire_fixture"]
+__all__ = [
+    "RecordedResponse",
+    "ReplayTransport",
+    "WireFixture",
+    "fixture_wire",
+    "load_wire_fixture",
+]
 
 _DROP_HEADERS = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 
@@ -108,6 +114,16 @@ def load_wire_fixture(path: str | Path) -> WireFixture:
         bool(meta.get("streaming", False)),
         tuple(responses),
     )
+
+
+def fixture_wire(fixture: WireFixture) -> str | None:
+    """The wire a recorded file speaks: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
+    Completions, or an unlabelled stream), or ``None`` (Gemini-native, Responses API …)."""
+    if fixture.provider == "anthropic" or fixture.api == "messages":
+        return "anthropic"
+    if fixture.provider == "gemini" or fixture.api not in ("chat.completions", "unknown"):
+        return None
+    return "openai-chat"
 
 
 class ReplayTransport(httpx.AsyncBaseTransport):
