@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -336,3 +337,33 @@ def test_cli_corpus_replays_recordings(tmp_path: Path) -> None:
     w4 = next(r for r in report["results"] if r["check"] == "W4")
     assert w4["outcome"] == "pass"
     assert w4["message"] == "holds on 1 recorded file"
+
+
+def test_plugin_replays_a_corpus_through_the_users_adapter(tmp_path: Path) -> None:
+    wire = tmp_path / "recordings"
+    wire.mkdir()
+    (wire / "empty.sse").write_bytes(b"")  # an empty 200 stream: must become an error
+    (wire / "hello.sse").write_text(
+        chunk({"role": "assistant", "content": "Hello"}) + chunk({}, finish="stop") + DONE,
+        "utf-8",
+    )
+    (tmp_path / "test_corpus_provider.py").write_text(
+        "from agentfsm.adapters.providers import OpenAIChat, RetryPolicy\n"
+        "from agentfsm.conformance import ProviderConformance\n\n"
+        "class TestWithCorpus(ProviderConformance):\n"
+        f"    corpus = {str(wire)!r}\n"
+        "    def adapter(self, base_url):\n"
+        "        return OpenAIChat('m', base_url=base_url, retry=RetryPolicy(max_attempts=1))\n",
+        "utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-k", "corpus-"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    for check in ("W1", "W4", "A1", "A2"):
+        assert re.search(rf"corpus-{check}-\S+\] PASSED", done.stdout), (check, done.stdout[-3000:])
+    assert re.search(r"corpus-T2-\S+\] SKIPPED", done.stdout)

@@ -11,7 +11,8 @@ Registered as a ``pytest11`` entry point, so installing agentfsm is enough::
         def adapter(self, base_url):
             return MyChat(base_url=base_url)
 
-Every check then runs as its own test (``test_conformance[recorded-T3-tools.no_index]``);
+Every check then runs as its own test (``test_conformance[recorded-T3-tools.no_index]``),
+and, with ``corpus = "path/to/recordings"``, once more on those recorded exchanges;
 checks the capabilities rule out are skipped, known quirks listed in ``xfail`` (each with a
 reason) are expected failures, and a subclass that overrides a test instead of declaring
 an xfail reason fails ``test_no_silent_overrides``.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -28,10 +30,12 @@ import pytest
 from agentfsm.engine.protocols import ChatFn
 
 from .context import AdapterTarget, EndpointTarget, LiveContext, Wire
-from .model import Capabilities, Check
+from .model import Capabilities, Check, CheckResult
 from .runner import run_check
 
 __all__ = ["ProviderConformance", "pytest_generate_tests"]
+
+_CORPUS_RESULTS: dict[type, dict[str, CheckResult]] = {}
 
 
 class ProviderConformance:
@@ -45,6 +49,8 @@ class ProviderConformance:
     wire: ClassVar[Wire] = "openai-chat"
     capabilities: ClassVar[Capabilities] = Capabilities()
     xfail: ClassVar[Mapping[str, str]] = {}
+    corpus: ClassVar[str | Path | None] = None
+    """A folder of recorded exchanges (``--record`` output, ``shared/wire``) to replay."""
 
     def adapter(self, base_url: str) -> ChatFn:
         """The adapter under test, talking to ``base_url``."""
@@ -61,21 +67,35 @@ class ProviderConformance:
             modes.append("recorded")
         if cls.endpoint is not ProviderConformance.endpoint:
             modes.append("live")
+        if cls.corpus is not None and "recorded" in modes:
+            modes.append("corpus")
         return modes
 
+    def _target(self) -> AdapterTarget:
+        return AdapterTarget(
+            self.adapter, self.wire, self.capabilities, type(self).__name__, dict(self.xfail)
+        )
+
+    def _corpus_result(self, check: Check) -> CheckResult:
+        cls = type(self)
+        if cls not in _CORPUS_RESULTS:  # the corpus runs once per class, not once per check
+            from .corpus import run_corpus
+
+            assert cls.corpus is not None
+            report = asyncio.run(run_corpus(self._target(), Path(cls.corpus)))
+            _CORPUS_RESULTS[cls] = {r.check: r for r in report.results}
+        return _CORPUS_RESULTS[cls][check.id]
+
     def test_conformance(self, conformance_check: Check, conformance_mode: str) -> None:
-        if conformance_mode == "recorded":
-            target: AdapterTarget | EndpointTarget = AdapterTarget(
-                self.adapter, self.wire, self.capabilities, type(self).__name__, dict(self.xfail)
-            )
-            live = None
+        if conformance_mode == "corpus":
+            result = self._corpus_result(conformance_check)
+        elif conformance_mode == "recorded":
+            result = asyncio.run(run_check(conformance_check, self._target()))
         else:
             endpoint = self.endpoint()
             if endpoint is None:
                 pytest.skip("endpoint() returned None")
-            target = endpoint
-            live = LiveContext(endpoint)
-        result = asyncio.run(run_check(conformance_check, target, live))
+            result = asyncio.run(run_check(conformance_check, endpoint, LiveContext(endpoint)))
         if result.outcome == "skip":
             pytest.skip(result.message)
         if result.outcome == "xfail":
@@ -111,7 +131,9 @@ def pytest_generate_tests(metafunc: Any) -> None:
     ids = []
     for mode in cls._modes():
         for check in ALL_CHECKS:
-            if (check.recorded if mode == "recorded" else check.live) is None:
+            if mode == "recorded" and check.recorded is None:
+                continue
+            if mode == "live" and check.live is None:
                 continue
             params.append((check, mode))
             ids.append(f"{mode}-{check.id}-{check.name}")
