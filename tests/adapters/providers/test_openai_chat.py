@@ -397,6 +397,31 @@ async def test_quirk_profile(server: FakeProviderServer) -> None:
     assert "stream_options" not in server.requests[1].json()
 
 
+async def test_tool_strings_are_bounded_for_grammar_servers(server: FakeProviderServer) -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "note": {"type": ["string", "null"], "maxLength": 1000},
+            "short": {"type": "string", "maxLength": 8},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "limit": {"type": "integer"},
+        },
+    }
+    spec = ToolSpec("save", "Save.", schema)
+    for quirks in (OpenAIQuirks(tool_string_max_length=400), OpenAIQuirks()):
+        server.enqueue(Reply.json(completion({"role": "assistant", "content": "ok"})))
+        await ask(chat(server, quirks=quirks, stream=False), [spec])
+    capped = server.requests[0].json()["tools"][0]["function"]["parameters"]["properties"]
+    assert capped["path"] == {"type": "string", "maxLength": 400}
+    assert capped["note"]["maxLength"] == 400
+    assert capped["short"]["maxLength"] == 8
+    assert capped["tags"]["items"] == {"type": "string", "maxLength": 400}
+    assert capped["limit"] == {"type": "integer"}
+    assert server.requests[1].json()["tools"][0]["function"]["parameters"] == schema
+    assert "maxLength" not in schema["properties"]["path"]  # the caller's schema is untouched
+
+
 async def test_history_is_made_safe_for_strict_servers(server: FakeProviderServer) -> None:
     long_id = "toolu_" + "x" * 60
     server.enqueue(Reply.json(completion({"role": "assistant", "content": "ok"})))

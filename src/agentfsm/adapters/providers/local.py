@@ -45,12 +45,16 @@ LOCAL_CONTEXT_TOKENS = 8192
 INSTALL_HINT = "pip install 'agentfsm[local]'  (or: make demo, which installs it)"
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 LOCAL_QUIRKS = OpenAIQuirks(
-    stream_with_tools=False, explicit_tool_choice=True, null_assistant_content=False
+    stream_with_tools=False,
+    explicit_tool_choice=True,
+    null_assistant_content=False,
+    tool_string_max_length=400,
 )
 """llama-cpp-python answers a streamed request with automatic tool choice with an empty 200
 stream, so requests that offer tools go unstreamed; and its function-calling chat format
 only puts the tools in the prompt when ``tool_choice`` is given; it also rejects
-``content: null`` on assistant turns with tool calls."""
+``content: null`` on assistant turns with tool calls; and it ignores ``max_tokens`` while
+it generates tool arguments, so their strings are bounded in the schema instead."""
 
 
 class LocalModelUnavailable(RuntimeError):

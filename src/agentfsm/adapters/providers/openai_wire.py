@@ -64,6 +64,24 @@ class OpenAIQuirks:
     explicit_tool_choice: bool = False
     """Send ``tool_choice: "auto"`` with tools (llama-cpp-python's function-calling chat
     formats leave the tools out of the prompt without it)."""
+    tool_string_max_length: int | None = None
+    """Give every string in the tools' parameter schemas a ``maxLength`` (at most this):
+    llama-cpp-python generates tool arguments under a grammar built from the schema and
+    ignores ``max_tokens`` there, so an unbounded string can run to the context window."""
+
+
+def cap_strings(schema: Any, limit: int) -> Any:
+    """A copy of a JSON schema whose string types all carry ``maxLength <= limit``."""
+    if isinstance(schema, list):
+        return [cap_strings(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: cap_strings(value, limit) for key, value in schema.items()}
+    kinds = out.get("type")
+    if kinds == "string" or (isinstance(kinds, list) and "string" in kinds):
+        given = out.get("maxLength")
+        out["maxLength"] = min(given, limit) if isinstance(given, int) else limit
+    return out
 
 
 def safe_tool_call_id(call_id: str) -> str:
@@ -150,7 +168,9 @@ def build_request(
                 "function": {
                     "name": t.name,
                     "description": t.description,
-                    "parameters": t.parameters,
+                    "parameters": t.parameters
+                    if quirks.tool_string_max_length is None
+                    else cap_strings(t.parameters, quirks.tool_string_max_length),
                 },
             }
             for t in tools
