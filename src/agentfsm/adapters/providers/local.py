@@ -82,7 +82,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
     os.setsid()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+            # SIGKILL: uvicorn waits for a request in progress on SIGTERM, and llama-cpp-python
+            # keeps generating after its client is gone, so an orphan could run for minutes.
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class LocalModel:
