@@ -13,15 +13,16 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .anthropic_wire import EventAccumulator, build_request, parse_message
 from .errors import ProviderError, classify_error_body
+from .http_adapter import HttpAdapter
 from .retry import RetryPolicy, call_with_retries
-from .transport import Timeouts, TransportContext, iter_events, read_body, read_error, send
+from .transport import Timeouts, iter_events, read_body, read_error, send
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-class AnthropicChat:
+class AnthropicChat(HttpAdapter):
     """A :class:`~agentfsm.engine.protocols.ChatFn` speaking the Messages API.
 
     Streams by default: text and thinking deltas reach ``on_delta``; ``ping`` events are
@@ -40,6 +41,8 @@ class AnthropicChat:
         name: The provider name used in errors.
     """
 
+    default_name = "anthropic"
+
     def __init__(
         self,
         model: str,
@@ -53,39 +56,17 @@ class AnthropicChat:
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.stream = stream
-        self.timeouts = timeouts if timeouts is not None else Timeouts()
-        self.retry = retry if retry is not None else RetryPolicy()
-        self._api_key = api_key
-        self._headers = dict(headers or {})
-        self._client = http_client
-        self._owns_client = http_client is None
-        self.name = name or httpx.URL(self.base_url).host or "anthropic"
-        self._ctx = TransportContext(self.name, (api_key,) if api_key else ())
-
-    def __repr__(self) -> str:
-        return f"AnthropicChat(model={self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.timeouts.connect,
-                    read=None,
-                    write=self.timeouts.write,
-                    pool=self.timeouts.connect,
-                )
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it."""
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            stream=stream,
+            timeouts=timeouts,
+            retry=retry,
+            headers=headers,
+            name=name,
+        )
 
     def _request(self, body: dict[str, Any]) -> httpx.Request:
         headers = {

@@ -12,14 +12,15 @@ from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .errors import ProviderError, classify_error_body
+from .http_adapter import HttpAdapter
 from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
 from .retry import RetryPolicy, call_with_retries
-from .transport import Timeouts, TransportContext, iter_events, read_body, read_error, send
+from .transport import Timeouts, iter_events, read_body, read_error, send
 
 __all__ = ["OpenAIChat"]
 
 
-class OpenAIChat:
+class OpenAIChat(HttpAdapter):
     """A :class:`~agentfsm.engine.protocols.ChatFn` speaking Chat Completions.
 
     Works with OpenAI and compatible servers (vLLM, Ollama, llama.cpp, LM Studio, Groq,
@@ -40,6 +41,8 @@ class OpenAIChat:
         name: The provider name used in errors (default: the base URL's host).
     """
 
+    default_name = "openai-compatible"
+
     def __init__(
         self,
         model: str,
@@ -54,40 +57,18 @@ class OpenAIChat:
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.stream = stream
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            stream=stream,
+            timeouts=timeouts,
+            retry=retry,
+            headers=headers,
+            name=name,
+        )
         self.quirks = quirks if quirks is not None else OpenAIQuirks()
-        self.timeouts = timeouts if timeouts is not None else Timeouts()
-        self.retry = retry if retry is not None else RetryPolicy()
-        self._api_key = api_key
-        self._headers = dict(headers or {})
-        self._client = http_client
-        self._owns_client = http_client is None
-        self.name = name or httpx.URL(self.base_url).host or "openai-compatible"
-        self._ctx = TransportContext(self.name, (api_key,) if api_key else ())
-
-    def __repr__(self) -> str:
-        return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.timeouts.connect,
-                    read=None,
-                    write=self.timeouts.write,
-                    pool=self.timeouts.connect,
-                )
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it."""
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None
 
     def _request(self, body: dict[str, Any], stream: bool) -> httpx.Request:
         headers = {"content-type": "application/json", **self._headers}
