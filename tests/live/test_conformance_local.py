@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from attrs import evolve
 
 from agentfsm import UserMessage
 from agentfsm.adapters.providers import (
@@ -114,3 +115,17 @@ async def test_the_kit_on_the_local_server(tmp_path: Path) -> None:
         with pytest.raises(ProviderError) as caught:
             await chat([UserMessage("replay")], [])
     assert caught.value.provider_code == "empty_stream"
+
+
+async def test_probe_suggests_the_local_profile() -> None:
+    pytest.importorskip("llama_cpp", reason="needs the local extra: make test-live installs it")
+    from agentfsm.adapters.providers.local import LOCAL_MODEL_NAME, LOCAL_QUIRKS, LocalModel
+    from agentfsm.conformance.probe import probe
+
+    async with LocalModel() as model:
+        findings, quirks = await probe(model.base_url, LOCAL_MODEL_NAME)
+    assert (quirks.stream_with_tools, quirks.explicit_tool_choice) == (False, True), findings
+    assert quirks.null_assistant_content is False, findings
+    assert evolve(quirks, tool_string_max_length=LOCAL_QUIRKS.tool_string_max_length) == (
+        LOCAL_QUIRKS
+    )
