@@ -141,12 +141,26 @@ async def send(
             provider=ctx.provider,
         ) from None
     except httpx.TransportError as exc:
-        raise ProviderError(
-            "connection",
-            redact(f"{type(exc).__name__}: {exc}", ctx.secrets),
-            phase="read",
-            provider=ctx.provider,
-        ) from None
+        raise _broken(ctx, exc) from None
+
+
+def _broken(
+    ctx: TransportContext,
+    exc: Exception,
+    prefix: str = "",
+    *,
+    in_stream: bool = False,
+    response_started: bool = False,
+) -> ProviderError:
+    """A connection that failed while reading, as a ``connection`` error (keys redacted)."""
+    return ProviderError(
+        "connection",
+        redact(f"{prefix}{type(exc).__name__}: {exc}", ctx.secrets),
+        phase="read",
+        in_stream=in_stream,
+        response_started=response_started,
+        provider=ctx.provider,
+    )
 
 
 async def read_body(
@@ -177,12 +191,7 @@ async def read_body(
                     provider=ctx.provider,
                 ) from None
             except httpx.TransportError as exc:
-                raise ProviderError(
-                    "connection",
-                    redact(f"{type(exc).__name__}: {exc}", ctx.secrets),
-                    phase="read",
-                    provider=ctx.provider,
-                ) from None
+                raise _broken(ctx, exc) from None
             chunks.append(chunk)
             size += len(chunk)
             if limit is not None and size >= limit:
@@ -254,13 +263,8 @@ async def iter_events(
                     provider=ctx.provider,
                 ) from None
             except httpx.TransportError as exc:
-                raise ProviderError(
-                    "connection",
-                    redact(f"the stream broke: {type(exc).__name__}: {exc}", ctx.secrets),
-                    phase="read",
-                    in_stream=True,
-                    response_started=started[0],
-                    provider=ctx.provider,
+                raise _broken(
+                    ctx, exc, "the stream broke: ", in_stream=True, response_started=started[0]
                 ) from None
             yield event
     finally:
