@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -25,8 +25,10 @@ from agentfsm.conformance.checks.tools import CHECKS as TOOL_CHECKS
 from agentfsm.conformance.context import AdapterTarget, Wire
 from agentfsm.conformance.model import Capabilities, Check
 from agentfsm.conformance.runner import run_check
-from agentfsm.engine.messages import ChatResult, Message, ToolCall, ToolSpec
-from agentfsm.engine.protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
+from agentfsm.engine.messages import ChatResult, ToolCall
+from agentfsm.engine.protocols import ChatDelta, ChatFn
+
+from .wrappers import Wrapper
 
 CHECKS = [*ANSWER_CHECKS, *TOOL_CHECKS]
 RECORDED = [c for c in CHECKS if c.recorded is not None]
@@ -75,7 +77,7 @@ def _adapter(wire: Wire, url: str) -> OpenAIChat | AnthropicChat:
 # -- broken adapters -----------------------------------------------------------------------
 
 
-class Broken:
+class Broken(Wrapper):
     """The correct adapter with one property corrupted: its results, or its text deltas."""
 
     def __init__(
@@ -85,42 +87,21 @@ class Broken:
         *,
         double_deltas: bool = False,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.result = result
         self.double_deltas = double_deltas
 
-    async def __call__(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        signal: SupportsAbort | None = None,
-        on_delta: DeltaHandler | None = None,
-    ) -> ChatResult:
-        handler = on_delta
-        if self.double_deltas and on_delta is not None:
-            forward = on_delta
+    async def __call__(self, *args: Any, **options: Any) -> ChatResult:
+        forward = options.get("on_delta")
+        if self.double_deltas and forward is not None:
 
             def twice(delta: ChatDelta) -> None:
                 forward(delta)
                 if delta.text.strip():
                     forward(delta)  # a replayed delta: the text is no longer conserved
 
-            handler = twice
-        result = await self.inner(
-            messages,
-            tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            signal=signal,
-            on_delta=handler,
-        )
-        return self.result(result)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+            options["on_delta"] = twice
+        return self.result(await super().__call__(*args, **options))
 
 
 CallsFix = Callable[[tuple[ToolCall, ...]], tuple[ToolCall, ...]]

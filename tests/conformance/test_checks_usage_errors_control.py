@@ -31,6 +31,8 @@ from agentfsm.conformance.runner import run_check
 from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolSpec, Usage
 from agentfsm.engine.protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
 
+from .wrappers import Wrapper
+
 CHECKS = [*usage.CHECKS, *errors.CHECKS, *control.CHECKS]
 RECORDED = [check for check in CHECKS if check.recorded is not None]
 WIRES: tuple[Wire, ...] = ("openai-chat", "anthropic")
@@ -92,37 +94,6 @@ async def test_project_adapters_pass(check: Check, wire: Wire) -> None:
 
 
 # -- broken adapters -------------------------------------------------------------------------
-
-
-class Wrapper:
-    """Forwards to the project's adapter; subclasses break one behaviour."""
-
-    def __init__(self, inner: ChatFn) -> None:
-        self.inner = inner
-
-    async def __call__(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        signal: SupportsAbort | None = None,
-        on_delta: DeltaHandler | None = None,
-    ) -> ChatResult:
-        return await self.inner(
-            messages,
-            tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            signal=signal,
-            on_delta=on_delta,
-        )
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if callable(close):
-            await close()
 
 
 class DropsUsage(Wrapper):

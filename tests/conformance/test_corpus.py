@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from attrs import evolve
@@ -20,8 +21,10 @@ from agentfsm.conformance import (
 )
 from agentfsm.conformance.checks import ALL_CHECKS
 from agentfsm.conformance.context import Wire
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolSpec
-from agentfsm.engine.protocols import ChatFn, DeltaHandler, SupportsAbort
+from agentfsm.engine.messages import AssistantMessage, ChatResult
+from agentfsm.engine.protocols import ChatFn
+
+from .wrappers import Wrapper
 
 WIRE = Path(__file__).resolve().parents[3] / "shared" / "wire"
 
@@ -48,32 +51,20 @@ def project_adapter(wire: Wire) -> Callable[[str], ChatFn]:
     return lambda url: OpenAIChat("recorded", base_url=url, retry=once)
 
 
-class Broken:
+class Broken(Wrapper):
     """The project adapter with one deliberate defect."""
 
     def __init__(self, inner: ChatFn, defect: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.defect = defect
 
-    async def __call__(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        signal: SupportsAbort | None = None,
-        on_delta: DeltaHandler | None = None,
-    ) -> ChatResult:
+    async def __call__(self, *args: Any, **options: Any) -> ChatResult:
         if self.defect == "crash":
             raise RuntimeError("boom")
+        if self.defect == "drop_deltas":
+            options["on_delta"] = None
         try:
-            result = await self.inner(
-                messages,
-                tools,
-                max_tokens=max_tokens,
-                on_delta=None if self.defect == "drop_deltas" else on_delta,
-            )
+            result = await super().__call__(*args, **options)
         except ProviderError:
             if self.defect == "swallow_errors":
                 return ChatResult(AssistantMessage(""), finish_reason="stop")
@@ -87,11 +78,6 @@ class Broken:
         if self.defect == "drop_usage":
             return evolve(result, usage=None)
         return result
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
 
 
 def broken(wire: Wire, defect: str, xfail: Mapping[str, str] | None = None) -> AdapterTarget:
