@@ -15,9 +15,8 @@ from typing import Any
 
 from agentfsm.engine.context import current_run
 from agentfsm.engine.messages import ToolCall, ToolResult
-from agentfsm.engine.process import run_command
-from agentfsm.engine.protocols import SupportsAbort
 
+from .shell_tool import ShellTool
 from .toolbox import FunctionTool, ToolBox
 from .workspace import OutsideWorkspace, Permissions, Workspace
 
@@ -267,35 +266,6 @@ class WorkspaceTools:
             True, f"edited {rel} ({count if replace_all else 1} replacement(s))", metadata=meta
         )
 
-    async def shell(
-        self,
-        command: str,
-        timeout: float = 120,  # noqa: ASYNC109 - the model's own limit for its command
-        signal: SupportsAbort | None = None,
-    ) -> ToolResult:
-        """Run a shell command (``sh -c``) in the workspace root, with a time limit.
-
-        Args:
-            command: The command line.
-            timeout: Seconds before the command and its children are killed.
-        """
-        reason = self.permissions.check("shell", command)
-        if reason is not None:
-            return ToolResult(False, "", reason)
-        limit = max(1.0, min(float(timeout), 1800.0))
-        code, output = await run_command(
-            command, self.workspace.root, timeout=limit, max_output=30_000
-        )
-        if code is None:
-            return ToolResult(
-                False,
-                output,
-                f"timed out after {limit:g} s; the command and its children were killed",
-            )
-        if code != 0:
-            return ToolResult(False, output, f"exit code {code}")
-        return ToolResult(True, output or "(no output)")
-
     def tools(self) -> list[FunctionTool]:
         """The tools, with their behaviour flags."""
         return [
@@ -305,7 +275,7 @@ class WorkspaceTools:
             FunctionTool(self.grep, concurrency_safe=True),
             FunctionTool(self.write_file, destructive=True),
             FunctionTool(self.edit_file, destructive=True),
-            FunctionTool(self.shell, destructive=True),
+            ShellTool(self.workspace.root, self.permissions).tool(),
         ]
 
 

@@ -1,0 +1,53 @@
+"""The workspace ``shell`` tool: one command line in the workspace root, in the OS sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentfsm.engine.messages import ToolResult
+from agentfsm.engine.process import run_command
+from agentfsm.engine.protocols import SupportsAbort
+
+from .toolbox import FunctionTool
+from .workspace import Permissions
+
+__all__ = ["ShellTool"]
+
+
+class ShellTool:
+    """``shell``: run a command line in ``root`` after the permission rules allow it."""
+
+    def __init__(self, root: Path, permissions: Permissions) -> None:
+        self.root = root
+        self.permissions = permissions
+
+    async def shell(
+        self,
+        command: str,
+        timeout: float = 120,  # noqa: ASYNC109 - the model's own limit for its command
+        signal: SupportsAbort | None = None,
+    ) -> ToolResult:
+        """Run a shell command (``sh -c``) in the workspace root, with a time limit.
+
+        Args:
+            command: The command line.
+            timeout: Seconds before the command and its children are killed.
+        """
+        reason = self.permissions.check("shell", command)
+        if reason is not None:
+            return ToolResult(False, "", reason)
+        limit = max(1.0, min(float(timeout), 1800.0))
+        code, output = await run_command(command, self.root, timeout=limit, max_output=30_000)
+        if code is None:
+            return ToolResult(
+                False,
+                output,
+                f"timed out after {limit:g} s; the command and its children were killed",
+            )
+        if code != 0:
+            return ToolResult(False, output, f"exit code {code}")
+        return ToolResult(True, output or "(no output)")
+
+    def tool(self) -> FunctionTool:
+        """The ``shell`` function tool (destructive)."""
+        return FunctionTool(self.shell, destructive=True)
