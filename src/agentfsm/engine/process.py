@@ -11,9 +11,33 @@ import codecs
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["run_command"]
+__all__ = ["CommandSandbox", "SandboxUnavailable", "run_command"]
+
+
+class SandboxUnavailable(RuntimeError):
+    """No OS sandbox works on this machine; the message says what to install or enable."""
+
+
+@runtime_checkable
+class CommandSandbox(Protocol):
+    """Runs a shell command line confined by an OS mechanism (or, explicitly, not at all)."""
+
+    @property
+    def name(self) -> str:
+        """The mechanism: ``"bubblewrap"``, … or ``"none"`` for the explicit opt-out."""
+        ...
+
+    def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+        """The argv and environment that run ``sh -c command`` in ``cwd`` inside the sandbox."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the sandbox allows, as JSON (recorded in the session)."""
+        ...
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentfsm.engine.context import current_run
 from agentfsm.engine.messages import ToolCall, ToolResult
+from agentfsm.engine.process import CommandSandbox
 
 from .shell_tool import ShellTool
 from .toolbox import FunctionTool, ToolBox
-from .workspace import OutsideWorkspace, Permissions, Workspace
+from .workspace import PROTECTED_DIR, OutsideWorkspace, Permissions, Workspace
 
 __all__ = ["SKIPPED_DIRS", "WorkspaceTools", "workspace_tools"]
 
@@ -61,8 +63,17 @@ def _pruned(call_id: str) -> bool:
 class WorkspaceTools:
     """The state behind the workspace tools of one session (reads already shown)."""
 
-    def __init__(self, root: str | Path, permissions: Permissions | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        permissions: Permissions | None = None,
+        *,
+        sandbox: CommandSandbox | None = None,
+        protected: Sequence[str] = (),
+    ) -> None:
         self.workspace = Workspace(root)
+        self.sandbox = sandbox
+        self.protected = (PROTECTED_DIR, *protected)
         self.permissions = (permissions or Permissions()) + Permissions.from_settings(
             self.workspace.root
         )
@@ -275,15 +286,26 @@ class WorkspaceTools:
             FunctionTool(self.grep, concurrency_safe=True),
             FunctionTool(self.write_file, destructive=True),
             FunctionTool(self.edit_file, destructive=True),
-            ShellTool(self.workspace.root, self.permissions).tool(),
+            ShellTool(self.workspace.root, self.permissions, sandbox=self.sandbox).tool(),
         ]
 
 
 def workspace_tools(
-    root: str | Path, *, permissions: Permissions | None = None, **toolbox: Any
+    root: str | Path,
+    *,
+    permissions: Permissions | None = None,
+    sandbox: CommandSandbox | None = None,
+    protected: Sequence[str] = (),
+    **toolbox: Any,
 ) -> ToolBox:
     """A :class:`ToolBox` with the workspace tools confined to ``root``.
 
-    ``permissions`` add to the rules of ``<root>/.agentfsm/settings.json``.
+    ``permissions`` add to the rules of ``<root>/.agentfsm/settings.json``. ``sandbox``
+    confines the ``shell`` tool's processes (``None``: the best OS sandbox found here).
+    ``protected`` names more paths (relative to the root) that the tools never touch,
+    besides the agent's own ``.agentfsm`` folder.
     """
-    return ToolBox(WorkspaceTools(root, permissions).tools(), **toolbox)
+    return ToolBox(
+        WorkspaceTools(root, permissions, sandbox=sandbox, protected=protected).tools(),
+        **toolbox,
+    )

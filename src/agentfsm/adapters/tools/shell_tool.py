@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentfsm.engine.messages import ToolResult
-from agentfsm.engine.process import run_command
+from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.protocols import SupportsAbort
 
 from .toolbox import FunctionTool
@@ -17,9 +17,12 @@ __all__ = ["ShellTool"]
 class ShellTool:
     """``shell``: run a command line in ``root`` after the permission rules allow it."""
 
-    def __init__(self, root: Path, permissions: Permissions) -> None:
+    def __init__(
+        self, root: Path, permissions: Permissions, *, sandbox: CommandSandbox | None = None
+    ) -> None:
         self.root = root
         self.permissions = permissions
+        self.sandbox = sandbox
 
     async def shell(
         self,

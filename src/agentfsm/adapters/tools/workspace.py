@@ -11,12 +11,16 @@ from pathlib import Path
 from attrs import frozen
 
 __all__ = [
+    "PROTECTED_DIR",
     "SETTINGS_FILE",
     "OutsideWorkspace",
     "PermissionRule",
     "Permissions",
     "Workspace",
 ]
+
+PROTECTED_DIR = ".agentfsm"
+"""The agent's own folder in a workspace (settings): out of the model's reach."""
 
 SETTINGS_FILE = ".agentfsm/settings.json"
 """Project settings, relative to the workspace root: ``{"permissions": {"allow": [...],
