@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from attrs import frozen
+
+from .shell_rules import CommandLine, parse_command_line
 
 __all__ = [
     "PROTECTED_DIR",
@@ -96,11 +97,31 @@ class PermissionRule:
         return cls(match.group(1), match.group(2))
 
     def matches(self, tool: str, subject: str | None) -> bool:
+        """Whether the rule names ``tool`` and its pattern matches ``subject`` (a path).
+
+        For ``shell`` use :meth:`allows` and :meth:`forbids`, which parse the command line.
+        """
         if self.tool not in (tool, "*"):
             return False
         if self.pattern is None:
             return True
         return subject is not None and fnmatch.fnmatchcase(subject, self.pattern)
+
+    def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
+        """As an allow rule: a shell command line must be one simple command it matches."""
+        if self.tool not in (tool, "*"):
+            return False
+        if line is not None:
+            return line.matches(self.pattern)
+        return self.matches(tool, subject)
+
+    def forbids(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
+        """As a deny rule: any command of a shell line matching it (or unseeable code)."""
+        if self.tool not in (tool, "*"):
+            return False
+        if line is not None:
+            return line.touches(self.pattern)
+        return self.matches(tool, subject)
 
     def __str__(self) -> str:
         return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
@@ -121,27 +142,41 @@ class Permissions:
 
     @classmethod
     def from_settings(cls, root: str | Path) -> Permissions:
-        """Rules from the workspace's ``.agentfsm/settings.json`` (none if it is absent)."""
-        path = Path(root) / SETTINGS_FILE
-        try:
-            data = json.loads(path.read_text("utf-8"))
-        except FileNotFoundError:
-            return cls()
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{SETTINGS_FILE}: {error}") from error
-        rules = data.get("permissions", {}) if isinstance(data, dict) else {}
-        return cls.of(rules.get("allow", ()), rules.get("deny", ()))
+        """Rules from the workspace's ``.agentfsm/settings.json`` (none if it is absent).
+
+        Raises:
+            SettingsError: the file is malformed (see :func:`load_settings`).
+        """
+        from .settings import load_settings
+
+        return load_settings(root).permissions
 
     def __add__(self, other: Permissions) -> Permissions:
         return Permissions(self.allow + other.allow, self.deny + other.deny)
 
     def check(self, tool: str, subject: str | None) -> str | None:
-        """``None`` when the call may run, else the reason it may not."""
+        """``None`` when the call may run, else the reason it may not.
+
+        For ``shell`` the subject is the command line, parsed into the commands it runs
+        (see :mod:`agentfsm.adapters.tools.shell_rules`).
+        """
+        line = parse_command_line(subject) if tool == "shell" and subject is not None else None
         for rule in self.deny:
-            if rule.matches(tool, subject):
+            if rule.forbids(tool, subject, line):
+                if line is not None and line.opaque and rule.pattern is not None:
+                    return (
+                        f"permission denied by rule {str(rule)!r}: the command "
+                        f"{line.opaque[0]}, which the rule cannot check"
+                    )
                 return f"permission denied by rule {str(rule)!r}"
         relevant = [rule for rule in self.allow if rule.tool in (tool, "*")]
-        if relevant and not any(rule.matches(tool, subject) for rule in relevant):
+        if relevant and not any(rule.allows(tool, subject, line) for rule in relevant):
             allowed = ", ".join(str(r) for r in relevant)
-            return f"permission denied: {tool} is only allowed for {allowed}"
+            why = ""
+            if line is not None and not line.simple:
+                why = (
+                    " (as one simple command: no ;, &&, ||, pipes, redirections, "
+                    "substitutions, variable assignments or inline code)"
+                )
+            return f"permission denied: {tool} is only allowed for {allowed}{why}"
         return None

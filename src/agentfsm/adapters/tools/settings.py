@@ -1,0 +1,154 @@
+"""The workspace's ``.agentfsm/settings.json``, validated against its schema.
+
+The settings are the user's, read once when the tools are built (the model can neither read
+nor write them). A malformed file stops the run with a clear error instead of being half
+applied: unknown keys, wrong types and unparsable rules are all refused (fail closed).
+
+.. code-block:: json
+
+    {
+      "permissions": {"allow": ["shell(git status)"], "deny": ["shell(rm *)"]},
+      "sandbox": {"network": false, "read": ["/opt/toolchain"], "write": ["/var/cache/build"]}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from attrs import field, frozen
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+
+from .workspace import SETTINGS_FILE, PermissionRule, Permissions
+
+__all__ = ["MAX_SETTINGS_BYTES", "SandboxSettings", "Settings", "SettingsError", "load_settings"]
+
+MAX_SETTINGS_BYTES = 1 << 20
+"""A settings file larger than this is refused."""
+
+
+class SettingsError(ValueError):
+    """The settings file is malformed; the message names the file and the field."""
+
+
+@frozen
+class SandboxSettings:
+    """How the user widens the OS sandbox."""
+
+    network: bool = False
+    """Let sandboxed commands use the network."""
+    read: tuple[str, ...] = ()
+    """More absolute paths sandboxed commands may read."""
+    write: tuple[str, ...] = ()
+    """More absolute paths sandboxed commands may write (and read)."""
+
+
+@frozen
+class Settings:
+    """A workspace's settings."""
+
+    permissions: Permissions = field(factory=Permissions)
+    """Allow and deny rules for the tools."""
+    sandbox: SandboxSettings = field(factory=SandboxSettings)
+    """Widenings of the OS sandbox."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _PermissionsModel(_Strict):
+    allow: list[StrictStr] = []
+    deny: list[StrictStr] = []
+
+
+class _SandboxModel(_Strict):
+    network: StrictBool = False
+    read: list[StrictStr] = []
+    write: list[StrictStr] = []
+
+
+class _SettingsModel(_Strict):
+    permissions: _PermissionsModel = _PermissionsModel()
+    sandbox: _SandboxModel = _SandboxModel()
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise SettingsError(f"{SETTINGS_FILE}: cannot read it: {error.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SettingsError(f"{SETTINGS_FILE}: not a regular file")
+        if info.st_size > MAX_SETTINGS_BYTES:
+            raise SettingsError(f"{SETTINGS_FILE}: larger than {MAX_SETTINGS_BYTES} bytes")
+        data = os.read(fd, MAX_SETTINGS_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise SettingsError(f"{SETTINGS_FILE}: larger than {MAX_SETTINGS_BYTES} bytes")
+    return data
+
+
+def _where(error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key (allowed: permissions.allow, permissions.deny, sandbox.network, "
+        message += "sandbox.read, sandbox.write)"
+    return f"{location}: {message}"
+
+
+def _paths(values: list[str], key: str) -> tuple[str, ...]:
+    paths = []
+    for value in values:
+        expanded = os.path.expanduser(value)
+        if not os.path.isabs(expanded):
+            raise SettingsError(f"{SETTINGS_FILE}: {key}: {value!r} is not an absolute path")
+        paths.append(os.path.normpath(expanded))
+    return tuple(paths)
+
+
+def load_settings(root: str | Path) -> Settings:
+    """The settings of the workspace at ``root`` (defaults when the file is absent).
+
+    Raises:
+        SettingsError: the file is not valid JSON, not an object, has unknown keys, values
+            of the wrong type, or a rule that does not parse.
+    """
+    data = _read(Path(root) / SETTINGS_FILE)
+    if data is None:
+        return Settings()
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise SettingsError(f"{SETTINGS_FILE}: not valid JSON: {error}") from None
+    try:
+        model = _SettingsModel.model_validate(raw)
+    except ValidationError as error:
+        raise SettingsError(f"{SETTINGS_FILE}: {_where(error)}") from None
+    rules: dict[str, tuple[PermissionRule, ...]] = {}
+    for key in ("allow", "deny"):
+        parsed = []
+        for text in getattr(model.permissions, key):
+            try:
+                parsed.append(PermissionRule.parse(text))
+            except ValueError as error:
+                raise SettingsError(f"{SETTINGS_FILE}: permissions.{key}: {error}") from None
+        rules[key] = tuple(parsed)
+    return Settings(
+        Permissions(rules["allow"], rules["deny"]),
+        SandboxSettings(
+            model.sandbox.network,
+            _paths(model.sandbox.read, "sandbox.read"),
+            _paths(model.sandbox.write, "sandbox.write"),
+        ),
+    )
