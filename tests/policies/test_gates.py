@@ -22,7 +22,7 @@ from agentfsm.engine.messages import (
     ToolSpec,
     Usage,
 )
-from agentfsm.engine.process import run_command
+from agentfsm.engine.process import Unsandboxed, run_command
 from agentfsm.policies import parse_verdict, resolve_verify_command, verifier, verify
 from agentfsm.policies.verifier import VERIFIER_SYSTEM_PROMPT
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
@@ -130,6 +130,7 @@ async def test_run_command_caps_output_and_times_out(tmp_path: Path) -> None:
         tmp_path,
         timeout=30,
         max_output=1000,
+        sandbox=Unsandboxed(),
     )
     assert code == 0
     assert output.startswith("A" * 500)
@@ -137,7 +138,7 @@ async def test_run_command_caps_output_and_times_out(tmp_path: Path) -> None:
     assert "characters cut" in output
     assert len(output) < 1100
     code, output = await run_command(
-        "echo started; sleep 30", tmp_path, timeout=0.3, max_output=100
+        "echo started; sleep 30", tmp_path, timeout=0.3, max_output=100, sandbox=Unsandboxed()
     )
     assert code is None
     assert "started" in output

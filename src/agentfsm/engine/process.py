@@ -1,7 +1,9 @@
-"""Running a shell command in its own process group, with a timeout and capped output.
+"""Running a shell command through a sandbox, with a timeout and capped output.
 
-Shared by the ``verify`` gate and the workspace ``shell`` tool. Cancelling the caller (an
-interrupt) or a timeout kills the whole process group, so nothing is left behind.
+Shared by the ``verify`` gate and the workspace ``shell`` tool. The command runs in its own
+process group; when it exits, times out or its caller is cancelled, the group is killed, so
+nothing of the call is left behind (a sandbox with a PID namespace also takes the processes
+that left the group, such as ``setsid`` children).
 """
 
 from __future__ import annotations
@@ -10,12 +12,38 @@ import asyncio
 import codecs
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CommandSandbox", "SandboxUnavailable", "run_command"]
+__all__ = [
+    "CommandSandbox",
+    "SandboxUnavailable",
+    "Unsandboxed",
+    "run_command",
+    "scrubbed_environ",
+]
+
+_SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|PRIVATE|^AWS_|^OPENAI_|^ANTHROPIC_",
+    re.IGNORECASE,
+)
+DRAIN_SECONDS = 1.0
+"""How long the output is still read after the command exited and its group was killed
+(a process outside the group may hold the pipe open; then reading stops)."""
+
+
+def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) without the variables that look like secrets.
+
+    Dropped: names containing KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE
+    or PRIVATE (any case), and names starting with AWS_, OPENAI_ or ANTHROPIC_. PATH, LANG,
+    LC_*, TERM, TZ and the like are kept.
+    """
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if not _SECRET_NAME.search(name)}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -40,34 +68,69 @@ class CommandSandbox(Protocol):
         ...
 
 
-async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
-    """Read a stream to its end; past ``limit`` characters keep only its head and tail."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    half = max(limit // 2, 1)
-    kept = ""
-    head: str | None = None
-    tail = ""
-    total = 0
-    while True:
-        chunk = await stream.read(65536)
-        text = decoder.decode(chunk, final=not chunk)
-        total += len(text)
-        if head is None:
-            kept += text
-            if len(kept) > limit:
-                head, tail, kept = kept[:half], kept[half:][-half:], ""
+class Unsandboxed:
+    """The explicit opt-out: commands run as this process's user, with its full access.
+
+    Only the environment is scrubbed of secrets, and the command's process group is killed
+    when it exits. Processes that leave the group (``setsid``) survive the call.
+    """
+
+    name = "none"
+
+    def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+        return ["/bin/sh", "-c", command], scrubbed_environ()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "mechanism": "none",
+            "network": True,
+            "write": "everything this user may write",
+            "read": "everything this user may read",
+            "environment": "scrubbed of secrets",
+        }
+
+    def __repr__(self) -> str:
+        return "Unsandboxed()"
+
+
+class _CappedText:
+    """Decoded output; past ``limit`` characters only its head and tail are kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.half = max(limit // 2, 1)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.kept = ""
+        self.head: str | None = None
+        self.tail = ""
+        self.total = 0
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> None:
+        text = self.decoder.decode(chunk, final=final)
+        self.total += len(text)
+        if self.head is None:
+            self.kept += text
+            if len(self.kept) > self.limit:
+                kept, self.kept = self.kept, ""
+                self.head, self.tail = kept[: self.half], kept[self.half :][-self.half :]
         else:
-            tail = (tail + text)[-half:]
-        if not chunk:
-            break
-    if head is None:
-        return kept
-    return f"{head}\n… [{total - len(head) - len(tail)} characters cut] …\n{tail}"
+            self.tail = (self.tail + text)[-self.half :]
+
+    def text(self) -> str:
+        if self.head is None:
+            return self.kept
+        cut = self.total - len(self.head) - len(self.tail)
+        return f"{self.head}\n… [{cut} characters cut] …\n{self.tail}"
+
+    async def read(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self.feed(chunk)
+        self.feed(b"", final=True)
 
 
-def _kill(process: asyncio.subprocess.Process) -> None:
+def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 async def run_command(
@@ -76,33 +139,61 @@ async def run_command(
     *,
     timeout: float,  # noqa: ASYNC109 - the command's own bound, enforced with a kill
     max_output: int,
+    sandbox: CommandSandbox,
 ) -> tuple[int | None, str]:
-    """Run ``command`` in a shell in its own process group.
+    """Run ``sh -c command`` in ``cwd`` through ``sandbox``, in its own process group.
 
     Returns the exit code (``None`` when it timed out and was killed) and the captured
     output (stdout and stderr together, head and tail kept past ``max_output`` characters).
-    Cancelling the caller kills the whole group.
+    The group is killed when the command exits, times out or the caller is cancelled.
     """
-    process = await asyncio.create_subprocess_shell(
-        command,
-        cwd=str(cwd),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    reader = asyncio.ensure_future(_read_capped(process.stdout, max_output))
-    code: int | None
+    argv, env = sandbox.command(command, Path(cwd))
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
     try:
-        code = await asyncio.wait_for(process.wait(), timeout)
-    except TimeoutError:
-        _kill(process)
-        await process.wait()
-        code = None
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
     except BaseException:
-        _kill(process)
-        reader.cancel()
+        pipe.close()
         raise
-    output = await reader
-    return code, output
+    finally:
+        os.close(write_fd)
+    output = _CappedText(max_output)
+    transport: asyncio.BaseTransport | None = None
+    reader: asyncio.Future[None] | None = None
+    try:
+        stream = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), pipe
+        )
+        reader = asyncio.ensure_future(output.read(stream))
+        code: int | None
+        try:
+            code = await asyncio.wait_for(process.wait(), timeout)
+        except TimeoutError:
+            code = None
+        _kill(process.pid)  # whatever the command left in its group dies with the call
+        await process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+    except BaseException:
+        _kill(process.pid)
+        raise
+    finally:
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        if transport is not None:
+            transport.close()
+        else:
+            pipe.close()
+    return code, output.text()

@@ -286,7 +286,12 @@ class WorkspaceTools:
             FunctionTool(self.grep, concurrency_safe=True),
             FunctionTool(self.write_file, destructive=True),
             FunctionTool(self.edit_file, destructive=True),
-            ShellTool(self.workspace.root, self.permissions, sandbox=self.sandbox).tool(),
+            ShellTool(
+                self.workspace.root,
+                self.permissions,
+                sandbox=self.sandbox,
+                protected=self.protected,
+            ).tool(),
         ]
 
 

@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentfsm.engine.messages import ToolResult
-from agentfsm.engine.process import CommandSandbox, run_command
+from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, run_command
 from agentfsm.engine.protocols import SupportsAbort
 
+from .sandbox import detect_sandbox
 from .toolbox import FunctionTool
-from .workspace import Permissions
+from .workspace import PROTECTED_DIR, Permissions
 
 __all__ = ["ShellTool"]
 
 
 class ShellTool:
-    """``shell``: run a command line in ``root`` after the permission rules allow it."""
+    """``shell``: run a command line in ``root`` after the permission rules allow it.
+
+    Commands run in ``sandbox``; without one, the OS sandbox found here on first use
+    (:func:`detect_sandbox`, hiding ``protected``). When none works, every call fails with
+    what to install: a command never runs unsandboxed unless given :class:`Unsandboxed`.
+    """
 
     def __init__(
-        self, root: Path, permissions: Permissions, *, sandbox: CommandSandbox | None = None
+        self,
+        root: Path,
+        permissions: Permissions,
+        *,
+        sandbox: CommandSandbox | None = None,
+        protected: Sequence[str] = (PROTECTED_DIR,),
     ) -> None:
         self.root = root
         self.permissions = permissions
         self.sandbox = sandbox
+        self.protected = tuple(protected)
+
+    async def _sandbox(self) -> CommandSandbox:
+        if self.sandbox is None:
+            self.sandbox = await asyncio.to_thread(
+                detect_sandbox, self.root, protected=self.protected
+            )
+        return self.sandbox
 
     async def shell(
         self,
@@ -40,7 +61,13 @@ class ShellTool:
         if reason is not None:
             return ToolResult(False, "", reason)
         limit = max(1.0, min(float(timeout), 1800.0))
-        code, output = await run_command(command, self.root, timeout=limit, max_output=30_000)
+        try:
+            sandbox = await self._sandbox()
+        except SandboxUnavailable as error:
+            return ToolResult(False, "", str(error))
+        code, output = await run_command(
+            command, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
+        )
         if code is None:
             return ToolResult(
                 False,
