@@ -7,9 +7,13 @@ each test also asserts that none of its own attacks got through.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from agentfsm.adapters.tools import BubblewrapSandbox
+
+from .sandboxing import require_bubblewrap
 from .tally import TALLY, AttackTally
 
 
@@ -20,6 +24,13 @@ def attacks(request: pytest.FixtureRequest) -> Iterator[AttackTally]:
     yield tally
     escaped = tally.escapes
     assert not escaped, f"{len(escaped)} attack(s) got through: {escaped[:10]}"
+
+
+@pytest.fixture
+def bubblewrap(tmp_path: Path) -> BubblewrapSandbox:
+    """The OS sandbox; skipped with the install hint when it does not work here (failed
+    under ``CI``)."""
+    return require_bubblewrap(tmp_path)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

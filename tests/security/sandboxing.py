@@ -1,0 +1,47 @@
+"""What the sandbox tests share: bubblewrap or a visible skip, and the processes left alive."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from agentfsm.adapters.tools import BubblewrapSandbox, SandboxUnavailable, detect_sandbox
+
+__all__ = ["alive", "kill_all", "require_bubblewrap"]
+
+
+def require_bubblewrap(root: Path) -> BubblewrapSandbox:
+    """The bubblewrap sandbox for ``root``; without one the test is skipped with the hint
+    (and fails under CI, where ``.ci/run`` installs bubblewrap)."""
+    try:
+        sandbox = detect_sandbox(root)
+    except SandboxUnavailable as error:
+        if os.environ.get("CI"):
+            pytest.fail(str(error))
+        pytest.skip(str(error))
+    assert isinstance(sandbox, BubblewrapSandbox)
+    return sandbox
+
+
+def alive(marker: str) -> list[int]:
+    """The processes (on the host's /proc) whose command line contains ``marker``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in entry.joinpath("cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return [pid for pid in pids if pid != os.getpid()]
+
+
+def kill_all(marker: str) -> None:
+    """Clean up after a process that got away."""
+    for pid in alive(marker):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
