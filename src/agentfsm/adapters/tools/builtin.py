@@ -1,15 +1,19 @@
 """The workspace tools: read, list, glob, grep, write, edit and shell, confined to a root.
 
-``workspace_tools(root)`` returns a :class:`ToolBox` with all of them. Every path is checked
-against the root (see :class:`Workspace`) and every call against the permission policy
-(rules given in code plus ``.agentfsm/settings.json``); a refusal is a failed result.
+``workspace_tools(root)`` returns a :class:`ToolBox` with all of them. Every path is
+resolved beneath the root on file descriptors (see :class:`~.fs.SafeRoot`): symlinks that
+leave the root, hard-linked and special files, and the agent's own ``.agentfsm`` folder are
+refused, and the tools act on the descriptors that were checked. Every call, and every file
+a ``glob``, ``grep`` or ``list_dir`` touches, is checked against the permission policy
+(rules given in code plus ``.agentfsm/settings.json``); a refusal is a failed result. Reads
+are size-capped, and searches stream, use RE2 (linear time) and stop at a deadline.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,33 +22,28 @@ from agentfsm.engine.context import current_run
 from agentfsm.engine.messages import ToolCall, ToolResult
 from agentfsm.engine.process import CommandSandbox
 
+from .fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
+from .listing import SKIPPED_DIRS, FolderTools, fail, why
 from .shell_tool import ShellTool
 from .toolbox import FunctionTool, ToolBox
 from .workspace import PROTECTED_DIR, OutsideWorkspace, Permissions, Workspace
 
 __all__ = ["SKIPPED_DIRS", "WorkspaceTools", "workspace_tools"]
 
-SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        "__pycache__",
-        ".venv",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-    }
-)
 MAX_READ_CHARS = 200_000
-MAX_MATCHES = 200
-MAX_GLOB = 500
+MAX_READ_BYTES = 10_000_000
+"""read_file reads at most this much of a file; edit_file refuses larger files."""
+
+_Errors = (OutsideWorkspace, PathRefused)
 
 
 def sha(text: str) -> str:
     """Short content hash, as used in edit metadata."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _is_binary(data: bytes) -> bool:
@@ -60,8 +59,13 @@ def _pruned(call_id: str) -> bool:
     return any(k.startswith(f"{call_id}:") and isinstance(v, str) for k, v in state.items())
 
 
-class WorkspaceTools:
-    """The state behind the workspace tools of one session (reads already shown)."""
+class WorkspaceTools(FolderTools):
+    """The state behind the workspace tools of one session (reads already shown).
+
+    The limits are attributes, so one instance can be given others.
+    """
+
+    max_read_bytes = MAX_READ_BYTES
 
     def __init__(
         self,
@@ -74,17 +78,11 @@ class WorkspaceTools:
         self.workspace = Workspace(root)
         self.sandbox = sandbox
         self.protected = (PROTECTED_DIR, *protected)
+        self.root = SafeRoot(self.workspace.root, self.protected)
         self.permissions = (permissions or Permissions()) + Permissions.from_settings(
             self.workspace.root
         )
         self._reads: dict[tuple[str, int, int], tuple[str, str]] = {}
-
-    def _path(self, tool: str, path: str) -> Path:
-        resolved = self.workspace.resolve(path)
-        reason = self.permissions.check(tool, self.workspace.relative(resolved))
-        if reason is not None:
-            raise PermissionError(reason)
-        return resolved
 
     # -- reading ---------------------------------------------------------------------
 
@@ -99,16 +97,23 @@ class WorkspaceTools:
             limit: How many lines to show.
         """
         try:
-            target = self._path("read_file", path)
-            data = target.read_bytes()
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
+            with self.root.resolve(path) as resolved:
+                self._allow(resolved, "read_file")
+                rel = resolved.rel
+                fd, st = self.root.open_file(resolved)
+            try:
+                data = read_capped(fd, self.max_read_bytes)
+            finally:
+                os.close(fd)
+        except _Errors as error:
+            return fail(str(error))
         except OSError as error:
-            return ToolResult(False, "", f"cannot read {path!r}: {error.strerror or error}")
+            return fail(f"cannot read {path!r}: {why(error)}")
+        size = max(st.st_size, len(data))
         if _is_binary(data):
-            return ToolResult(True, f"{path} is a binary file ({len(data)} bytes); not shown")
+            return ToolResult(True, f"{path} is a binary file ({size} bytes); not shown")
         text = data.decode("utf-8", errors="replace")
-        key = (self.workspace.relative(target), offset, limit)
+        key = (rel, offset, limit)
         digest = sha(text)
         earlier = self._reads.get(key)
         if earlier is not None and earlier[0] == digest and not _pruned(earlier[1]):
@@ -126,94 +131,30 @@ class WorkspaceTools:
         shown_to = start + len(window) - 1
         if start > 1 or shown_to < len(lines):
             body = f"[{path}: lines {start}-{shown_to} of {len(lines)}]\n{body}"
+        if size > len(data):
+            body = (
+                f"[{path} is {size:,} bytes; only its first {len(data):,} bytes were read]\n" + body
+            )
         if call is not None:
             self._reads[key] = (digest, call.id)
         return ToolResult(True, body)
 
-    def list_dir(self, path: str = ".") -> ToolResult:
-        """List a folder (folders end with ``/``).
-
-        Args:
-            path: The folder, relative to the workspace root.
-        """
-        try:
-            target = self._path("list_dir", path)
-            entries = sorted(os.scandir(target), key=lambda e: (not e.is_dir(), e.name))
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
-        except OSError as error:
-            return ToolResult(False, "", f"cannot list {path!r}: {error.strerror or error}")
-        names = [e.name + ("/" if e.is_dir() else "") for e in entries]
-        return ToolResult(True, "\n".join(names) if names else "(empty)")
-
-    def glob(self, pattern: str, path: str = ".") -> ToolResult:
-        """Find files by glob pattern (``**`` crosses folders), e.g. ``src/**/*.py``.
-
-        Args:
-            pattern: The glob, relative to ``path``.
-            path: Where to search, relative to the workspace root.
-        """
-        if ".." in Path(pattern).parts or pattern.startswith(("/", "~")):
-            return ToolResult(False, "", f"{pattern!r}: patterns must stay inside the workspace")
-        try:
-            base = self._path("glob", path)
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
-        found = []
-        for match in sorted(base.glob(pattern)):
-            if any(part in SKIPPED_DIRS for part in match.relative_to(base).parts):
-                continue
-            try:
-                resolved = self.workspace.resolve(str(match))
-            except OutsideWorkspace:
-                continue
-            found.append(self.workspace.relative(resolved))
-            if len(found) >= MAX_GLOB:
-                break
-        suffix = f"\n[first {MAX_GLOB} matches only]" if len(found) >= MAX_GLOB else ""
-        return ToolResult(True, ("\n".join(found) or "(no match)") + suffix)
-
-    def grep(
-        self, pattern: str, path: str = ".", glob: str = "**/*", ignore_case: bool = False
-    ) -> ToolResult:
-        """Search file contents with a regular expression.
-
-        Args:
-            pattern: A Python regular expression.
-            path: A file or folder, relative to the workspace root.
-            glob: Which files to search under ``path``.
-            ignore_case: Match regardless of case.
-        """
-        try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as error:
-            return ToolResult(False, "", f"invalid regular expression: {error}")
-        try:
-            base = self._path("grep", path)
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
-        files = [base] if base.is_file() else sorted(p for p in base.glob(glob) if p.is_file())
-        hits: list[str] = []
-        for file in files:
-            if any(part in SKIPPED_DIRS for part in file.parts):
-                continue
-            try:
-                resolved = self.workspace.resolve(str(file))
-                data = resolved.read_bytes()
-            except (OutsideWorkspace, OSError):
-                continue
-            if _is_binary(data) or len(data) > 5_000_000:
-                continue
-            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
-                    hits.append(f"{self.workspace.relative(resolved)}:{number}: {line[:300]}")
-                    if len(hits) >= MAX_MATCHES:
-                        return ToolResult(
-                            True, "\n".join(hits) + f"\n[first {MAX_MATCHES} matches only]"
-                        )
-        return ToolResult(True, "\n".join(hits) or "(no match)")
-
     # -- changing ----------------------------------------------------------------------
+
+    def _before(self, resolved: Resolved) -> tuple[str, int | None]:
+        """The hash of the file a write replaces (``sha("")`` if none) and its mode."""
+        try:
+            fd, st = self.root.open_file(resolved)
+        except FileNotFoundError:
+            return sha(""), None
+        try:
+            data = read_capped(fd, self.max_read_bytes)
+        finally:
+            os.close(fd)
+        text = data.decode("utf-8", errors="replace")
+        if st.st_size > len(data):
+            text += f"\x00[{st.st_size} bytes]"
+        return sha(text), stat.S_IMODE(st.st_mode)
 
     def write_file(self, path: str, content: str) -> ToolResult:
         """Create or overwrite a file (folders are created as needed).
@@ -223,17 +164,19 @@ class WorkspaceTools:
             content: The whole new content.
         """
         try:
-            target = self._path("write_file", path)
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
-        before = target.read_text("utf-8", errors="replace") if target.is_file() else ""
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, "utf-8")
+            with self.root.resolve(path, missing_ok=True) as resolved:
+                self._allow(resolved, "write_file")
+                rel = resolved.rel
+                if resolved.name is None or resolved.must_be_dir:
+                    return fail(f"cannot write {path!r}: it names a folder, not a file")
+                self.root.create_parents(resolved)
+                before, mode = self._before(resolved)
+                replace_file(resolved.dir_fd, resolved.name, _encode(content), mode)
+        except _Errors as error:
+            return fail(str(error))
         except OSError as error:
-            return ToolResult(False, "", f"cannot write {path!r}: {error.strerror or error}")
-        rel = self.workspace.relative(target)
-        meta = {"path": rel, "before_sha": sha(before), "after_sha": sha(content)}
+            return fail(f"cannot write {path!r}: {why(error)}")
+        meta = {"path": rel, "before_sha": before, "after_sha": sha(content)}
         return ToolResult(True, f"wrote {rel} ({len(content)} characters)", metadata=meta)
 
     def edit_file(self, path: str, old: str, new: str, replace_all: bool = False) -> ToolResult:
@@ -247,35 +190,63 @@ class WorkspaceTools:
             replace_all: Replace every occurrence.
         """
         try:
-            target = self._path("edit_file", path)
-            before = target.read_text("utf-8")
-        except (OutsideWorkspace, PermissionError) as error:
-            return ToolResult(False, "", str(error))
+            with self.root.resolve(path) as resolved:
+                self._allow(resolved, "edit_file")
+                fd, st = self.root.open_file(resolved)
+                try:
+                    data = read_capped(fd, self.max_read_bytes + 1)
+                finally:
+                    os.close(fd)
+                if len(data) > self.max_read_bytes:
+                    return fail(
+                        f"{path} is larger than {self.max_read_bytes:,} bytes; "
+                        "edit_file does not change files that large"
+                    )
+                try:
+                    before = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    return fail(f"{path} is not UTF-8 text; edit_file only changes text files")
+                result = self._replace(path, before, old, new, replace_all)
+                if isinstance(result, ToolResult):
+                    return result
+                count, after = result
+                name = resolved.name
+                assert name is not None
+                now = os.stat(name, dir_fd=resolved.dir_fd, follow_symlinks=False)
+                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                    return fail(f"{path} changed while it was being edited; read it again")
+                try:
+                    replace_file(resolved.dir_fd, name, _encode(after), stat.S_IMODE(st.st_mode))
+                except OSError as error:
+                    return fail(f"cannot write {path!r}: {why(error)}")
+                rel = resolved.rel
+        except _Errors as error:
+            return fail(str(error))
         except OSError as error:
-            return ToolResult(False, "", f"cannot read {path!r}: {error.strerror or error}")
-        if not old:
-            return ToolResult(False, "", "old must not be empty; use write_file to create a file")
-        count = before.count(old)
-        if count == 0:
-            return ToolResult(
-                False,
-                "",
-                f"the text to replace was not found in {path}; read the file and copy it exactly",
-            )
-        if count > 1 and not replace_all:
-            return ToolResult(
-                False,
-                "",
-                f"the text to replace appears {count} times in {path}; "
-                "include more context or set replace_all",
-            )
-        after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
-        target.write_text(after, "utf-8")
-        rel = self.workspace.relative(target)
+            return fail(f"cannot read {path!r}: {why(error)}")
         meta = {"path": rel, "before_sha": sha(before), "after_sha": sha(after)}
         return ToolResult(
             True, f"edited {rel} ({count if replace_all else 1} replacement(s))", metadata=meta
         )
+
+    @staticmethod
+    def _replace(
+        path: str, before: str, old: str, new: str, replace_all: bool
+    ) -> ToolResult | tuple[int, str]:
+        if not old:
+            return fail("old must not be empty; use write_file to create a file")
+        count = before.count(old)
+        if count == 0:
+            return fail(
+                f"the text to replace was not found in {path}; read the file and copy it exactly"
+            )
+        if count > 1 and not replace_all:
+            return fail(
+                f"the text to replace appears {count} times in {path}; "
+                "include more context or set replace_all"
+            )
+        after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+        return count, after
 
     def tools(self) -> list[FunctionTool]:
         """The tools, with their behaviour flags."""
