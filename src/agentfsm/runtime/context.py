@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from agentfsm.adapters.tools.fs import PathRefused, SafeRoot, open_subdir
 from agentfsm.engine.messages import Message, UserMessage
 
 __all__ = [
@@ -67,25 +68,50 @@ def is_context_message(message: Message) -> bool:
     return isinstance(message, UserMessage) and message.content.startswith(CONTEXT_OPEN)
 
 
-def _head(root: Path) -> str | None:
-    git = root / ".git"
+MAX_HEAD_BYTES = 4096
+MAX_PACKED_REFS_BYTES = 1_000_000
+
+
+def _read(root: SafeRoot, path: str, limit: int) -> str | None:
+    """A file inside the root, capped; ``None`` if it cannot be read safely."""
     try:
-        head = (git / "HEAD").read_text("utf-8").strip()
+        return root.read_bytes(path, limit).decode("utf-8", errors="replace")
+    except (OSError, ValueError, PathRefused):
+        return None
+
+
+def _valid_ref(ref: str) -> bool:
+    parts = ref.split("/")
+    return (
+        ref.startswith("refs/")
+        and len(ref) < 1024
+        and ref.isprintable()
+        and all(part not in ("", ".", "..") for part in parts)
+    )
+
+
+def _head(root: Path) -> str | None:
+    """``sha (branch)`` of the repository at ``root``, read beneath the root only (no
+    symlink out of it, no ref that climbs out, every read capped)."""
+    try:
+        safe = SafeRoot(root, protected=())
     except OSError:
         return None
-    if not head.startswith("ref: "):
-        return head[:40] or None
-    ref = head[5:]
-    try:
-        sha = (git / ref).read_text("utf-8").strip()
-    except OSError:
-        sha = ""
-        try:
-            for line in (git / "packed-refs").read_text("utf-8").splitlines():
+    with safe:
+        head = _read(safe, ".git/HEAD", MAX_HEAD_BYTES)
+        if head is None:
+            return None
+        head = (head.splitlines() or [""])[0].strip()
+        if not head.startswith("ref: "):
+            return head[:40] or None
+        ref = head[5:].strip()
+        if not _valid_ref(ref):
+            return None
+        sha = (_read(safe, f".git/{ref}", MAX_HEAD_BYTES) or "").strip()
+        if not sha:
+            for line in (_read(safe, ".git/packed-refs", MAX_PACKED_REFS_BYTES) or "").splitlines():
                 if line.endswith(" " + ref):
                     sha = line.split(" ", 1)[0]
-        except OSError:
-            pass
     branch = ref.removeprefix("refs/heads/")
     return f"{sha[:12]} ({branch})" if sha else f"(no commits on {branch})"
 
@@ -114,28 +140,50 @@ class WorkspaceContext:
         self._clock = clock if clock is not None else (lambda: datetime.now(UTC))
 
     def tree(self) -> list[str]:
-        """Sorted, indented entries (folders end with ``/``), skipping caches and VCS data."""
+        """Sorted, indented entries (folders end with ``/``), skipping caches, VCS data and
+        the agent's own folder. Read through descriptors: no symlink is followed."""
         lines: list[str] = []
         more = 0
+        scan_limit = max(1_000, self.max_entries * 10)
 
-        def walk(folder: Path, depth: int) -> None:
+        def walk(root: SafeRoot, fd: int, depth: int) -> None:
             nonlocal more
+            rows: list[tuple[bool, str]] = []
             try:
-                entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(), e.name))
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if len(rows) >= scan_limit:
+                            more += 1
+                            break
+                        rows.append((not entry.is_dir(follow_symlinks=False), entry.name))
             except OSError:
                 return
-            for entry in entries:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                if is_dir and entry.name in SKIPPED_DIRS:
+            for is_file, name in sorted(rows):
+                if not is_file and name in SKIPPED_DIRS:
+                    continue
+                if depth == 0 and root.is_protected((name,)):
                     continue
                 if len(lines) >= self.max_entries:
                     more += 1
                     continue
-                lines.append("  " * depth + entry.name + ("/" if is_dir else ""))
-                if is_dir and depth + 1 < self.max_depth:
-                    walk(Path(entry.path), depth + 1)
+                shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
+                lines.append("  " * depth + shown + ("" if is_file else "/"))
+                if not is_file and depth + 1 < self.max_depth:
+                    try:
+                        child = open_subdir(fd, name)
+                    except OSError:
+                        continue
+                    try:
+                        walk(root, child, depth + 1)
+                    finally:
+                        os.close(child)
 
-        walk(self.root, 0)
+        try:
+            safe = SafeRoot(self.root)
+        except OSError:
+            return lines
+        with safe:
+            walk(safe, safe.fd, 0)
         if more:
             lines.append(f"... ({more} more entries not listed)")
         return lines
