@@ -1,0 +1,298 @@
+"""The command sandbox: bubblewrap's argv and description, detection, the environment,
+``Unsandboxed``, and ``run_command`` (capped output, timeouts and cancels kill everything)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentfsm import ToolCall
+from agentfsm.adapters.tools import (
+    BubblewrapSandbox,
+    CommandSandbox,
+    SandboxUnavailable,
+    Unsandboxed,
+    detect_sandbox,
+    workspace_tools,
+)
+from agentfsm.adapters.tools import sandbox as sandbox_module
+from agentfsm.engine.process import run_command, scrubbed_environ
+
+from ...security.sandboxing import alive, kill_all, require_bubblewrap
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    (folder / "conf").mkdir(parents=True)
+    (folder / "conf" / "key.pem").write_text("k", "utf-8")
+    return folder
+
+
+def pairs(argv: list[str], option: str) -> list[tuple[str, ...]]:
+    """The arguments of every ``option`` in a bwrap command line."""
+    width = {"--chdir": 1, "--tmpfs": 1, "--remount-ro": 1, "--dir": 1, "--proc": 1}.get(option, 2)
+    return [tuple(argv[i + 1 : i + 1 + width]) for i, a in enumerate(argv) if a == option]
+
+
+def test_bubblewrap_argv(root: Path) -> None:
+    box = BubblewrapSandbox(
+        root,
+        protected=(".agentfsm", "conf/key.pem"),
+        read_paths=["/opt"],
+        write_paths=["/srv/cache"],
+        bwrap="/usr/bin/bwrap",
+    )
+    argv, env = box.command("make test", root)
+    assert argv[0] == "/usr/bin/bwrap"
+    assert argv[-5:] == ["--chdir", str(root), "--", "/bin/sh", "-c", "make test"][-5:]
+    assert pairs(argv, "--chdir") == [(str(root),)]
+    flags = argv[: argv.index("--proc")]
+    for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"):
+        assert flag in flags
+    assert "--share-net" not in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    binds = pairs(argv, "--ro-bind")
+    assert ("/usr", "/usr") in binds
+    assert ("/etc", "/etc") in binds
+    for folder in ("/bin", "/lib", "/lib64", "/sbin"):  # as symlinks on merged-/usr systems
+        if os.path.islink(folder):
+            assert (os.readlink(folder), folder) in pairs(argv, "--symlink")
+        elif os.path.isdir(folder):
+            assert (folder, folder) in binds
+    assert ("/dev/null", str(root / "conf" / "key.pem")) in binds
+    if os.path.exists("/etc/shadow"):
+        assert ("/dev/null", "/etc/shadow") in binds
+    assert ("/opt", "/opt") in pairs(argv, "--ro-bind-try")
+    assert pairs(argv, "--bind") == [(str(root), str(root)), (str(root / "conf"),) * 2]
+    assert ("/srv/cache", "/srv/cache") in pairs(argv, "--bind-try")
+    assert pairs(argv, "--tmpfs")[0] == ("/tmp",)
+    assert (str(root / ".agentfsm"),) in pairs(argv, "--tmpfs")
+    assert (str(root / ".agentfsm"),) in pairs(argv, "--remount-ro")
+    assert argv.index("--bind") < argv.index(str(root / ".agentfsm"))  # hidden after the root
+    assert pairs(argv, "--remount-ro")[-1] == ("/",)
+    assert env["HOME"] == "/tmp/home"
+    assert env["TMPDIR"] == "/tmp"
+    assert "--share-net" in BubblewrapSandbox(root, allow_network=True).command("x", root)[0]
+
+
+def test_bubblewrap_binds_the_interpreter_unless_the_system_or_root_holds_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = root.parent / "python"
+    python.mkdir()
+    for name in ("base_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, str(python))
+    for name in ("prefix", "exec_prefix"):
+        monkeypatch.setattr(sys, name, str(root / ".venv"))
+    argv = BubblewrapSandbox(root).command("true", root)[0]
+    tried = pairs(argv, "--ro-bind-try")
+    assert (str(python), str(python)) in tried
+    assert all(".venv" not in p for pair in tried for p in pair)
+
+
+def test_bubblewrap_describe(root: Path) -> None:
+    described = BubblewrapSandbox(root, read_paths=["/opt"]).describe()
+    assert described["mechanism"] == "bubblewrap"
+    assert described["network"] is False
+    assert described["write"] == [str(root), "private /tmp"]
+    assert "/usr" in described["read"]
+    assert "/opt" in described["read"]
+    assert str(root / ".agentfsm") in described["hidden"]
+    assert "home" in described
+
+
+def test_bubblewrap_refuses_bad_paths(root: Path) -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        BubblewrapSandbox(root, read_paths=["relative"])
+    with pytest.raises(ValueError, match="absolute"):
+        BubblewrapSandbox(root, write_paths=["~/x"])
+    with pytest.raises(ValueError, match="not inside"):
+        BubblewrapSandbox(root, protected=("../elsewhere",))
+    with pytest.raises(ValueError, match="cannot be /"):
+        BubblewrapSandbox("/")
+
+
+def test_detection_says_what_to_install(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SandboxUnavailable) as missing:
+        detect_sandbox(root, bwrap="/nonexistent/bwrap")
+    message = str(missing.value)
+    assert "apt-get install bubblewrap" in message
+    assert "--no-sandbox" in message
+    monkeypatch.setenv("PATH", str(root))
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        detect_sandbox(root)
+
+
+def test_detection_reports_why_bubblewrap_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_module, "_PROBES", {})
+    runs = tmp_path / "runs"
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi\n'
+        f"echo run >> {runs}\n"
+        "echo 'bwrap: setting up uid map: Permission denied' >&2\n"
+        "echo 'second line' >&2\n"
+        "exit 1\n",
+        "utf-8",
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    for _ in range(2):
+        with pytest.raises(SandboxUnavailable) as failed:
+            detect_sandbox(tmp_path, bwrap=str(fake))
+    message = str(failed.value)
+    assert "setting up uid map: Permission denied" in message
+    assert "second line" not in message
+    assert "kernel.unprivileged_userns_clone=1" in message
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in message
+    assert "--no-sandbox" in message
+    assert runs.read_text("utf-8").count("run") == 1  # probed once per process
+
+
+async def test_the_shell_fails_without_a_sandbox(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(root))  # no bwrap to be found
+    box = workspace_tools(root)
+    result = await box.run(ToolCall("c", "shell", {"command": "touch ran"}))
+    assert not result.ok
+    assert "apt-get install bubblewrap" in (result.error or "")
+    assert not (root / "ran").exists()
+
+
+def test_scrubbed_environ() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "TERM": "xterm",
+        "TZ": "UTC",
+        "OPENAI_API_KEY": "x",
+        "OPENAI_BASE_URL": "x",
+        "ANTHROPIC_MODEL": "x",
+        "AWS_REGION": "x",
+        "GITHUB_TOKEN": "x",
+        "db_password": "x",
+        "MY_SECRET": "x",
+        "SSH_AUTH_SOCK": "x",
+        "SESSION_COOKIE": "x",
+        "GOOGLE_APPLICATION_CREDENTIALS": "x",
+        "PGPASSWD": "x",
+    }
+    assert scrubbed_environ(environ) == {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "TERM": "xterm",
+        "TZ": "UTC",
+    }
+
+
+def test_unsandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary")
+    none = Unsandboxed()
+    assert isinstance(none, CommandSandbox)
+    assert none.name == "none"
+    argv, env = none.command("echo hi", tmp_path)
+    assert argv == ["/bin/sh", "-c", "echo hi"]
+    assert "OPENAI_API_KEY" not in env
+    assert env["PATH"] == os.environ["PATH"]
+    assert none.describe()["mechanism"] == "none"
+
+
+@pytest.fixture(params=["none", "bubblewrap"])
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> CommandSandbox:
+    if request.param == "none":
+        return Unsandboxed()
+    return require_bubblewrap(tmp_path)
+
+
+async def test_output_is_capped_and_scrubbed(
+    sandbox: CommandSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-env")
+    command = "yes A | head -c 3000; yes B | head -c 3000; echo err >&2; printenv OPENAI_API_KEY"
+    code, output = await run_command(
+        command, tmp_path, timeout=30, max_output=1000, sandbox=sandbox
+    )
+    assert code == 1  # printenv found nothing
+    assert output.startswith("A\nA\n")
+    assert output.rstrip().endswith("B\nerr")
+    assert "characters cut" in output
+    assert "sk-canary" not in output
+    assert len(output) < 1100
+    code, output = await run_command(
+        "printf 'é'; exit 4", tmp_path, timeout=30, max_output=9, sandbox=sandbox
+    )
+    assert (code, output) == (4, "é")
+
+
+def _escapees(marker: str, sandbox: CommandSandbox) -> str:
+    """A command leaving processes marked ``marker`` (``setsid`` only where they die)."""
+    setsid = f"setsid sh -c 'sleep 30; : {marker}' & " if sandbox.name != "none" else ""
+    return f"{setsid}sh -c 'sleep 30; : {marker}' & nohup sleep 30 {marker} & sleep 30"
+
+
+async def test_a_timeout_kills_everything(sandbox: CommandSandbox, tmp_path: Path) -> None:
+    marker = f"agentfsm-sandbox-timeout-{time.monotonic_ns()}"
+    started = time.monotonic()
+    try:
+        code, _ = await run_command(
+            _escapees(marker, sandbox), tmp_path, timeout=1, max_output=100, sandbox=sandbox
+        )
+        assert code is None
+        assert time.monotonic() - started < 4
+        await asyncio.sleep(0.3)
+        assert alive(marker) == []
+    finally:
+        kill_all(marker)
+
+
+async def test_a_cancel_kills_everything(sandbox: CommandSandbox, tmp_path: Path) -> None:
+    marker = f"agentfsm-sandbox-cancel-{time.monotonic_ns()}"
+    task = asyncio.create_task(
+        run_command(
+            _escapees(marker, sandbox), tmp_path, timeout=60, max_output=100, sandbox=sandbox
+        )
+    )
+    try:
+        for _ in range(100):
+            if len(alive(marker)) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert alive(marker)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.3)
+        assert alive(marker) == []
+    finally:
+        kill_all(marker)
+
+
+async def test_a_background_process_holding_the_output_does_not_hang_the_call(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    marker = f"agentfsm-sandbox-held-{time.monotonic_ns()}"
+    command = f"echo before; setsid sh -c 'sleep 30; : {marker}' & sleep 0.3; echo after"
+    started = time.monotonic()
+    try:
+        code, output = await run_command(
+            command, tmp_path, timeout=30, max_output=100, sandbox=sandbox
+        )
+        assert time.monotonic() - started < 4
+        assert (code, output) == (0, "before\nafter\n")
+        await asyncio.sleep(0.3)
+        # Outside a PID namespace a setsid process escapes its group: the documented limit.
+        assert bool(alive(marker)) == (sandbox.name == "none")
+    finally:
+        kill_all(marker)
