@@ -14,6 +14,8 @@ from agentfsm import AbortController, ToolCall, ToolResult
 from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools.builtin import sha
 
+from ...security.sandboxing import require_bubblewrap
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
@@ -181,6 +183,7 @@ def _alive(marker: str) -> list[int]:
 
 
 async def test_shell_results_timeout_and_no_process_left(root: Path) -> None:
+    require_bubblewrap(root)  # the shell runs in the OS sandbox, or not at all
     box = workspace_tools(root)
     ok = await call(box, "shell", command="echo out; echo err >&2")
     assert ok.ok
@@ -201,6 +204,7 @@ async def test_shell_results_timeout_and_no_process_left(root: Path) -> None:
 
 
 async def test_shell_abort_kills_the_process_group(root: Path) -> None:
+    require_bubblewrap(root)  # the shell runs in the OS sandbox, or not at all
     box = workspace_tools(root)
     marker = f"agentfsm-abort-{time.monotonic_ns()}"
     controller = AbortController()
