@@ -33,6 +33,7 @@ test: lint typecheck
 
 bench: install
 	$(BIN)/python benchmarks/overhead.py --out benchmarks/results.json
+	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
 
 diagrams: install
 	$(BIN)/python -m agentfsm.engine diagrams

@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "results": results,
     }
+    if args.out.exists():  # keep what other benchmarks wrote there (``sandbox``)
+        previous = json.loads(args.out.read_text("utf-8"))
+        report.update({k: v for k, v in previous.items() if k not in report})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
     for key, entry in results.items():
