@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local lint typecheck test test-live conformance-local bench diagrams demo clean
+.PHONY: install install-local lint typecheck test test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,18 @@ $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 
 install-local: $(LOCAL_STAMP)
 
-demo: install-local
+# The OS sandbox of the agent's commands: bubblewrap, installed from Debian/Ubuntu when we can.
+sandbox-deps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "Installing bubblewrap (the OS sandbox for the agent's commands)."; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else \
+	  echo "bubblewrap is missing: the agent's shell commands will be refused."; \
+	  echo "Install it (Debian/Ubuntu: sudo apt-get install bubblewrap), or run with --no-sandbox (unsafe)."; \
+	fi
+
+demo: install-local sandbox-deps
 	$(BIN)/python examples/demo.py
 
 test-live: install install-local
