@@ -15,6 +15,7 @@ from agentfsm.engine.events import (
     GateEvent,
     LlmEndEvent,
     LlmStartEvent,
+    PolicyNoteEvent,
     PolicyStopEvent,
     PolicyWarnEvent,
     RedirectEvent,
@@ -87,6 +88,8 @@ def summarize(event: AgentEvent) -> dict[str, Any]:
         case TextDeltaEvent(turn=turn, text=text) | ThinkingDeltaEvent(turn=turn, text=text):
             return {"type": event.type, "turn": turn, "text": text}
         case PolicyWarnEvent(turn=turn, policy=policy, reason=reason, code=code):
+            return {"type": event.type, "turn": turn, "code": code, "reason": reason}
+        case PolicyNoteEvent(turn=turn, policy=policy, reason=reason, code=code):
             return {"type": event.type, "turn": turn, "code": code, "reason": reason}
         case RedirectEvent(turn=turn, reason=reason, directions=n, directions_chars=chars):
             return {

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import LoopParams, UserMessage, run_conversation
+from agentfsm import Engine, LoopParams, UserMessage, run_conversation
 from agentfsm.engine.messages import (
     AssistantMessage,
     ChatResult,
@@ -22,7 +22,7 @@ from agentfsm.engine.messages import (
     ToolSpec,
     Usage,
 )
-from agentfsm.engine.process import Unsandboxed, run_command
+from agentfsm.engine.process import SandboxUnavailable, Unsandboxed, run_command
 from agentfsm.policies import parse_verdict, resolve_verify_command, verifier, verify
 from agentfsm.policies.verifier import VERIFIER_SYSTEM_PROMPT
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
@@ -64,7 +64,7 @@ async def test_verify_failure_forces_another_turn(
         [UserMessage("fix app.txt")],
         LoopParams(max_turns=8),
         emitter=recorder.emitter,
-        policies=[verify(CHECK, workspace=tmp_path)],
+        policies=[verify(CHECK, workspace=tmp_path, sandbox=Unsandboxed())],
     )
     assert outcome.final == AssistantMessage("done, really")
     reminder = chat.requests[2].messages[-1].content
@@ -77,7 +77,7 @@ async def test_verify_failure_forces_another_turn(
 
 async def test_verify_runs_only_when_the_run_mutated_files(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    gate = verify(f"touch {marker} && exit 1", workspace=tmp_path)
+    gate = verify(f"touch {marker} && exit 1", workspace=tmp_path, sandbox=Unsandboxed())
     outcome = await run_conversation(
         ScriptedChat([tool_reply(("read", {"path": "x"})), "answer"]),
         tools(tmp_path),
@@ -146,12 +146,47 @@ async def test_run_command_caps_output_and_times_out(tmp_path: Path) -> None:
 
 async def test_verify_gives_up_after_max_retries(tmp_path: Path) -> None:
     chat = ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done", "done", "done"])
-    gate = verify("exit 3", workspace=tmp_path, max_retries=2)
+    gate = verify("exit 3", workspace=tmp_path, max_retries=2, sandbox=Unsandboxed())
     outcome = await run_conversation(
         chat, tools(tmp_path), [UserMessage("q")], LoopParams(max_turns=9), policies=[gate]
     )
     assert outcome.final == AssistantMessage("done")
     assert chat.calls == 4
+
+
+async def test_verify_never_runs_its_command_unconfined(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    gate = verify(f"touch {marker}", workspace=tmp_path)
+    with pytest.raises(SandboxUnavailable, match="only inside an OS sandbox"):
+        await run_conversation(
+            ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"]),
+            tools(tmp_path),
+            [UserMessage("q")],
+            LoopParams(max_turns=3),
+            policies=[gate],
+        )
+    assert not marker.exists()
+
+
+async def test_verify_uses_the_runs_sandbox(tmp_path: Path) -> None:
+    class Recording(Unsandboxed):
+        def __init__(self) -> None:
+            self.commands: list[str] = []
+
+        def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+            self.commands.append(command)
+            return super().command(command, cwd)
+
+    sandbox = Recording()
+    engine = Engine(
+        ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"]),
+        tools(tmp_path),
+        policies=[verify("true", workspace=tmp_path)],
+        sandbox=sandbox,
+    )
+    outcome = await engine.run("q")
+    assert outcome.stopped_reason == "final"
+    assert sandbox.commands == ["true"]
 
 
 @pytest.mark.parametrize(

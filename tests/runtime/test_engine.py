@@ -468,6 +468,7 @@ async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:
 
 
 async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
+    from agentfsm.engine.process import Unsandboxed
     from agentfsm.policies import verify
 
     marker = tmp_path / "finished"
@@ -476,7 +477,12 @@ async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
         {"write": lambda: ToolResult(True, "ok", metadata={"path": "a"})},
         specs=[ToolSpec("write", "w", destructive=True)],
     )
-    engine = Engine(chat, tools, policies=[verify(f"sleep 30; touch {marker}", workspace=tmp_path)])
+    engine = Engine(
+        chat,
+        tools,
+        policies=[verify(f"sleep 30; touch {marker}", workspace=tmp_path)],
+        sandbox=Unsandboxed(),
+    )
     second_answer = asyncio.Event()
     engine.events.on("llm_end", lambda e: second_answer.set() if e.turn == 2 else None)
     recorder = Recorder(engine.events)

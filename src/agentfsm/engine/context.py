@@ -18,6 +18,7 @@ from attrs import define, field
 from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from .params import LoopParams, StopInfo
 from .policy import Retry, Stop
+from .process import CommandSandbox
 from .protocols import ChatFn, ToolRunner
 from .tokens import estimate_message_tokens
 
@@ -117,6 +118,9 @@ class RunContext:
     """The error that failed the run, if any."""
     stop: StopInfo | None = None
     """Set when a policy stopped the run."""
+    sandbox: CommandSandbox | None = None
+    """The OS sandbox the run's commands go through (the verify gate uses it when it was
+    given none of its own)."""
     interruptible: bool = False
     """An aborted signal cuts the in-flight chat call and tools at once (``Engine``), instead
     of being noticed only at the next turn's top (``run_conversation``)."""

@@ -28,6 +28,7 @@ __all__ = [
     "GateEvent",
     "LlmEndEvent",
     "LlmStartEvent",
+    "PolicyNoteEvent",
     "PolicyStopEvent",
     "PolicyWarnEvent",
     "RedirectEvent",
@@ -173,6 +174,22 @@ class PolicyStopEvent:
 
 
 @frozen(kw_only=True)
+class PolicyNoteEvent:
+    """A policy reports what it will use or did (e.g. the verify gate's command); the run
+    goes on and the model is not told."""
+
+    turn: int
+    """The turn."""
+    policy: str
+    """Which policy reports."""
+    reason: str
+    """What it reports."""
+    code: str | None = None
+    """A stable identifier of the note (e.g. ``verify_command``)."""
+    type: Literal["policy_note"] = "policy_note"
+
+
+@frozen(kw_only=True)
 class PolicyWarnEvent:
     """A turn gate warned at the top of a turn; the run goes on."""
 
@@ -289,6 +306,7 @@ AgentEvent: TypeAlias = (
     | PolicyStopEvent
     | GateEvent
     | PolicyWarnEvent
+    | PolicyNoteEvent
     | ReminderEvent
     | RedirectEvent
     | RedirectSkippedEvent
@@ -312,6 +330,7 @@ EventType: TypeAlias = Literal[
     "policy_stop",
     "gate",
     "policy_warn",
+    "policy_note",
     "reminder",
     "redirect",
     "redirect_skipped",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentfsm.engine.process import CommandSandbox
+
 from .compression import compress
 from .health import loop_health
 from .limits import max_turns
@@ -31,6 +33,8 @@ def coding_agent(
     tool_result_budget_chars: int = TOOL_RESULT_BUDGET_CHARS,
     review: bool = True,
     redirect_enabled: bool = False,
+    verify_command: str | None = None,
+    sandbox: CommandSandbox | None = None,
 ) -> list[object]:
     """The coding-agent set, with the seed's defaults.
 
@@ -39,13 +43,16 @@ def coding_agent(
     command, when it has one, after file changes), the independent verifier (on runs that
     changed files, unless ``review=False``), and when given budgets compression with
     overflow recovery and a spend breaker.
+
+    ``verify_command`` replaces the check command found in the workspace; ``sandbox`` is the
+    OS sandbox the verify gate runs it in (by default the run's, ``Engine(sandbox=…)``).
     """
     policies: list[object] = [
         max_turns(turns),
         prune_tool_results(tool_result_budget_chars),
         text_tool_calls(),
         loop_health(redirect=redirect(enabled=redirect_enabled)),
-        verify(workspace=workspace),
+        verify(verify_command, workspace=workspace, sandbox=sandbox),
     ]
     if review:
         policies.append(verifier(only_if_mutated=True))

@@ -2,21 +2,75 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine.context import RunContext
-from agentfsm.engine.policy import Retry
-from agentfsm.engine.process import run_command
+from attrs import frozen
 
-__all__ = ["PACKAGE_SCRIPT_PRIORITY", "resolve_verify_command", "verify"]
+from agentfsm.engine.context import RunContext
+from agentfsm.engine.events import PolicyNoteEvent
+from agentfsm.engine.policy import Notice, Retry
+from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, run_command
+
+__all__ = [
+    "PACKAGE_SCRIPT_PRIORITY",
+    "VerifyDefinition",
+    "resolve_verify_command",
+    "resolve_verify_definition",
+    "verify",
+]
 
 PACKAGE_SCRIPT_PRIORITY = ("typecheck", "type-check", "check-types", "check", "build")
 """``package.json`` scripts tried in order when no command is given. Tests are left out on
 purpose (slow and flaky); running them stays the model's job."""
+
+
+MAX_DEFINITION_BYTES = 1 << 20
+"""A file that defines the check command and is larger than this is not read."""
+
+
+@frozen
+class VerifyDefinition:
+    """The check command and where it came from, fingerprinted to notice later changes."""
+
+    command: str
+    """The command line the gate runs."""
+    source: str | None = None
+    """The file that defines it (``package.json``, ``Makefile``, ``pyproject.toml``), or
+    ``None`` for a command given explicitly."""
+    digest: str | None = None
+    """A hash of the definition (the scripts involved, the whole ``Makefile``, the task's
+    table); ``None`` for an explicit command."""
+
+
+def _read_small(path: Path) -> bytes | None:
+    """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
+    a device, too large)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DEFINITION_BYTES:
+            return None
+        data = os.read(fd, MAX_DEFINITION_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= MAX_DEFINITION_BYTES else None
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
 
 def _package_runner(workspace: Path) -> str:
@@ -31,79 +85,115 @@ def _package_runner(workspace: Path) -> str:
 
 
 def _package_scripts(workspace: Path) -> dict[str, Any]:
+    raw = _read_small(workspace / "package.json")
     try:
-        data = json.loads((workspace / "package.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return {}
     scripts = data.get("scripts") if isinstance(data, dict) else None
     return scripts if isinstance(scripts, dict) else {}
 
 
-def _pyproject_command(workspace: Path, target: str) -> str | None:
+def _package_definition(workspace: Path, name: str) -> VerifyDefinition:
+    scripts = _package_scripts(workspace)
+    runner = _package_runner(workspace)
+    # npm runs `pre<name>` and `post<name>` around a script: they are part of the check.
+    parts = [runner, *(scripts.get(key) for key in (f"pre{name}", name, f"post{name}"))]
+    return VerifyDefinition(f"{runner} {name}", "package.json", _digest(parts))
+
+
+def _pyproject_definition(workspace: Path, target: str) -> VerifyDefinition | None:
+    raw = _read_small(workspace / "pyproject.toml")
     try:
-        data = tomllib.loads((workspace / "pyproject.toml").read_text("utf-8"))
-    except (OSError, ValueError):
+        data = tomllib.loads(raw.decode("utf-8")) if raw is not None else {}
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        return None
     tables = (
-        (tool.get("pdm", {}).get("scripts", {}), f"pdm run {target}"),
-        (tool.get("poe", {}).get("tasks", {}), f"poe {target}"),
-        (
-            tool.get("hatch", {}).get("envs", {}).get("default", {}).get("scripts", {}),
-            f"hatch run {target}",
-        ),
+        (("pdm", "scripts"), f"pdm run {target}"),
+        (("poe", "tasks"), f"poe {target}"),
+        (("hatch", "envs", "default", "scripts"), f"hatch run {target}"),
     )
-    for table, command in tables:
+    for keys, command in tables:
+        table: Any = tool
+        for key in keys:
+            table = table.get(key, {}) if isinstance(table, dict) else {}
         if isinstance(table, dict) and target in table:
-            return command
+            return VerifyDefinition(command, "pyproject.toml", _digest([keys, table[target]]))
     return None
 
 
-def _makefile_has(workspace: Path, target: str) -> bool:
-    try:
-        text = (workspace / "Makefile").read_text("utf-8")
-    except OSError:
-        return False
-    return re.search(rf"^{re.escape(target)}\s*:(?!=)", text, re.MULTILINE) is not None
+def _makefile_definition(workspace: Path, target: str) -> VerifyDefinition | None:
+    raw = _read_small(workspace / "Makefile")
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    if re.search(rf"^{re.escape(target)}\s*:(?!=)", text, re.MULTILINE) is None:
+        return None
+    return VerifyDefinition(f"make {target}", "Makefile", hashlib.sha256(raw).hexdigest()[:16])
 
 
-def resolve_verify_command(workspace: str | Path, target: str | None = None) -> str | None:
-    """The check command of a workspace, or ``None`` (then there is no gate; no guessing).
+def resolve_verify_definition(
+    workspace: str | Path, target: str | None = None
+) -> VerifyDefinition | None:
+    """The check command of a workspace with where it is defined, or ``None`` (then there is
+    no gate; no guessing).
 
     Without ``target``: the first ``package.json`` script among
     :data:`PACKAGE_SCRIPT_PRIORITY`. With a ``target`` the user named: a ``Makefile`` target,
     a ``pyproject.toml`` script (pdm, poe or hatch), or a ``package.json`` script of that name.
+    Files that are symlinks, special files or larger than 1 MiB are not read.
     """
     root = Path(workspace)
     scripts = _package_scripts(root)
     if target is None:
         for name in PACKAGE_SCRIPT_PRIORITY:
             if name in scripts:
-                return f"{_package_runner(root)} {name}"
+                return _package_definition(root, name)
         return None
-    if _makefile_has(root, target):
-        return f"make {target}"
-    command = _pyproject_command(root, target)
-    if command is not None:
-        return command
+    found = _makefile_definition(root, target) or _pyproject_definition(root, target)
+    if found is not None:
+        return found
     if target in scripts:
-        return f"{_package_runner(root)} {target}"
+        return _package_definition(root, target)
     return None
 
 
+def resolve_verify_command(workspace: str | Path, target: str | None = None) -> str | None:
+    """The check command of a workspace, or ``None`` (see :func:`resolve_verify_definition`)."""
+    found = resolve_verify_definition(workspace, target)
+    return found.command if found is not None else None
+
+
 class verify:
-    """A final gate: when the run changed files, run the project's check command; a failure
-    refuses the final answer with a reminder carrying the (truncated) output.
+    """A final gate: when the run changed files, run the project's check command in the OS
+    sandbox; a failure refuses the final answer with a reminder carrying the (truncated)
+    output.
+
+    The command is the one given, or the one the workspace defines **as the user left it when
+    the run started** (resolved at the run's first turn, before the model acts, and reported
+    in a ``policy_note`` event that the session records). If the model changes that
+    definition during the run, the gate does not run the new one: it refuses the answer and
+    says so.
 
     Args:
         command: The command; ``None`` resolves one from the workspace
-            (:func:`resolve_verify_command`), and no command means no gate.
+            (:func:`resolve_verify_definition`), and no command means no gate.
         workspace: Where the command runs.
         target: A ``Makefile`` / ``pyproject.toml`` / ``package.json`` target to look up.
         timeout: Seconds before the command is killed (a timeout is a failure).
         max_output: Characters of output kept for the reminder.
         max_retries: Refusals per run, after which the answer is accepted.
+        sandbox: The OS sandbox the command runs in; ``None`` uses the run's
+            (``Engine(sandbox=…)``). With neither, the gate raises
+            :class:`~agentfsm.engine.process.SandboxUnavailable` rather than run the command
+            unconfined.
     """
+
+    can_stop = False
+    """Its turn gate only reports the command (diagrams do not list it under ``policy_stop``)."""
 
     def __init__(
         self,
@@ -114,6 +204,7 @@ class verify:
         timeout: float = 120,
         max_output: int = 4000,
         max_retries: int = 3,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self.command = command
         self.workspace = Path(workspace)
@@ -121,28 +212,78 @@ class verify:
         self.timeout = timeout
         self.max_output = max_output
         self.max_retries = max_retries
+        self.sandbox = sandbox
 
     @property
     def name(self) -> str:
         return repr(self)
 
+    def definition(self) -> VerifyDefinition | None:
+        """The command this gate would run now, with where it is defined."""
+        if self.command is not None:
+            return VerifyDefinition(self.command)
+        return resolve_verify_definition(self.workspace, self.target)
+
     def resolved_command(self) -> str | None:
         """The command this gate runs, or ``None`` when there is none."""
-        if self.command is not None:
-            return self.command
-        return resolve_verify_command(self.workspace, self.target)
+        found = self.definition()
+        return found.command if found is not None else None
+
+    def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
+        key = f"verify:{id(self)}"
+        state = ctx.run_state.get(key)
+        if state is not None:
+            return state, False
+        state = {"runs": 0, "refused": 0, "definition": self.definition()}
+        ctx.run_state[key] = state
+        return state, True
+
+    def check_turn(self, ctx: RunContext) -> Notice | None:
+        """At the run's first turn: take the command as the workspace defines it now."""
+        state, new = self._state(ctx)
+        if not new:
+            return None
+        found: VerifyDefinition | None = state["definition"]
+        if found is None:
+            reason = "no check command found; the verify gate is off for this run"
+        else:
+            where = f" (defined in {found.source})" if found.source else " (given explicitly)"
+            reason = f"verify command: {found.command}{where}"
+        return Notice(
+            PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verify_command")
+        )
 
     async def check_final(self, ctx: RunContext) -> Retry | None:
         if ctx.mutations == 0:
             return None
-        command = self.resolved_command()
-        if command is None:
+        state, _ = self._state(ctx)
+        trusted: VerifyDefinition | None = state["definition"]
+        if trusted is None or state["refused"] >= self.max_retries:
             return None
-        state = ctx.run_state.setdefault(f"verify:{id(self)}", {"runs": 0, "refused": 0})
-        if state["refused"] >= self.max_retries:
-            return None
+        if trusted.source is not None:
+            now = resolve_verify_definition(self.workspace, self.target)
+            if now is None or now.digest != trusted.digest or now.command != trusted.command:
+                state["refused"] += 1
+                state["changed"] = trusted.source
+                return Retry(
+                    f"Verification did not run: {trusted.source} changed during this run, and "
+                    f"the check `{trusted.command}` it defines is no longer the one the user "
+                    "left. The gate runs only the user's definition. Restore that definition "
+                    f"in {trusted.source}, or finish and tell the user you changed it."
+                )
+        sandbox = self.sandbox or ctx.sandbox
+        if sandbox is None:
+            raise SandboxUnavailable(
+                f"{self.name} runs `{trusted.command}` only inside an OS sandbox, and this "
+                "run has none: pass verify(sandbox=detect_sandbox(root)) or "
+                "Engine(sandbox=...); Unsandboxed() opts out explicitly"
+            )
         code, output = await run_command(
-            command, self.workspace, timeout=self.timeout, max_output=self.max_output
+            trusted.command,
+            self.workspace,
+            timeout=self.timeout,
+            max_output=self.max_output,
+            sandbox=sandbox,
         )
         state["runs"] += 1
         state["last_exit"] = code
@@ -151,7 +292,7 @@ class verify:
         state["refused"] += 1
         why = f"timed out after {self.timeout:g} s" if code is None else f"exited with {code}"
         return Retry(
-            f"Verification failed: `{command}` {why}. Fix these problems before you "
+            f"Verification failed: `{trusted.command}` {why}. Fix these problems before you "
             f"finish:\n{output.strip()}"
         )
 

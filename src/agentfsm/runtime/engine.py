@@ -31,6 +31,7 @@ from agentfsm.engine.events import AgentEmitter
 from agentfsm.engine.history import seed_system_prompt
 from agentfsm.engine.messages import Message, UserMessage
 from agentfsm.engine.params import LoopOutcome, LoopParams
+from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.runner import LoopRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
@@ -63,6 +64,8 @@ class Engine:
         context_budget_tokens: Compress older history past ``budget * compress_threshold``.
         compress_threshold: See ``context_budget_tokens``.
         stepper: Machine driver (``"compiled"`` or ``"statechart"``).
+        sandbox: The OS sandbox of the run's commands: recorded in each session's
+            ``run_start`` and used by a verify gate that was given none of its own.
 
     Subscribe to ``engine.events`` to follow every run, streamed deltas included.
     """
@@ -83,6 +86,7 @@ class Engine:
         context_budget_tokens: int | None = None,
         compress_threshold: float = 0.8,
         stepper: StepperKind = DEFAULT_STEPPER,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self.chat = chat
         self.tools = tools
@@ -92,6 +96,7 @@ class Engine:
         self.hooks = hooks if hooks is not None else Hooks()
         self.context = context
         self.stepper: StepperKind = stepper
+        self.sandbox = sandbox
         self.events = AgentEmitter()
         """Receives every event of every run."""
         # Validate once, early: the same fields build every run's LoopParams.
@@ -217,6 +222,7 @@ class Engine:
             tool_specs=specs,
             interruptible=True,
             policy_state=policy_state,
+            sandbox=self.sandbox,
         )
         recorder = None
         if handle is not None:
@@ -229,6 +235,7 @@ class Engine:
                 else history_list[len(history_list) - len(new_input) :],
                 input_chars=sum(len(m.content) for m in new_input),
                 history_size=len(prior),
+                sandbox=self.sandbox.describe() if self.sandbox is not None else None,
             )
         runner = LoopRunner(
             self.chat,

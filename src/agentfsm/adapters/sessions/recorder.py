@@ -56,10 +56,18 @@ class SessionRecorder:
         messages: Sequence[Message],
         input_chars: int,
         history_size: int,
+        sandbox: Mapping[str, Any] | None = None,
     ) -> None:
-        """Write ``run_start`` and ``messages``, then follow ``emitter``."""
+        """Write ``run_start`` (with the sandbox the run's commands use) and ``messages``,
+        then follow ``emitter``."""
         self.handle.runs += 1
-        meta = {"event": "run_start", "input_chars": input_chars, "history_size": history_size}
+        meta: dict[str, Any] = {
+            "event": "run_start",
+            "input_chars": input_chars,
+            "history_size": history_size,
+        }
+        if sandbox is not None:
+            meta["sandbox"] = dict(sandbox)
         self._safely(lambda: self.handle.write_meta(meta))
         if messages:
             self._safely(lambda: self.handle.write_messages(*messages))
@@ -69,6 +77,7 @@ class SessionRecorder:
             emitter.on("budget_exhausted", self._on_budget_exhausted),
             emitter.on("compress_end", self._on_compress_end),
             emitter.on("policy_warn", self._on_policy_event),
+            emitter.on("policy_note", self._on_policy_event),
             emitter.on("policy_stop", self._on_policy_event),
             emitter.on("gate", self._on_policy_event),
             emitter.on("redirect", self._on_policy_event),
