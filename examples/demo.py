@@ -3,8 +3,8 @@
 Makes a small sample project in a temporary folder, runs `agentfsm run` on a task in it with
 the coding-agent preset and a bounded turn budget, then prints `agentfsm trace` of the
 session. The model (SmolLM2-135M-Instruct, running on this machine) is tiny: the point is
-the machine at work (turns, tool calls, policies, the session), not the quality of its
-answers.
+the machine at work (turns, tool calls, policies, the OS sandbox, the session), not the
+quality of its answers.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ def make_workspace(root: Path) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="agentfsm-demo-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="agentfsm-demo-") as folder,
+        tempfile.TemporaryDirectory(prefix="agentfsm-demo-sessions-") as state,
+    ):
         workspace = Path(folder)
         make_workspace(workspace)
-        sessions = workspace / ".agentfsm" / "sessions"
+        sessions = Path(state)  # outside the workspace, where the model cannot reach
         print(f"workspace: {workspace}\ntask: {TASK}\n", flush=True)
         run = subprocess.run(
             [
@@ -48,6 +51,8 @@ def main() -> int:
                 "6",
                 "--temperature",
                 "0",
+                "--session-dir",
+                str(sessions),
             ],
             check=False,
         )

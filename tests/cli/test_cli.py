@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
 from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
 from agentfsm.engine.messages import AssistantMessage, ChatResult, Usage
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.engine.serialization import structure_event
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
+
+from .conftest import sandbox_options
 
 
 @pytest.fixture
@@ -26,9 +29,13 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+SANDBOX = sandbox_options()
+
+
 def run(workspace: Path, *extra: str, chat: ChatFn | None = None) -> int:
     return main(
-        ["run", "count the words in notes.txt", "--workspace", str(workspace), *extra], chat=chat
+        ["run", "count the words in notes.txt", "--workspace", str(workspace), *SANDBOX, *extra],
+        chat=chat,
     )
 
 
@@ -49,7 +56,8 @@ def test_run_renders_and_exits_zero(workspace: Path, capsys: pytest.CaptureFixtu
     assert "There are 2 words." in out
     assert "final" in out
     assert "250 in (cache read 40" in out
-    assert f"session: {workspace}/.agentfsm/sessions/" in out
+    assert f"session: {default_session_dir(workspace)}/" in out
+    assert not (workspace / ".agentfsm").exists()
 
 
 def test_json_output_parses_line_by_line(
@@ -120,7 +128,18 @@ def test_run_over_http_and_resume(workspace: Path, capsys: pytest.CaptureFixture
         assert run(workspace, *base) == 0
         assert capsys.readouterr().out.strip() == "2 words."
         assert (
-            main(["run", "and now?", "--workspace", str(workspace), *base, "--resume", "latest"])
+            main(
+                [
+                    "run",
+                    "and now?",
+                    "--workspace",
+                    str(workspace),
+                    *SANDBOX,
+                    *base,
+                    "--resume",
+                    "latest",
+                ]
+            )
             == 0
         )
         assert capsys.readouterr().out.strip() == "Still 2."
@@ -135,7 +154,7 @@ def test_sessions_and_trace(workspace: Path, capsys: pytest.CaptureFixture[str])
     )
     assert run(workspace, "--quiet", chat=chat) == 0
     capsys.readouterr()
-    session_dir = str(workspace / ".agentfsm" / "sessions")
+    session_dir = str(default_session_dir(workspace))
     assert main(["sessions", "list", "--session-dir", session_dir, "--json"]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["runs"] == 1

@@ -39,7 +39,7 @@ RM_ATTACKS = [
     "python3 -c 'import os; os.remove(\"x\")'",
     "python3 - <<< 'import os'",
     "perl -e 'unlink \"x\"'",
-    "node -e 'require(\"fs\").unlinkSync(\"x\")'",
+    'node -e \'require("fs").unlinkSync("x")\'',
     "ruby -e 'File.delete(\"x\")'",
     "awk 'BEGIN { system(\"rm x\") }'",
     "env rm x",
@@ -174,8 +174,7 @@ def test_malformed_settings_stop_the_run(tmp_path: Path, attacks: AttackTally) -
         try:
             load_settings(tmp_path)
         except SettingsError as error:
-            assert str(error).startswith(".agentfsm/settings.json: ")
-            escaped = False
+            escaped = not str(error).startswith(".agentfsm/settings.json: ")
         except Exception as error:  # anything else is a crash, not a clear refusal
             escaped = True
             text = f"{text[:40]!r} raised {type(error).__name__}"

@@ -11,11 +11,29 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.engine.protocols import ChatFn
 
 from . import run_cmd, sessions_cmd
 
 __all__ = ["main"]
+
+
+def _session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace", default=".", metavar="DIR", help="whose sessions (default: .)"
+    )
+    parser.add_argument(
+        "--session-dir",
+        metavar="DIR",
+        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+    )
+
+
+def _session_dir(args: argparse.Namespace) -> Path:
+    if args.session_dir:
+        return Path(args.session_dir)
+    return default_session_dir(args.workspace)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,11 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         sub = sessions_actions.add_parser(action)
         if action == "show":
             sub.add_argument("ref", help="latest, an id, or a unique id prefix")
-        sub.add_argument("--session-dir", default=".agentfsm/sessions")
+        _session_options(sub)
         sub.add_argument("--json", action="store_true")
     trace = commands.add_parser("trace", help="per-run counts of a session")
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
-    trace.add_argument("--session-dir", default=".agentfsm/sessions")
+    _session_options(trace)
     trace.add_argument("--json", action="store_true")
     commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
     diagram = commands.add_parser("diagram", help="draw the agent loop machine")
@@ -90,10 +108,10 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     if args.command == "run":
         return run_cmd.run(args, chat)
     if args.command == "sessions":
-        folder = Path(args.session_dir)
+        folder = _session_dir(args)
         if args.action == "list":
             return sessions_cmd.list_sessions(folder, args.json)
         return sessions_cmd.show_session(folder, args.ref)
     if args.command == "trace":
-        return sessions_cmd.trace(Path(args.session_dir), args.ref, args.json)
+        return sessions_cmd.trace(_session_dir(args), args.ref, args.json)
     return _diagram(args)

@@ -158,6 +158,8 @@ class HumanRenderer(Renderer):
             )
         elif kind == "policy_warn":
             self._say(f"⚠ {event.code or event.policy}: {event.reason}", "yellow")
+        elif kind == "policy_note":
+            self._say(f"{event.policy}: {event.reason}", "dim")
         elif kind == "redirect":
             self._say(f"↪ redirected after {event.reason}: {event.directions} direction(s)", "cyan")
         elif kind == "redirect_skipped":

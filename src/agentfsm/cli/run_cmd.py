@@ -17,9 +17,12 @@ from agentfsm.adapters.providers.local import (
     LocalModel,
     LocalModelUnavailable,
 )
-from agentfsm.adapters.sessions import SessionNotFound
-from agentfsm.adapters.tools import workspace_tools
+from agentfsm.adapters.sessions import SessionNotFound, default_session_dir
+from agentfsm.adapters.tools import detect_sandbox, workspace_tools
+from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
+from agentfsm.adapters.tools.workspace import PROTECTED_DIR
 from agentfsm.engine.params import LoopOutcome
+from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.policies import presets
 from agentfsm.runtime import Engine, WorkspaceContext
@@ -119,8 +122,50 @@ def _renderer(args: argparse.Namespace) -> Renderer:
     return HumanRenderer()
 
 
+NO_SANDBOX_WARNING = (
+    "WARNING: --no-sandbox: the commands the model runs (shell tool, verify gate) get your "
+    "full access to this machine: every file you can read or write, the network, your "
+    "processes. Use it only for a model and a workspace you trust."
+)
+
+
+def _sandbox(
+    args: argparse.Namespace, workspace: Path, settings: Settings, protected: tuple[str, ...]
+) -> CommandSandbox:
+    """The sandbox of the run's commands; without one the run does not start."""
+    if args.no_sandbox:
+        print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
+        return Unsandboxed()
+    try:
+        return detect_sandbox(
+            workspace,
+            allow_network=args.allow_network or settings.sandbox.network,
+            read_paths=settings.sandbox.read,
+            write_paths=settings.sandbox.write,
+            protected=protected,
+        )
+    except SandboxUnavailable as error:
+        raise UsageError(str(error)) from None
+
+
+def _protected(workspace: Path, session_dir: Path) -> tuple[str, ...]:
+    """The agent's own paths inside the workspace, hidden from the model's tools."""
+    protected = [PROTECTED_DIR]
+    resolved = session_dir.resolve()
+    if resolved.is_relative_to(workspace) and resolved != workspace:
+        protected.append(resolved.relative_to(workspace).as_posix())
+    elif workspace.is_relative_to(resolved):
+        raise UsageError("--session-dir must not contain the workspace")
+    return tuple(protected)
+
+
 async def _run(
-    args: argparse.Namespace, workspace: Path, session_dir: Path, chat_override: ChatFn | None
+    args: argparse.Namespace,
+    workspace: Path,
+    session_dir: Path,
+    chat_override: ChatFn | None,
+    sandbox: CommandSandbox,
+    protected: tuple[str, ...],
 ) -> int:
     renderer = _renderer(args)
     async with contextlib.AsyncExitStack() as stack:
@@ -136,12 +181,16 @@ async def _run(
             presets.minimal(args.max_turns)
             if args.preset == "minimal"
             else presets.coding_agent(
-                turns=args.max_turns, workspace=workspace, context_budget_tokens=budget
+                turns=args.max_turns,
+                workspace=workspace,
+                context_budget_tokens=budget,
+                verify_command=args.verify_command,
+                sandbox=sandbox,
             )
         )
         engine = Engine(
             chat,
-            workspace_tools(workspace),
+            workspace_tools(workspace, sandbox=sandbox, protected=protected[1:]),
             policies=policies,
             system_prompt=SYSTEM_PROMPT,
             session_dir=session_dir,
@@ -150,6 +199,7 @@ async def _run(
             temperature=args.temperature,
             max_tokens=max_tokens,
             context_budget_tokens=budget if args.preset == "minimal" else None,
+            sandbox=sandbox,
         )
         renderer.attach(engine.events)
         task = asyncio.current_task()
@@ -191,9 +241,18 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
             raise UsageError(f"--workspace {args.workspace!r} is not a folder")
         if args.max_turns < 1:
             raise UsageError("--max-turns must be at least 1")
-        default_dir = workspace / ".agentfsm" / "sessions"
-        session_dir = Path(args.session_dir) if args.session_dir else default_dir
-        return asyncio.run(_run(args, workspace, session_dir, chat_override))
+        try:
+            settings = load_settings(workspace)
+        except SettingsError as error:
+            raise UsageError(str(error)) from None
+        session_dir = (
+            Path(args.session_dir).resolve() if args.session_dir else default_session_dir(workspace)
+        )
+        if session_dir.exists() and not session_dir.is_dir():
+            raise UsageError(f"--session-dir {args.session_dir!r} is not a folder")
+        protected = _protected(workspace, session_dir)
+        sandbox = _sandbox(args, workspace, settings, protected)
+        return asyncio.run(_run(args, workspace, session_dir, chat_override, sandbox, protected))
     except UsageError as error:
         print(f"agentfsm run: {error}", file=sys.stderr)
         return 2
@@ -221,7 +280,24 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
     parser.add_argument("--resume", metavar="latest|ID", help="continue a recorded session")
     parser.add_argument(
-        "--session-dir", metavar="DIR", help="default: WORKSPACE/.agentfsm/sessions"
+        "--session-dir",
+        metavar="DIR",
+        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+    )
+    parser.add_argument(
+        "--verify-command",
+        metavar="CMD",
+        help="the check the verify gate runs (default: the workspace's, as it is now)",
+    )
+    parser.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="let sandboxed commands use the network (default: none)",
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the model's commands without the OS sandbox (unsafe; printed loudly)",
     )
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from agentfsm.adapters.sessions import (
     SessionNotFound,
@@ -63,6 +64,17 @@ def show_session(session_dir: Path, ref: str) -> int:
     return 0
 
 
+def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
+    if not sandbox:
+        return "not recorded"
+    mechanism = str(sandbox.get("mechanism", "?"))
+    if mechanism == "none":
+        return "none (--no-sandbox)"
+    version = f" {sandbox['version']}" if sandbox.get("version") else ""
+    network = "network allowed" if sandbox.get("network") else "no network"
+    return f"{mechanism}{version}, {network}"
+
+
 def trace(session_dir: Path, ref: str, as_json: bool) -> int:
     try:
         path = resolve_session(session_dir, ref)
@@ -81,6 +93,9 @@ def trace(session_dir: Path, ref: str, as_json: bool) -> int:
             f"run {run.index}: {data['stopped_reason']} after {data['turns']} turn(s)"
             + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
         )
+        print(f"  sandbox: {_sandbox_line(run.sandbox)}")
+        for note in run.notes:
+            print(f"  {note}")
         calls = ", ".join(f"{k} x{v}" for k, v in sorted(data["tool_calls"].items())) or "none"
         print(f"  tool calls: {calls}")
         print(

@@ -1,5 +1,6 @@
 """Sessions: JSONL transcripts of runs, read back for resume."""
 
+from .location import default_session_dir, state_home
 from .reader import (
     drop_trailing_user_messages,
     read_session_messages,
@@ -16,9 +17,11 @@ __all__ = [
     "SessionNotFound",
     "SessionRecorder",
     "SessionStore",
+    "default_session_dir",
     "drop_trailing_user_messages",
     "read_session_messages",
     "read_session_policy_state",
     "resolve_session",
+    "state_home",
     "trace_session",
 ]

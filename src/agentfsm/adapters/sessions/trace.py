@@ -43,6 +43,10 @@ class RunTrace:
     """Final answers refused, by gate."""
     policy_stop: str | None = None
     """The policy and reason that stopped the run, if one did."""
+    sandbox: dict[str, Any] | None = None
+    """The OS sandbox the run's commands used, as recorded in ``run_start``."""
+    notes: list[str] = field(factory=list)
+    """What policies reported (``policy_note``), e.g. the verify gate's command."""
     started: str | None = None
     """Timestamp of ``run_start``."""
     ended: str | None = None
@@ -69,6 +73,8 @@ class RunTrace:
             "redirections_skipped": dict(self.redirections_skipped),
             "gate_refusals": dict(self.gate_refusals),
             "policy_stop": self.policy_stop,
+            "sandbox": self.sandbox,
+            "notes": list(self.notes),
             "duration_s": self.duration_s,
         }
 
@@ -91,6 +97,8 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                 current = RunTrace(len(runs) + 1, started=record.get("ts"))
                 runs.append(current)
                 if event == "run_start":
+                    sandbox = meta.get("sandbox")
+                    current.sandbox = sandbox if isinstance(sandbox, dict) else None
                     continue
             if event == "run_end":
                 current.stopped_reason = meta.get("stopped_reason")
@@ -106,6 +114,8 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                 current.redirections_skipped[str(meta.get("reason"))] += 1
             elif event == "gate":
                 current.gate_refusals[str(meta.get("policy"))] += 1
+            elif event == "policy_note":
+                current.notes.append(f"{meta.get('policy')}: {meta.get('reason')}")
             elif event == "policy_stop":
                 current.policy_stop = f"{meta.get('policy')}: {meta.get('reason')}"
         elif record.get("kind") == "message" and current is not None:

@@ -1,0 +1,28 @@
+"""Every CLI test keeps its sessions in its own state folder, never the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentfsm.adapters.tools import detect_sandbox
+from agentfsm.engine.process import SandboxUnavailable
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$XDG_STATE_HOME`` for the test: where ``agentfsm run`` keeps sessions by default."""
+    folder = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder))
+    return folder
+
+
+def sandbox_options() -> list[str]:
+    """Nothing where the OS sandbox works; ``--no-sandbox`` where it does not (these tests
+    are about the command line; tests/security holds the sandbox's own tests)."""
+    try:
+        detect_sandbox(Path.cwd())
+    except SandboxUnavailable:
+        return ["--no-sandbox"]
+    return []
