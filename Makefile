@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local lint typecheck test test-live conformance-local bench diagrams sandbox-deps demo clean
+.PHONY: install install-local lint typecheck test test-race test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ typecheck: install
 
 test: lint typecheck
 	$(BIN)/python -m pytest
+
+# The attack suite's race tier: a folder swapped for a symlink while each path tool runs.
+test-race: install
+	$(BIN)/python -m pytest -m race tests/security
 
 bench: install
 	$(BIN)/python benchmarks/overhead.py --out benchmarks/results.json
