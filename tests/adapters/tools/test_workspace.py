@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from agentfsm import AbortController, ToolCall, ToolResult
 from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
-from agentfsm.adapters.tools.builtin import sha
+from agentfsm.adapters.tools.builtin import WorkspaceTools, sha
+from agentfsm.adapters.tools.fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
 
 from ...security.sandboxing import require_bubblewrap
 
@@ -226,3 +228,144 @@ async def test_shell_abort_kills_the_process_group(root: Path) -> None:
     assert not result.ok
     await asyncio.sleep(0.2)
     assert _alive(marker) == []
+
+
+# -- descriptors, caps and searches ------------------------------------------------------
+
+
+def test_symlinks_inside_the_root_are_followed(root: Path) -> None:
+    (root / "docs").symlink_to("src")
+    (root / "chain").symlink_to("docs/../docs/app.py")
+    tools = WorkspaceTools(root)
+    assert "return 1" in tools.read_file("chain").output
+    written = tools.write_file("docs/new.py", "x = 1\n")
+    assert written.metadata["path"] == "src/new.py"
+    assert (root / "src" / "new.py").read_text("utf-8") == "x = 1\n"
+    edited = tools.edit_file("chain", "return 1", "return 2")
+    assert edited.metadata["path"] == "src/app.py"
+    assert (root / "chain").is_symlink()
+    assert "return 2" in (root / "src" / "app.py").read_text("utf-8")
+
+
+def test_writes_keep_the_mode_and_take_any_text(root: Path) -> None:
+    tools = WorkspaceTools(root)
+    script = root / "run.sh"
+    script.write_text("echo a\n", "utf-8")
+    script.chmod(0o755)
+    assert tools.edit_file("run.sh", "echo a", "echo b").ok
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    odd = "lone \udcff surrogate"
+    result = tools.write_file("odd.txt", odd)
+    assert result.ok
+    assert result.metadata["after_sha"] == sha(odd)
+    assert not any(p.name.startswith(".tmp-write-") for p in root.iterdir())
+    (root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    refused = tools.edit_file("latin1.txt", "caf", "cafe")
+    assert refused.error == "latin1.txt is not UTF-8 text; edit_file only changes text files"
+    assert not tools.write_file("src/", "x").ok
+    assert "not a valid file name" in (tools.write_file("a\ud800", "x").error or "")
+
+
+def test_reads_are_capped(root: Path) -> None:
+    tools = WorkspaceTools(root)
+    tools.max_read_bytes = 100
+    (root / "big.txt").write_text("line\n" * 100, "utf-8")
+    shown = tools.read_file("big.txt").output
+    assert shown.startswith("[big.txt is 500 bytes; only its first 100 bytes were read]\n")
+    assert shown.endswith("20\tline")
+    assert tools.edit_file("big.txt", "line", "x").error == (
+        "big.txt is larger than 100 bytes; edit_file does not change files that large"
+    )
+
+
+def test_list_dir_marks_only_real_folders_and_is_capped(root: Path) -> None:
+    (root / "link").symlink_to("src")
+    tools = WorkspaceTools(root)
+    assert tools.list_dir().output == "src/\nREADME.md\nlink"
+    many = root / "many"
+    many.mkdir()
+    for i in range(1005):
+        (many / f"f{i:04}").touch()
+    shown = tools.list_dir("many").output.splitlines()
+    assert len(shown) == 1001
+    assert shown[-1] == "[first 1,000 entries only]"
+
+
+def test_glob_patterns(root: Path) -> None:
+    (root / "src" / "pkg").mkdir()
+    (root / "src" / "pkg" / "mod.py").touch()
+    (root / "src" / "pkg" / ".hidden.py").touch()
+    (root / "node_modules").mkdir()
+    (root / "node_modules" / "dep.py").touch()
+    (root / "linked").symlink_to("src")
+    tools = WorkspaceTools(root)
+    assert tools.glob("*.py").output == "(no match)"
+    assert tools.glob("**/*.py").output == "src/app.py\nsrc/pkg/.hidden.py\nsrc/pkg/mod.py"
+    assert tools.glob("src/*").output == "src/app.py\nsrc/pkg"
+    assert tools.glob("src/**").output == (
+        "src/app.py\nsrc/pkg\nsrc/pkg/.hidden.py\nsrc/pkg/mod.py"
+    )
+    assert tools.glob("src/[ap]*").output == "src/app.py\nsrc/pkg"
+    assert tools.glob("src/[!a]*").output == "src/pkg"
+    assert tools.glob("READ?E.md").output == "README.md"
+    assert tools.glob("*.py", path="src/pkg").output == "src/pkg/.hidden.py\nsrc/pkg/mod.py"
+    assert tools.glob("linked/*").output == "(no match)"  # symlinked folders: not descended
+    assert tools.glob("*").output == "README.md\nlinked\nsrc"
+    assert tools.glob("src/[/]*").output == "(no match)"
+
+
+def test_grep_notes_caps_and_deadline(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    (root / "long.txt").write_text("x" * 50 + "\nTODO later\n", "utf-8")
+    tools = WorkspaceTools(root)
+    assert tools.grep("todo", ignore_case=True).output == (
+        "README.md:2: TODO: write docs\nlong.txt:2: TODO later\n"
+        "[1 file skipped: hard links or special files]"
+    )
+    tools.max_grep_file_bytes = 10
+    capped = tools.grep("TODO", path="long.txt").output
+    assert capped == "(no match)\n[1 file searched only up to byte 10]"
+    tools.max_grep_file_bytes = 10_000_000
+    tools.search_seconds = 0
+    assert "[search stopped after 0 s; results are partial]" in tools.grep("TODO").output
+    tools.search_seconds = 10
+    tools.max_scan = 2
+    assert "[search stopped after visiting 2 entries" in tools.glob("**/*").output
+    denied = WorkspaceTools(root, Permissions.of(deny=["read_file(*.md)", "grep(long.txt)"]))
+    assert denied.grep("TODO").output == (
+        "(no match)\n[2 paths skipped by permission rules]\n"
+        "[1 file skipped: hard links or special files]"
+    )
+    looking_back = tools.grep(r"(?<=TODO) later")
+    assert not looking_back.ok
+    assert "RE2 syntax" in (looking_back.error or "")
+
+
+def test_safe_root_resolution(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "file").write_text("x", "utf-8")
+    previous = "file"
+    for i in range(MAX_SYMLINK_HOPS + 1):
+        (tmp_path / f"l{i}").symlink_to(previous)
+        previous = f"l{i}"
+    with SafeRoot(tmp_path) as root:
+        with root.resolve("a/new/../x/y", missing_ok=True) as resolved:
+            assert (resolved.parts, resolved.pending, resolved.name) == (
+                ("a", "x", "y"),
+                ("x",),
+                "y",
+            )
+        with root.resolve(f"{tmp_path}/a/..") as resolved:
+            assert (resolved.rel, resolved.name) == (".", None)
+        with root.resolve(f"l{MAX_SYMLINK_HOPS - 1}") as resolved:
+            assert resolved.rel == "file"
+        with pytest.raises(PathRefused, match="too many levels of symbolic links"):
+            root.resolve(f"l{MAX_SYMLINK_HOPS}")
+        with pytest.raises(FileNotFoundError):
+            root.resolve("missing/x")
+        with pytest.raises(NotADirectoryError):
+            root.resolve("file/x")
+        for spelling in (".agentfsm/x", ".AgentFSM/x", "\uff0eagentfsm/x", ".agentfsm"):
+            assert root.is_protected(tuple(spelling.split("/"))), spelling
+        assert not root.is_protected(("agentfsm",))
+        assert root.read_bytes("file", 10) == b"x"

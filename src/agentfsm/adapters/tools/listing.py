@@ -275,6 +275,6 @@ class FolderTools:
         if len(hits) >= MAX_MATCHES:
             body += f"\n[first {MAX_MATCHES} matches only]"
         if capped:
-            mb = self.max_grep_file_bytes / 1e6
-            body += f"\n[{_count(capped, 'file')} searched only in its first {mb:g} MB]"
+            cap = self.max_grep_file_bytes
+            body += f"\n[{_count(capped, 'file')} searched only up to byte {cap:,}]"
         return ToolResult(True, body + self._notes(denied, budget, skipped))
