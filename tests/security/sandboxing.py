@@ -40,8 +40,19 @@ def alive(marker: str) -> list[int]:
     return [pid for pid in pids if pid != os.getpid()]
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(c) for c in task.joinpath("children").read_text().split()]
+    return found
+
+
 def kill_all(marker: str) -> None:
-    """Clean up after a process that got away."""
-    for pid in alive(marker):
+    """Clean up after processes that got away: the marked ones and everything under them."""
+    pids = alive(marker)
+    for pid in pids:
+        pids += _children(pid)
+    for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

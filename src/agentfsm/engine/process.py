@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -71,8 +72,9 @@ class CommandSandbox(Protocol):
 class Unsandboxed:
     """The explicit opt-out: commands run as this process's user, with its full access.
 
-    Only the environment is scrubbed of secrets, and the command's process group is killed
-    when it exits. Processes that leave the group (``setsid``) survive the call.
+    Only the environment is scrubbed of secrets. When the command exits its process group
+    is killed, but a process that left the group (``setsid``) survives the call; on a timeout
+    or a cancel everything still under the command is killed too.
     """
 
     name = "none"
@@ -133,6 +135,42 @@ def _kill(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes under ``pid``, from ``/proc`` (empty where the kernel does not list them)."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        for task in Path(f"/proc/{parents.pop()}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            parents += children
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _kill_tree(pid: int, grace: float = 0.1) -> None:
+    """Kill everything under ``pid`` (``setsid`` children included), give ``pid`` ``grace``
+    seconds to exit by itself (a sandbox's monitor then reaps what it started), then kill
+    its group."""
+    for child in _descendants(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    _kill(pid)
+
+
 async def run_command(
     command: str,
     cwd: str | Path,
@@ -180,12 +218,13 @@ async def run_command(
             code = await asyncio.wait_for(process.wait(), timeout)
         except TimeoutError:
             code = None
+            _kill_tree(process.pid)
         _kill(process.pid)  # whatever the command left in its group dies with the call
         await process.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
     except BaseException:
-        _kill(process.pid)
+        _kill_tree(process.pid)
         raise
     finally:
         if reader is not None:

@@ -140,7 +140,9 @@ class BubblewrapSandbox:
             flags.append("--disable-userns")
         if self.allow_network:
             flags.append("--share-net")
-        return [*flags, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        # The command is the PID namespace's init: bwrap then returns only once the namespace
+        # is gone (its own init would report the exit code first and be reaped by no one).
+        return [*flags, "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
 
     def _mounts(self) -> list[str]:
         args = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]
