@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import AbortController, ToolCall, ToolResult
-from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
+from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools.builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools.fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
 
@@ -369,3 +369,11 @@ def test_safe_root_resolution(tmp_path: Path) -> None:
             assert root.is_protected(tuple(spelling.split("/"))), spelling
         assert not root.is_protected(("agentfsm",))
         assert root.read_bytes("file", 10) == b"x"
+    (tmp_path.parent / f"{tmp_path.name}-alias").symlink_to(tmp_path)
+    alias = tmp_path.parent / f"{tmp_path.name}-alias"
+    with SafeRoot(alias, protected=(f"{alias}/a", "/elsewhere")) as root:
+        assert root.read_bytes(f"{alias}/file", 10) == b"x"
+        assert root.read_bytes(f"{tmp_path}/file", 10) == b"x"
+        assert root.protected == (("a",),)
+        with pytest.raises(OutsideWorkspace, match="is outside the workspace"):
+            root.resolve(f"{tmp_path.parent}/file")

@@ -78,7 +78,7 @@ class WorkspaceTools(FolderTools):
         self.workspace = Workspace(root)
         self.sandbox = sandbox
         self.protected = (PROTECTED_DIR, *protected)
-        self.root = SafeRoot(self.workspace.root, self.protected)
+        self.root = SafeRoot(root, self.protected)
         self.permissions = (permissions or Permissions()) + Permissions.from_settings(
             self.workspace.root
         )

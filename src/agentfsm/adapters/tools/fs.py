@@ -22,7 +22,6 @@ import unicodedata
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from .workspace import PROTECTED_DIR, OutsideWorkspace
 
@@ -54,18 +53,17 @@ class PathRefused(Exception):
     """A path inside the workspace that the tools will not touch; the message says why."""
 
 
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
 def check_regular(st: os.stat_result, rel: str) -> None:
@@ -180,12 +178,7 @@ class Resolved:
     def __enter__(self) -> Resolved:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
 
@@ -197,14 +190,26 @@ class SafeRoot:
     """
 
     def __init__(self, root: str | Path, protected: Sequence[str] = (PROTECTED_DIR,)) -> None:
-        self.path = Path(root).expanduser().resolve()
+        given = Path(root).expanduser().absolute()
+        self.path = given.resolve()
         self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         self._finalizer = weakref.finalize(self, os.close, self.fd)
+        # Absolute paths are accepted under the root as given and under its real path.
+        self._prefixes = tuple(dict.fromkeys(str(p).rstrip("/") + "/" for p in (self.path, given)))
         self.protected = tuple(
-            tuple(_fold(p) for p in item.split("/") if p not in ("", "."))
-            for item in protected
-            if item.strip("/.")
+            tuple(_fold(p) for p in parts)
+            for parts in (self._relative(item) for item in protected)
+            if parts
         )
+
+    def _relative(self, path: str) -> list[str] | None:
+        """``path``'s components below the root (``None`` for an absolute path outside)."""
+        if path.startswith("/"):
+            prefix = next((p for p in self._prefixes if (path + "/").startswith(p)), None)
+            if prefix is None:
+                return None
+            path = path[len(prefix) - 1 :]
+        return [p for p in path.split("/") if p not in ("", ".")]
 
     def close(self) -> None:
         """Close the root's descriptor."""
@@ -213,12 +218,7 @@ class SafeRoot:
     def __enter__(self) -> SafeRoot:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     # -- checks ----------------------------------------------------------------------
@@ -247,13 +247,10 @@ class SafeRoot:
             os.fsencode(path)
         except UnicodeError:
             raise OutsideWorkspace(f"{path!r} is not a valid file name here") from None
-        if path.startswith("/"):
-            root = str(self.path)
-            if path != root and not path.startswith(root.rstrip("/") + "/"):
-                raise self._outside(path, via_symlink=False)
-            path = path[len(root) :]
-        trailing = path.endswith(("/", "/."))
-        return [p for p in path.split("/") if p not in ("", ".")], trailing
+        parts = self._relative(path)
+        if parts is None:
+            raise self._outside(path, via_symlink=False)
+        return parts, path.endswith(("/", "/."))
 
     @staticmethod
     def _outside(path: str, *, via_symlink: bool) -> OutsideWorkspace:
