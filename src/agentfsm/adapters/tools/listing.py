@@ -245,7 +245,7 @@ class FolderTools:
             if one_file:
                 capped += scan(fd, "/".join(base)).capped
             else:
-                entries = walk(fd, budget, keep=self._keep(base))
+                entries = walk(fd, budget, keep=self._keep(base), descend=matcher.may_descend)
                 with closing(entries):
                     for entry in entries:
                         if entry.is_dir or entry.is_link or not matcher.match(entry.parts):
