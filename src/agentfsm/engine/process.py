@@ -135,19 +135,20 @@ def _kill(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _descendants(pid: int) -> list[int]:
-    """The processes under ``pid``, from ``/proc`` (empty where the kernel does not list them)."""
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started, from ``/proc`` (empty where the kernel does not say)."""
     found: list[int] = []
-    parents = [pid]
-    while parents:
-        for task in Path(f"/proc/{parents.pop()}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except (OSError, ValueError):
-                continue
-            found += children
-            parents += children
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(c) for c in (task / "children").read_text().split()]
     return found
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
 
 
 def _running(pid: int) -> bool:
@@ -158,15 +159,33 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def _kill_tree(pid: int, grace: float = 0.1) -> None:
-    """Kill everything under ``pid`` (``setsid`` children included), give ``pid`` ``grace``
-    seconds to exit by itself (a sandbox's monitor then reaps what it started), then kill
-    its group."""
-    for child in _descendants(pid):
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        children = _children(parents.pop())
+        found += children
+        parents += children
+    return found
+
+
+def _kill_tree(pid: int, grace: float = 0.2) -> None:
+    """Kill ``pid``'s group and every process under ``pid`` (``setsid`` children included).
+
+    A plain shell dies first, so it cannot run its next command. A sandbox's monitor (its
+    child lives in another PID namespace) dies last: killing the namespace's init first lets
+    the monitor reap it and exit by itself within ``grace`` seconds, leaving no orphan.
+    """
+    namespace = _pid_namespace(pid)
+    monitor = any(_pid_namespace(c) not in (None, namespace) for c in _children(pid))
+    descendants = _descendants(pid)
+    if not monitor:
+        _kill(pid)
+    for process in descendants:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(child, signal.SIGKILL)
+            os.kill(process, signal.SIGKILL)
     deadline = time.monotonic() + grace
-    while _running(pid) and time.monotonic() < deadline:
+    while monitor and _running(pid) and time.monotonic() < deadline:
         time.sleep(0.002)
     _kill(pid)
 

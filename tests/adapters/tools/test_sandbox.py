@@ -265,6 +265,17 @@ async def test_a_timeout_kills_everything(sandbox: CommandSandbox, tmp_path: Pat
         kill_all(marker)
 
 
+async def test_a_timeout_stops_the_shell_before_its_next_command(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    code, _ = await run_command(
+        "sleep 30; touch after", tmp_path, timeout=0.3, max_output=100, sandbox=sandbox
+    )
+    assert code is None
+    await asyncio.sleep(0.3)
+    assert not (tmp_path / "after").exists()
+
+
 async def test_a_cancel_kills_everything(sandbox: CommandSandbox, tmp_path: Path) -> None:
     marker = f"agentfsm-sandbox-cancel-{time.monotonic_ns()}"
     task = asyncio.create_task(
