@@ -391,3 +391,32 @@ async def test_call_timeout_and_abort_mid_call(http_url: str) -> None:
         # The session survives both.
         echo = await tools.run(ToolCall("c3", "echo", {"text": "still here"}))
         assert (echo.ok, echo.output) == (True, "still here token=None")
+
+
+# -- sandboxed servers -----------------------------------------------------------------
+
+
+async def test_a_sandboxed_git_server_sees_only_its_root(git_repo: Path, tmp_path: Path) -> None:
+    from ...security.sandboxing import require_bubblewrap
+
+    sandbox = require_bubblewrap(git_repo)
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=other, check=True)
+    server = McpServer.stdio(
+        "git",
+        command=sys.executable,
+        args=["-m", "mcp_server_git"],
+        cwd=git_repo,
+        sandbox=sandbox,
+    )
+    async with McpTools([server]) as tools:
+        inside = await tools.run(ToolCall("c1", "git_log", {"repo_path": str(git_repo)}))
+        assert inside.ok, inside.error
+        assert "First commit from the MCP test" in inside.output
+        outside = await tools.run(ToolCall("c2", "git_status", {"repo_path": str(other)}))
+        assert not outside.ok
+        wrote = await tools.run(
+            ToolCall("c3", "git_init", {"repo_path": str(tmp_path / "created-outside")})
+        )
+        assert not (tmp_path / "created-outside").exists(), wrote

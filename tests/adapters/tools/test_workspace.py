@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from agentfsm import AbortController, ToolCall, ToolResult
-from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
+from agentfsm.adapters.tools import (
+    OutsideWorkspace,
+    Permissions,
+    ToolBox,
+    Unsandboxed,
+    workspace_tools,
+)
 from agentfsm.adapters.tools.builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools.fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
 
@@ -157,7 +163,10 @@ async def test_permissions_in_code_and_in_the_settings_file(root: Path) -> None:
         ),
         "utf-8",
     )
-    box = workspace_tools(root, permissions=Permissions.of(deny=["read_file(*.md)"]))
+    # The rules, not the sandbox, are under test here: the shell runs unsandboxed on purpose.
+    box = workspace_tools(
+        root, permissions=Permissions.of(deny=["read_file(*.md)"]), sandbox=Unsandboxed()
+    )
     denied_read = await call(box, "read_file", path="README.md")
     assert not denied_read.ok
     assert "read_file(*.md)" in (denied_read.error or "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from attrs import field, frozen
 
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
+from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import SupportsAbort
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ class McpServer:
     """http: the streamable-HTTP endpoint, such as ``http://127.0.0.1:8000/mcp``."""
     headers: dict[str, str] = field(factory=dict)
     """http: headers sent with every request (authentication, say)."""
+    sandbox: CommandSandbox | None = field(default=None, eq=False)
+    """stdio: run the server inside this OS sandbox (``None``: as this process's user, like
+    any program you configure yourself)."""
 
     def __attrs_post_init__(self) -> None:
         if not self.name:
@@ -72,8 +77,15 @@ class McpServer:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> McpServer:
-        """A server run as a subprocess, speaking over its stdin and stdout."""
+        """A server run as a subprocess, speaking over its stdin and stdout.
+
+        With ``sandbox`` (e.g. ``detect_sandbox(root)``) the server and everything it starts
+        run confined like the shell tool: it sees the system read-only, writes only the
+        sandbox's root and a private ``/tmp``, has no network unless the sandbox allows it, and
+        dies with its connection. ``env`` still reaches it (it is yours, not the model's).
+        """
         return cls(
             name,
             "stdio",
@@ -81,6 +93,7 @@ class McpServer:
             args=tuple(args),
             env=dict(env) if env is not None else None,
             cwd=str(cwd) if cwd is not None else None,
+            sandbox=sandbox,
         )
 
     @classmethod
@@ -264,9 +277,7 @@ class McpTools:
         if server.transport == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            params = StdioServerParameters(
-                command=str(server.command), args=list(server.args), env=server.env, cwd=server.cwd
-            )
+            params = _stdio_parameters(server, StdioServerParameters)
             errlog = self._errlog if self._errlog is not None else sys.stderr
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
@@ -369,6 +380,20 @@ def _to_result(result: CallToolResult) -> ToolResult:
     if result.is_error:
         return ToolResult(False, "", output or "the tool reported an error", metadata)
     return ToolResult(True, output, None, metadata)
+
+
+def _stdio_parameters(server: McpServer, parameters: Any) -> Any:
+    """The SDK's stdio parameters for ``server``, wrapped in its sandbox when it has one."""
+    if server.sandbox is None:
+        return parameters(
+            command=str(server.command), args=list(server.args), env=server.env, cwd=server.cwd
+        )
+    line = shlex.join([str(server.command), *server.args])
+    cwd = Path(server.cwd) if server.cwd is not None else Path.cwd()
+    argv, env = server.sandbox.command(f"exec {line}", cwd)
+    return parameters(
+        command=argv[0], args=argv[1:], env={**env, **(server.env or {})}, cwd=str(cwd)
+    )
 
 
 def _describe(error: BaseException) -> str:

@@ -45,6 +45,11 @@ class Workspace:
 
         Refused: ``~`` paths, absolute paths outside the root, ``..`` that climbs out, and
         symlinks whose target is outside the root. The message names the path as given.
+
+        This checks the path as a string at the time of the call: good for showing or
+        comparing paths, not for acting on them (a folder swapped for a symlink afterwards
+        goes unnoticed). The workspace tools act on descriptors through
+        :class:`~agentfsm.adapters.tools.fs.SafeRoot` instead.
         """
         if not isinstance(path, str) or not path.strip():
             raise OutsideWorkspace("a path is required")
