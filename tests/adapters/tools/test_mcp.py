@@ -402,7 +402,9 @@ async def test_a_sandboxed_git_server_sees_only_its_root(git_repo: Path, tmp_pat
     sandbox = require_bubblewrap(git_repo)
     other = tmp_path / "other"
     other.mkdir()
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=other, check=True)
+    await asyncio.to_thread(
+        subprocess.run, ["git", "init", "-q", "-b", "main"], cwd=other, check=True
+    )
     server = McpServer.stdio(
         "git",
         command=sys.executable,
