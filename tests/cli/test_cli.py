@@ -94,7 +94,8 @@ def test_exit_codes(workspace: Path, script: list[object], extra: list[str], cod
 def test_usage_errors_exit_two(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run"]) == 2
     assert main(["run", "x", "--workspace", str(workspace / "missing")]) == 2
-    assert main(["run", "x", "--workspace", str(workspace), "--provider", "openai-compatible"]) == 2
+    options = ["--workspace", str(workspace), *SANDBOX, "--provider", "openai-compatible"]
+    assert main(["run", "x", *options]) == 2
     assert "needs --base-url" in capsys.readouterr().err
     assert run(workspace, "--resume", "nope", chat=ScriptedChat(["x"])) == 2
 
@@ -205,6 +206,6 @@ def test_missing_local_extra_says_how_to_install(
     )
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    assert main(["run", "hi", "--workspace", str(workspace)]) == 1
+    assert main(["run", "hi", "--workspace", str(workspace), *SANDBOX]) == 1
     err = capsys.readouterr().err
     assert "pip install 'agentfsm[local]'" in err
