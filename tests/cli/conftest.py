@@ -18,6 +18,15 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A small project folder to run the agent in."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.txt").write_text("hello world\n", "utf-8")
+    return root
+
+
 def sandbox_options() -> list[str]:
     """Nothing where the OS sandbox works; ``--no-sandbox`` where it does not (these tests
     are about the command line; tests/security holds the sandbox's own tests)."""

@@ -20,15 +20,6 @@ from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
 
 from .conftest import sandbox_options
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "notes.txt").write_text("hello world\n", "utf-8")
-    return root
-
-
 SANDBOX = sandbox_options()
 
 

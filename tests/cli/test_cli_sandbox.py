@@ -14,14 +14,6 @@ from agentfsm.testing import ScriptedChat, tool_reply
 from ..security.sandboxing import require_bubblewrap
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "notes.txt").write_text("hello world\n", "utf-8")
-    return root
-
-
 def run_start(workspace: Path) -> dict[str, object]:
     (path,) = default_session_dir(workspace).glob("*.jsonl")
     for line in path.read_text("utf-8").splitlines():
