@@ -157,15 +157,17 @@ async def test_verify_gives_up_after_max_retries(tmp_path: Path) -> None:
 async def test_verify_never_runs_its_command_unconfined(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     gate = verify(f"touch {marker}", workspace=tmp_path)
+    chat = ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"])
     with pytest.raises(SandboxUnavailable, match="only inside an OS sandbox"):
         await run_conversation(
-            ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"]),
+            chat,
             tools(tmp_path),
             [UserMessage("q")],
             LoopParams(max_turns=3),
             policies=[gate],
         )
     assert not marker.exists()
+    assert chat.calls == 0  # refused at the first turn, before the model acts
 
 
 async def test_verify_uses_the_runs_sandbox(tmp_path: Path) -> None:

@@ -238,12 +238,25 @@ class verify:
         ctx.run_state[key] = state
         return state, True
 
+    def _sandbox(self, ctx: RunContext, trusted: VerifyDefinition) -> CommandSandbox:
+        sandbox = self.sandbox or ctx.sandbox
+        if sandbox is None:
+            raise SandboxUnavailable(
+                f"{self.name} runs `{trusted.command}` only inside an OS sandbox, and this "
+                "run has none: pass verify(sandbox=detect_sandbox(root)) or "
+                "Engine(sandbox=...); Unsandboxed() opts out explicitly"
+            )
+        return sandbox
+
     def check_turn(self, ctx: RunContext) -> Notice | None:
-        """At the run's first turn: take the command as the workspace defines it now."""
+        """At the run's first turn: take the command as the workspace defines it now (and
+        fail before the model acts when there is a command but no sandbox to run it in)."""
         state, new = self._state(ctx)
         if not new:
             return None
         found: VerifyDefinition | None = state["definition"]
+        if found is not None:
+            self._sandbox(ctx, found)
         if found is None:
             reason = "no check command found; the verify gate is off for this run"
         else:
@@ -271,13 +284,7 @@ class verify:
                     "left. The gate runs only the user's definition. Restore that definition "
                     f"in {trusted.source}, or finish and tell the user you changed it."
                 )
-        sandbox = self.sandbox or ctx.sandbox
-        if sandbox is None:
-            raise SandboxUnavailable(
-                f"{self.name} runs `{trusted.command}` only inside an OS sandbox, and this "
-                "run has none: pass verify(sandbox=detect_sandbox(root)) or "
-                "Engine(sandbox=...); Unsandboxed() opts out explicitly"
-            )
+        sandbox = self._sandbox(ctx, trusted)
         code, output = await run_command(
             trusted.command,
             self.workspace,
