@@ -154,11 +154,14 @@ async def test_verify_gives_up_after_max_retries(tmp_path: Path) -> None:
     assert chat.calls == 4
 
 
-async def test_verify_never_runs_its_command_unconfined(tmp_path: Path) -> None:
+async def test_verify_never_runs_its_command_unconfined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sandbox to be found
     marker = tmp_path / "ran"
     gate = verify(f"touch {marker}", workspace=tmp_path)
     chat = ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"])
-    with pytest.raises(SandboxUnavailable, match="only inside an OS sandbox"):
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         await run_conversation(
             chat,
             tools(tmp_path),

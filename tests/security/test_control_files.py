@@ -272,3 +272,23 @@ def test_a_session_dir_inside_the_workspace_is_hidden(
     attacks.record("the model reads its session file", leaked, "runs/ inside the workspace")
     assert "FORGED" not in path.read_text("utf-8")
     capsys.readouterr()
+
+
+async def test_the_verify_gate_finds_the_sandbox_itself(root: Path, attacks: AttackTally) -> None:
+    require_bubblewrap(root)
+    (root / "Makefile").write_text(
+        "check:\n\tcat ../secret.txt; touch ../outside.txt; exit 1\n", "utf-8"
+    )
+    chat = ScriptedChat(
+        [tool_reply(("write_file", {"path": "notes.txt", "content": "x"})), "done", "done"]
+    )
+    gate = verify(workspace=root, target="check", max_retries=1)
+    box = workspace_tools(root)
+    outcome = await run_conversation(
+        chat, box, [UserMessage("go")], LoopParams(max_turns=5), policies=[gate]
+    )
+    assert outcome.stopped_reason == "final"
+    reminder = chat.requests[2].messages[-1].content
+    assert "Verification failed: `make check` exited with" in reminder
+    escaped = "TOP-SECRET-CANARY" in reminder or (root.parent / "outside.txt").exists()
+    attacks.record("verify gate command outside the sandbox", escaped, "make check")

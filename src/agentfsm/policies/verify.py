@@ -16,7 +16,8 @@ from attrs import frozen
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.events import PolicyNoteEvent
 from agentfsm.engine.policy import Notice, Retry
-from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, run_command
+from agentfsm.engine.process import CommandSandbox, run_command
+from agentfsm.engine.sandbox import detect_sandbox
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -187,9 +188,11 @@ class verify:
         max_output: Characters of output kept for the reminder.
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
-            (``Engine(sandbox=…)``). With neither, the gate raises
-            :class:`~agentfsm.engine.process.SandboxUnavailable` rather than run the command
-            unconfined.
+            (``Engine(sandbox=…)``), else the one found on this machine
+            (:func:`~agentfsm.engine.sandbox.detect_sandbox`). When none works, the gate
+            raises :class:`~agentfsm.engine.process.SandboxUnavailable` at the run's first
+            turn, before the model acts, rather than ever run the command unconfined;
+            ``Unsandboxed()`` opts out explicitly.
     """
 
     can_stop = False
@@ -238,14 +241,12 @@ class verify:
         ctx.run_state[key] = state
         return state, True
 
-    def _sandbox(self, ctx: RunContext, trusted: VerifyDefinition) -> CommandSandbox:
+    def _sandbox(self, ctx: RunContext) -> CommandSandbox:
+        """The gate's sandbox, else the run's, else the OS sandbox found here (raises
+        :class:`SandboxUnavailable`, saying what to install, when none works)."""
         sandbox = self.sandbox or ctx.sandbox
         if sandbox is None:
-            raise SandboxUnavailable(
-                f"{self.name} runs `{trusted.command}` only inside an OS sandbox, and this "
-                "run has none: pass verify(sandbox=detect_sandbox(root)) or "
-                "Engine(sandbox=...); Unsandboxed() opts out explicitly"
-            )
+            sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
     def check_turn(self, ctx: RunContext) -> Notice | None:
@@ -256,7 +257,7 @@ class verify:
             return None
         found: VerifyDefinition | None = state["definition"]
         if found is not None:
-            self._sandbox(ctx, found)
+            self._sandbox(ctx)
         if found is None:
             reason = "no check command found; the verify gate is off for this run"
         else:
@@ -284,7 +285,7 @@ class verify:
                     "left. The gate runs only the user's definition. Restore that definition "
                     f"in {trusted.source}, or finish and tell the user you changed it."
                 )
-        sandbox = self._sandbox(ctx, trusted)
+        sandbox = self._sandbox(ctx)
         code, output = await run_command(
             trusted.command,
             self.workspace,

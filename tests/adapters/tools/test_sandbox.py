@@ -21,7 +21,7 @@ from agentfsm.adapters.tools import (
     detect_sandbox,
     workspace_tools,
 )
-from agentfsm.adapters.tools import sandbox as sandbox_module
+from agentfsm.engine import sandbox as sandbox_module
 from agentfsm.engine.process import run_command, scrubbed_environ
 
 from ...security.sandboxing import alive, kill_all, require_bubblewrap

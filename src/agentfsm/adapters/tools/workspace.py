@@ -9,6 +9,8 @@ from pathlib import Path
 
 from attrs import frozen
 
+from agentfsm.engine.sandbox import PROTECTED_DIR
+
 from .shell_rules import CommandLine, parse_command_line
 
 __all__ = [
@@ -19,9 +21,6 @@ __all__ = [
     "Permissions",
     "Workspace",
 ]
-
-PROTECTED_DIR = ".agentfsm"
-"""The agent's own folder in a workspace (settings): out of the model's reach."""
 
 SETTINGS_FILE = ".agentfsm/settings.json"
 """Project settings, relative to the workspace root: ``{"permissions": {"allow": [...],
