@@ -1,5 +1,6 @@
 """Sessions: JSONL transcripts of runs, read back for resume."""
 
+from .lines import MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_SESSION_BYTES, iter_session_records
 from .location import default_session_dir, state_home
 from .reader import (
     drop_trailing_user_messages,
@@ -7,11 +8,14 @@ from .reader import (
     read_session_policy_state,
 )
 from .recorder import SessionRecorder
-from .resolve import SessionNotFound, resolve_session
+from .resolve import SessionNotFound, is_session_file, resolve_session, session_files
 from .store import SessionHandle, SessionStore
 from .trace import RunTrace, trace_session
 
 __all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_LINE_BYTES",
+    "MAX_SESSION_BYTES",
     "RunTrace",
     "SessionHandle",
     "SessionNotFound",
@@ -19,9 +23,12 @@ __all__ = [
     "SessionStore",
     "default_session_dir",
     "drop_trailing_user_messages",
+    "is_session_file",
+    "iter_session_records",
     "read_session_messages",
     "read_session_policy_state",
     "resolve_session",
+    "session_files",
     "state_home",
     "trace_session",
 ]

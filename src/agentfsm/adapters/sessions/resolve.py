@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
-__all__ = ["SessionNotFound", "resolve_session"]
+__all__ = ["SessionNotFound", "is_session_file", "resolve_session", "session_files"]
 
 
 class SessionNotFound(LookupError):
-    """No session, or more than one, matches a reference. The message names the reference only."""
+    """No session, or more than one, matches a reference, or the file it names cannot be
+    read as one (not a regular file, too large, the folder is a file). The message names the
+    reference only."""
 
     def __init__(self, ref: str, reason: str) -> None:
         super().__init__(f"session not found: {ref!r} ({reason})")
@@ -16,25 +19,67 @@ class SessionNotFound(LookupError):
         self.reason = reason
 
 
+def is_session_file(path: Path) -> bool:
+    """``path`` is a regular file (symlinks followed); never blocks, never raises."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _present(path: Path) -> bool:
+    try:
+        path.lstat()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def session_files(session_dir: str | Path) -> list[Path]:
+    """The regular ``*.jsonl`` files of ``session_dir``, oldest first by modification time
+    (FIFOs, devices, sockets and folders with that suffix are left out; a missing folder has
+    none). Raises :class:`SessionNotFound` when ``session_dir`` exists but is not a folder."""
+    folder = Path(session_dir)
+    if not folder.is_dir():
+        if folder.exists():
+            raise SessionNotFound(str(folder.name), "the session folder is not a folder")
+        return []
+    try:
+        files = [p for p in folder.glob("*.jsonl") if is_session_file(p)]
+    except OSError:
+        return []
+    return sorted(files, key=lambda p: (_mtime(p), p.name))
+
+
 def resolve_session(session_dir: str | Path, ref: str) -> Path:
     """The session file ``ref`` names in ``session_dir``.
 
     ``latest`` is the newest ``.jsonl`` file by modification time; anything else is an
     exact id (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix.
+    Only regular files count: a FIFO or device named like a session is never chosen.
     """
     folder = Path(session_dir)
-    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    files = session_files(folder)
     if ref == "latest":
         if not files:
             raise SessionNotFound(ref, "there are no sessions")
-        return max(files, key=lambda p: (p.stat().st_mtime, p.name))
-    if not ref or "/" in ref or "\\" in ref:
+        return files[-1]
+    if not ref or "/" in ref or "\\" in ref or "\0" in ref:
         raise SessionNotFound(ref, "not a session id")
     name = ref if ref.endswith(".jsonl") else f"{ref}.jsonl"
     exact = folder / name
-    if exact.is_file():
+    if exact in files:
         return exact
-    matches = [p for p in files if p.name.startswith(ref)]
+    if _present(exact):
+        raise SessionNotFound(ref, "not a regular file")
+    matches = sorted(p for p in files if p.name.startswith(ref))
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -18,9 +18,13 @@ from typing import Any
 from agentfsm.engine.messages import Message
 from agentfsm.engine.serialization import to_jsonable
 
+from .resolve import SessionNotFound, session_files
+
 __all__ = ["SessionHandle", "SessionStore", "utc_timestamp"]
 
 _LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+_MAX_COUNTER = 9999
+"""Names tried per timestamp before giving up."""
 
 
 def utc_timestamp(now: datetime | None = None) -> str:
@@ -93,27 +97,40 @@ class SessionStore:
         self._clock = clock
 
     def new_handle(self, label: str | None = None) -> SessionHandle:
-        """A handle on a new, unused file name (the file appears on the first write)."""
+        """A handle on a new, unused file name (the file appears on the first write).
+
+        Raises :class:`NotADirectoryError` when ``session_dir`` exists and is not a folder.
+        Any other problem creating the folder or the file is left to the first write (which
+        the recorder reports as a warning): recording is best effort.
+        """
         now = self._clock() if self._clock is not None else datetime.now(UTC)
         stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         suffix = f"-{_LABEL.sub('-', label).strip('-')}" if label else ""
-        counter = 1
-        while True:
+        try:
+            self.session_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise NotADirectoryError(
+                f"the session folder {str(self.session_dir)!r} is not a folder"
+            ) from None
+        except OSError:
+            pass  # best effort: the first write reports the problem
+        for counter in range(1, _MAX_COUNTER + 1):
             path = self.session_dir / f"{stamp}-{counter:04d}{suffix}.jsonl"
-            if not any(self.session_dir.glob(f"{stamp}-{counter:04d}*.jsonl")):
-                try:
-                    self.session_dir.mkdir(parents=True, exist_ok=True)
-                    path.touch(exist_ok=False)  # reserve the name against a concurrent writer
-                except FileExistsError:
-                    counter += 1
+            try:
+                if any(self.session_dir.glob(f"{stamp}-{counter:04d}*.jsonl")):
                     continue
-                except OSError:
-                    pass  # recording is best effort; the first write reports the problem
-                return SessionHandle(path, self._clock)
-            counter += 1
+                path.touch(exist_ok=False)  # reserve the name against a concurrent writer
+            except FileExistsError:
+                continue
+            except OSError:
+                pass  # best effort: the first write reports the problem
+            return SessionHandle(path, self._clock)
+        raise FileExistsError(f"no free session name for {stamp} in {str(self.session_dir)!r}")
 
     def list(self) -> list[Path]:
-        """Session files, oldest first by modification time."""
-        if not self.session_dir.is_dir():
+        """Session files (regular ``*.jsonl`` files only), oldest first by modification
+        time."""
+        try:
+            return session_files(self.session_dir)
+        except SessionNotFound:
             return []
-        return sorted(self.session_dir.glob("*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))

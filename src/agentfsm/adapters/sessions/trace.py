@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -10,11 +9,22 @@ from typing import Any
 
 from attrs import define, field
 
+from .lines import iter_session_records
+
 __all__ = ["RunTrace", "trace_session"]
 
 
-def _parse(timestamp: str) -> datetime:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+def _parse(timestamp: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _text(value: Any, limit: int = 200) -> str | None:
+    """A recorded string field, or ``None`` when it is missing or not a string."""
+    return value[:limit] if isinstance(value, str) else None
 
 
 @define
@@ -57,7 +67,10 @@ class RunTrace:
         """Seconds between ``run_start`` and ``run_end``."""
         if not self.started or not self.ended:
             return None
-        return (_parse(self.ended) - _parse(self.started)).total_seconds()
+        started, ended = _parse(self.started), _parse(self.ended)
+        if started is None or ended is None:
+            return None
+        return (ended - started).total_seconds()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -80,49 +93,58 @@ class RunTrace:
 
 
 def trace_session(path: str | Path) -> list[RunTrace]:
-    """The runs of a session file, in order (lenient about corrupt lines)."""
+    """The runs of a session file, in order (lenient about corrupt lines and wrong-typed
+    fields; raises like :func:`~agentfsm.adapters.sessions.read_session_messages`)."""
     runs: list[RunTrace] = []
     current: RunTrace | None = None
-    for line in Path(path).read_text("utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
+    for record in iter_session_records(path):
         if not isinstance(record, dict):
             continue
         if record.get("kind") == "meta" and isinstance(record.get("meta"), dict):
             meta = record["meta"]
             event = meta.get("event")
             if event == "run_start" or current is None:
-                current = RunTrace(len(runs) + 1, started=record.get("ts"))
+                current = RunTrace(len(runs) + 1, started=_text(record.get("ts")))
                 runs.append(current)
                 if event == "run_start":
                     sandbox = meta.get("sandbox")
                     current.sandbox = sandbox if isinstance(sandbox, dict) else None
                     continue
             if event == "run_end":
-                current.stopped_reason = meta.get("stopped_reason")
-                current.usage = meta.get("usage") or {}
-                current.ended = record.get("ts")
+                current.stopped_reason = _text(meta.get("stopped_reason"))
+                usage = meta.get("usage")
+                current.usage = (
+                    {str(k): v for k, v in usage.items() if type(v) is int}
+                    if isinstance(usage, dict)
+                    else {}
+                )
+                current.ended = _text(record.get("ts"))
             elif event == "compress_end" and meta.get("summary_chars"):
                 current.compressions += 1
             elif event == "policy_warn":
-                current.health_warnings[str(meta.get("code") or meta.get("policy"))] += 1
+                current.health_warnings[
+                    str(_text(meta.get("code")) or _text(meta.get("policy")))
+                ] += 1
             elif event == "redirect":
                 current.redirections += 1
             elif event == "redirect_skipped":
-                current.redirections_skipped[str(meta.get("reason"))] += 1
+                current.redirections_skipped[str(_text(meta.get("reason")))] += 1
             elif event == "gate":
-                current.gate_refusals[str(meta.get("policy"))] += 1
+                current.gate_refusals[str(_text(meta.get("policy")))] += 1
             elif event == "policy_note":
-                current.notes.append(f"{meta.get('policy')}: {meta.get('reason')}")
+                current.notes.append(
+                    f"{_text(meta.get('policy'))}: {_text(meta.get('reason'), 2000)}"
+                )
             elif event == "policy_stop":
-                current.policy_stop = f"{meta.get('policy')}: {meta.get('reason')}"
+                current.policy_stop = (
+                    f"{_text(meta.get('policy'))}: {_text(meta.get('reason'), 2000)}"
+                )
         elif record.get("kind") == "message" and current is not None:
-            message = record.get("message") or {}
-            if message.get("role") == "assistant":
+            message = record.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
                 current.turns += 1
-                for call in message.get("tool_calls") or []:
+                calls = message.get("tool_calls")
+                for call in calls if isinstance(calls, list) else []:
                     if isinstance(call, dict):
-                        current.tool_calls[str(call.get("name"))] += 1
+                        current.tool_calls[str(_text(call.get("name"), 100))] += 1
     return runs
