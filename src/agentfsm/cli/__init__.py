@@ -10,13 +10,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from agentfsm.adapters.sessions import default_session_dir
+from agentfsm.adapters.sessions import SessionNotFound, default_session_dir
 from agentfsm.engine.protocols import ChatFn
 
 from . import run_cmd, sessions_cmd
 
 __all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (``agentfsm run: argument --x: …``), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
 
 
 def _session_options(parser: argparse.ArgumentParser) -> None:
@@ -36,10 +44,23 @@ def _session_dir(args: argparse.Namespace) -> Path:
     return default_session_dir(args.workspace)
 
 
+def _sessions(args: argparse.Namespace) -> int:
+    """``sessions list|show`` and ``trace``: a usage error is one line and exit code 2."""
+    command = "trace" if args.command == "trace" else f"sessions {args.action}"
+    try:
+        folder = _session_dir(args)
+        if args.command == "trace":
+            return sessions_cmd.trace(folder, args.ref, args.json)
+        if args.action == "list":
+            return sessions_cmd.list_sessions(folder, args.json)
+        return sessions_cmd.show_session(folder, args.ref)
+    except (SessionNotFound, OSError, ValueError) as error:
+        print(f"agentfsm {command}: {sessions_cmd.describe(error)}", file=sys.stderr)
+        return 2
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentfsm", description="An LLM agent loop as a declared state machine."
-    )
+    parser = _Parser(prog="agentfsm", description="An LLM agent loop as a declared state machine.")
     commands = parser.add_subparsers(dest="command", required=True)
     run_cmd.add_arguments(commands.add_parser("run", help="run an agent on a task"))
     sessions = commands.add_parser("sessions", help="recorded sessions")
@@ -79,10 +100,15 @@ def _diagram(args: argparse.Namespace) -> int:
         return 1
     if args.out:
         target = Path(args.out)
-        if isinstance(rendered, bytes):
-            target.write_bytes(rendered)
-        else:
-            target.write_text(rendered, "utf-8")
+        try:
+            if isinstance(rendered, bytes):
+                target.write_bytes(rendered)
+            else:
+                target.write_text(rendered, "utf-8")
+        except (OSError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            print(f"agentfsm diagram: cannot write {args.out[:200]!r}: {reason}", file=sys.stderr)
+            return 2
         print(f"wrote {target}", file=sys.stderr)
     elif isinstance(rendered, bytes):
         print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)
@@ -107,11 +133,6 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         return int(exit_.code or 0)
     if args.command == "run":
         return run_cmd.run(args, chat)
-    if args.command == "sessions":
-        folder = _session_dir(args)
-        if args.action == "list":
-            return sessions_cmd.list_sessions(folder, args.json)
-        return sessions_cmd.show_session(folder, args.ref)
-    if args.command == "trace":
-        return sessions_cmd.trace(_session_dir(args), args.ref, args.json)
+    if args.command in ("sessions", "trace"):
+        return _sessions(args)
     return _diagram(args)

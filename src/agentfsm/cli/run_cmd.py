@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -17,7 +18,7 @@ from agentfsm.adapters.providers.local import (
     LocalModel,
     LocalModelUnavailable,
 )
-from agentfsm.adapters.sessions import SessionNotFound, default_session_dir
+from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
 from agentfsm.adapters.tools import detect_sandbox, workspace_tools
 from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR
@@ -42,6 +43,11 @@ DEFAULT_MODELS = {
     "openai-compatible": "default",
 }
 
+
+MAX_TURNS = 100_000
+"""Largest ``--max-turns``."""
+MAX_TOKENS_OPTION = 10_000_000
+"""Largest ``--max-tokens`` and ``--context-budget``."""
 
 LOCAL_MAX_TOKENS = 512
 """Reply budget for the small local model, which otherwise rambles until its window is full."""
@@ -177,30 +183,33 @@ async def _run(
         local = _provider(args) == "local" and chat_override is None
         budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
         max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
-        policies = (
-            presets.minimal(args.max_turns)
-            if args.preset == "minimal"
-            else presets.coding_agent(
-                turns=args.max_turns,
-                workspace=workspace,
-                context_budget_tokens=budget,
-                verify_command=args.verify_command,
+        try:
+            policies = (
+                presets.minimal(args.max_turns)
+                if args.preset == "minimal"
+                else presets.coding_agent(
+                    turns=args.max_turns,
+                    workspace=workspace,
+                    context_budget_tokens=budget,
+                    verify_command=args.verify_command,
+                    sandbox=sandbox,
+                )
+            )
+            engine = Engine(
+                chat,
+                workspace_tools(workspace, sandbox=sandbox, protected=protected[1:]),
+                policies=policies,
+                system_prompt=SYSTEM_PROMPT,
+                session_dir=session_dir,
+                context=WorkspaceContext(workspace),
+                max_turns=args.max_turns,
+                temperature=args.temperature,
+                max_tokens=max_tokens,
+                context_budget_tokens=budget if args.preset == "minimal" else None,
                 sandbox=sandbox,
             )
-        )
-        engine = Engine(
-            chat,
-            workspace_tools(workspace, sandbox=sandbox, protected=protected[1:]),
-            policies=policies,
-            system_prompt=SYSTEM_PROMPT,
-            session_dir=session_dir,
-            context=WorkspaceContext(workspace),
-            max_turns=args.max_turns,
-            temperature=args.temperature,
-            max_tokens=max_tokens,
-            context_budget_tokens=budget if args.preset == "minimal" else None,
-            sandbox=sandbox,
-        )
+        except ValueError as error:
+            raise UsageError(str(error)) from None
         renderer.attach(engine.events)
         task = asyncio.current_task()
         presses = {"n": 0}
@@ -218,7 +227,7 @@ async def _run(
             loop.add_signal_handler(signal.SIGINT, on_interrupt)
         try:
             outcome = await engine.run(args.prompt, resume=args.resume)
-        except SessionNotFound as error:
+        except (SessionNotFound, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
         except ProviderError as error:
             renderer.error(str(error))
@@ -233,28 +242,88 @@ async def _run(
     return exit_code(outcome)
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse numbers no run can use, before anything starts."""
+    if not 1 <= args.max_turns <= MAX_TURNS:
+        raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS}")
+    temperature = args.temperature
+    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= 2):
+        raise UsageError(f"--temperature must be a number from 0 to 2, got {temperature}")
+    for option, value in (
+        ("--max-tokens", args.max_tokens),
+        ("--context-budget", args.context_budget),
+    ):
+        if value is not None and not 1 <= value <= MAX_TOKENS_OPTION:
+            raise UsageError(f"{option} must be between 1 and {MAX_TOKENS_OPTION}, got {value}")
+    if args.base_url is not None:
+        scheme, _, rest = args.base_url.partition("://")
+        if (
+            scheme not in ("http", "https")
+            or not rest.strip("/")
+            or any(c.isspace() or not c.isprintable() for c in args.base_url)
+        ):
+            raise UsageError(f"--base-url must be an http(s) URL, got {args.base_url[:200]!r}")
+
+
+def _folder(option: str, value: str) -> Path:
+    """``value`` resolved, or a usage error naming ``option``."""
+    try:
+        return Path(value).resolve()
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UsageError(f"{option} {value[:200]!r} is not usable: {error}") from None
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The workspace and the session folder, checked."""
+    workspace = _folder("--workspace", args.workspace)
+    try:
+        if not workspace.is_dir():
+            raise UsageError(f"--workspace {args.workspace[:200]!r} is not a folder")
+        session_dir = (
+            _folder("--session-dir", args.session_dir)
+            if args.session_dir
+            else default_session_dir(workspace)
+        )
+        if session_dir.exists() and not session_dir.is_dir():
+            raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
+    except OSError as error:
+        raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
+    return workspace, session_dir
+
+
+def _check_inputs(args: argparse.Namespace, session_dir: Path) -> None:
+    """Refuse a provider that cannot be built and a session that cannot be resumed."""
+    if args.api_key_env is not None and not os.environ.get(args.api_key_env):
+        raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
+    if args.provider == "openai-compatible" and not args.base_url:
+        raise UsageError("--provider openai-compatible needs --base-url")
+    if args.resume is not None:
+        try:
+            resolve_session(session_dir, args.resume)
+        except SessionNotFound as error:
+            raise UsageError(str(error)) from None
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     """Run ``agentfsm run``; returns the exit code."""
     try:
-        workspace = Path(args.workspace).resolve()
-        if not workspace.is_dir():
-            raise UsageError(f"--workspace {args.workspace!r} is not a folder")
-        if args.max_turns < 1:
-            raise UsageError("--max-turns must be at least 1")
+        _check_numbers(args)
+        workspace, session_dir = _paths(args)
+        _check_inputs(args, session_dir)
         try:
             settings = load_settings(workspace)
         except SettingsError as error:
             raise UsageError(str(error)) from None
-        session_dir = (
-            Path(args.session_dir).resolve() if args.session_dir else default_session_dir(workspace)
-        )
-        if session_dir.exists() and not session_dir.is_dir():
-            raise UsageError(f"--session-dir {args.session_dir!r} is not a folder")
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
         return asyncio.run(_run(args, workspace, session_dir, chat_override, sandbox, protected))
     except UsageError as error:
-        print(f"agentfsm run: {error}", file=sys.stderr)
+        print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -10,22 +10,30 @@ from agentfsm.adapters.sessions import (
     SessionNotFound,
     read_session_messages,
     resolve_session,
+    session_files,
     trace_session,
 )
 from agentfsm.engine.messages import AssistantMessage, ToolMessage
 
-__all__ = ["list_sessions", "show_session", "trace"]
+__all__ = ["describe", "list_sessions", "show_session", "trace"]
+
+
+def describe(error: BaseException) -> str:
+    """One line for a session problem."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {str(error.filename)[:200]!r}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return str(error)[:500]
 
 
 def list_sessions(session_dir: Path, as_json: bool) -> int:
-    files = (
-        sorted(session_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
-        if session_dir.is_dir()
-        else []
-    )
-    rows = []
-    for path in files:
-        runs = trace_session(path)
+    rows: list[dict[str, Any]] = []
+    for path in session_files(session_dir):
+        try:
+            runs = trace_session(path)
+        except (SessionNotFound, OSError) as error:
+            rows.append({"id": path.stem, "error": describe(error)})
+            continue
         last = runs[-1] if runs else None
         rows.append(
             {
@@ -41,16 +49,16 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
         print(f"no sessions in {session_dir}")
     else:
         for row in rows:
-            print(f"{row['id']}  runs={row['runs']}  turns={row['turns']}  last={row['last_stop']}")
+            if "error" in row:
+                print(f"{row['id']}  unreadable: {row['error']}")
+            else:
+                runs_, turns, last_ = row["runs"], row["turns"], row["last_stop"]
+                print(f"{row['id']}  runs={runs_}  turns={turns}  last={last_}")
     return 0
 
 
 def show_session(session_dir: Path, ref: str) -> int:
-    try:
-        path = resolve_session(session_dir, ref)
-    except SessionNotFound as error:
-        print(f"error: {error}")
-        return 2
+    path = resolve_session(session_dir, ref)
     for message in read_session_messages(path):
         if isinstance(message, AssistantMessage):
             print(f"[assistant] {message.content}")
@@ -76,11 +84,7 @@ def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
 
 
 def trace(session_dir: Path, ref: str, as_json: bool) -> int:
-    try:
-        path = resolve_session(session_dir, ref)
-    except SessionNotFound as error:
-        print(f"error: {error}")
-        return 2
+    path = resolve_session(session_dir, ref)
     runs = trace_session(path)
     if as_json:
         print(json.dumps({"session": path.stem, "runs": [r.as_dict() for r in runs]}))
