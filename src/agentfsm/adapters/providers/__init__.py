@@ -2,6 +2,7 @@
 
 from .anthropic import AnthropicChat
 from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
+from .limits import Limits
 from .openai_chat import OpenAIChat
 from .openai_wire import OpenAIQuirks
 from .replay import ReplayTransport, WireFixture, load_wire_fixture
@@ -13,6 +14,7 @@ __all__ = [
     "RETRYABLE_KINDS",
     "AnthropicChat",
     "ErrorKind",
+    "Limits",
     "OpenAIChat",
     "OpenAIQuirks",
     "ProviderError",

@@ -14,8 +14,10 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 from .anthropic_wire import EventAccumulator, build_request, parse_message
 from .errors import ProviderError, classify_error_body
 from .http_adapter import HttpAdapter
-from .retry import RetryPolicy, call_with_retries
-from .transport import Timeouts, iter_events, read_body, read_error, send
+from .limits import BadShape, Deadline, Limits, loads_bounded
+from .retry import RetryPolicy
+from .shapes import shape_guard
+from .transport import Timeouts, bad_response, frame_text, iter_events, read_error, send
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
 
@@ -35,10 +37,11 @@ class AnthropicChat(HttpAdapter):
         api_key: Sent as ``x-api-key``; never written to errors, events or logs.
         http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
         stream: Stream responses.
-        timeouts: Connect, first-byte and idle limits.
+        timeouts: Connect, first-byte, idle and total limits.
         retry: The retry policy.
         headers: Extra request headers.
         name: The provider name used in errors.
+        limits: Size, count and nesting bounds of a reply (see ``Limits``).
     """
 
     default_name = "anthropic"
@@ -55,6 +58,7 @@ class AnthropicChat(HttpAdapter):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -66,6 +70,7 @@ class AnthropicChat(HttpAdapter):
             retry=retry,
             headers=headers,
             name=name,
+            limits=limits,
         )
 
     def _request(self, body: dict[str, Any]) -> httpx.Request:
@@ -101,43 +106,48 @@ class AnthropicChat(HttpAdapter):
             stream=self.stream,
         )
 
-        async def attempt() -> ChatResult:
+        async def attempt(deadline: Deadline) -> ChatResult:
             response = await send(
                 self.client,
                 self._request(body),
                 timeouts=self.timeouts,
                 signal=signal,
                 ctx=self._ctx,
+                deadline=deadline,
             )
             if response.status_code >= 400:
                 raise await read_error(
-                    response, timeouts=self.timeouts, signal=signal, ctx=self._ctx
+                    response,
+                    timeouts=self.timeouts,
+                    signal=signal,
+                    ctx=self._ctx,
+                    deadline=deadline,
                 )
             try:
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    return await self._read_stream(response, signal, on_delta)
-                return await self._read_json(response, signal)
+                    return await self._read_stream(response, signal, on_delta, deadline)
+                return await self._read_json(response, signal, deadline)
             finally:
                 await response.aclose()
 
-        return await call_with_retries(
-            attempt, policy=self.retry, signal=signal, provider=self.name
-        )
+        return await self._call(attempt, signal)
 
     async def _read_json(
-        self, response: httpx.Response, signal: SupportsAbort | None
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> ChatResult:
-        raw = await read_body(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
-        try:
-            data = json.loads(raw) if raw.strip() else None
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
+        data, text = await self._read_json_body(response, signal, deadline)
+        if data is None or not isinstance(data, dict):
+            if data is not None:
+                raise bad_response(
+                    self._ctx,
+                    f"the response body is a JSON {type(data).__name__}, not an object",
+                    status=response.status_code,
+                )
             raise ProviderError(
                 "server",
                 "the response body is not a JSON object",
                 status=response.status_code,
-                provider_code="empty_stream" if not raw.strip() else "malformed_response",
+                provider_code="empty_stream" if not text.strip() else "malformed_response",
                 provider=self.name,
             )
         if data.get("type") == "error":
@@ -148,12 +158,17 @@ class AnthropicChat(HttpAdapter):
                 secrets=self._ctx.secrets,
                 provider=self.name,
             )
-        return parse_message(data)
+        with shape_guard(self._ctx, status=response.status_code):
+            return parse_message(data, self.limits)
 
     async def _read_stream(
-        self, response: httpx.Response, signal: SupportsAbort | None, on_delta: DeltaHandler | None
+        self,
+        response: httpx.Response,
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+        deadline: Deadline,
     ) -> ChatResult:
-        acc = EventAccumulator()
+        acc = EventAccumulator(self.limits)
         started = [False]
         terminal = [False]
         events = iter_events(
@@ -163,43 +178,47 @@ class AnthropicChat(HttpAdapter):
             ctx=self._ctx,
             started=started,
             terminal=terminal,
+            deadline=deadline,
         )
         try:
             async for event in events:
                 if not event.data.strip():
                     continue
-                try:
-                    data = json.loads(event.data)
-                except ValueError:
-                    raise ProviderError(
-                        "server",
-                        f"malformed stream frame: {event.data[:200]}",
-                        in_stream=True,
-                        response_started=started[0],
-                        provider_code="malformed_frame",
-                        provider=self.name,
-                    ) from None
-                if not isinstance(data, Mapping):
-                    continue
-                kind = (
-                    event.event
-                    if event.event and event.event != "message"
-                    else str(data.get("type", ""))
-                )
-                if kind == "ping":
-                    continue
-                if kind == "error" or data.get("type") == "error":
-                    error = classify_error_body(
-                        200,
-                        data,
-                        response.headers,
-                        in_stream=True,
-                        secrets=self._ctx.secrets,
-                        provider=self.name,
+                with shape_guard(self._ctx, in_stream=True, started=started[0]):
+                    try:
+                        data = loads_bounded(event.data, self.limits.max_json_depth)
+                    except BadShape:
+                        raise
+                    except ValueError:
+                        raise ProviderError(
+                            "server",
+                            f"malformed stream frame: {frame_text(event.data, self._ctx)}",
+                            in_stream=True,
+                            response_started=started[0],
+                            provider_code="malformed_frame",
+                            provider=self.name,
+                        ) from None
+                    if not isinstance(data, Mapping):
+                        continue
+                    kind = (
+                        event.event
+                        if event.event and event.event != "message"
+                        else str(data.get("type", ""))
                     )
-                    error.response_started = started[0]
-                    raise error
-                text, thinking = acc.add(kind, data)
+                    if kind == "ping":
+                        continue
+                    if kind == "error" or data.get("type") == "error":
+                        error = classify_error_body(
+                            200,
+                            data,
+                            response.headers,
+                            in_stream=True,
+                            secrets=self._ctx.secrets,
+                            provider=self.name,
+                        )
+                        error.response_started = started[0]
+                        raise error
+                    text, thinking = acc.add(kind, data)
                 if on_delta is not None:
                     if thinking:
                         started[0] = True
@@ -231,4 +250,5 @@ class AnthropicChat(HttpAdapter):
                 response_started=started[0],
                 provider=self.name,
             )
-        return acc.result()
+        with shape_guard(self._ctx, in_stream=True, started=started[0]):
+            return acc.result()

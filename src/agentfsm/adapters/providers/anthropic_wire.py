@@ -19,7 +19,9 @@ from agentfsm.engine.messages import (
     UserMessage,
 )
 
+from .limits import BadShape, Limits, TooLarge
 from .openai_wire import decode_arguments
+from .shapes import Buffer, opt_dict, opt_list, opt_str
 from .usage import anthropic_usage, merge_usage_fields
 
 __all__ = [
@@ -133,25 +135,42 @@ def build_request(
     return body
 
 
-def parse_message(data: Mapping[str, Any]) -> ChatResult:
-    """A non-streamed Messages response."""
+def _str(value: Any, where: str) -> str:
+    return opt_str(value, where) or ""
+
+
+def _too_many(what: str, limit: str, bound: int) -> TooLarge:
+    return TooLarge(limit, f"the reply holds more than {bound} {what}")
+
+
+def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
+    """A non-streamed Messages response (``BadShape``/``TooLarge`` when it breaks the format
+    or the bounds)."""
+    limits = limits if limits is not None else Limits()
     text: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
-    for block in data.get("content") or []:
+    blocks = opt_list(data.get("content"), "content")
+    if len(blocks) > limits.max_blocks:
+        raise _too_many("content blocks", "max_blocks", limits.max_blocks)
+    for block in blocks:
         if not isinstance(block, Mapping):
             continue
         kind = block.get("type")
         if kind == "text":
-            text.append(str(block.get("text", "")))
+            text.append(_str(block.get("text"), "content[].text"))
         elif kind == "thinking":
-            thinking.append(str(block.get("thinking", "")))
+            thinking.append(_str(block.get("thinking"), "content[].thinking"))
         elif kind == "tool_use":
-            arguments, bad = decode_arguments(block.get("input"))
+            if len(calls) >= limits.max_tool_calls:
+                raise _too_many("tool calls", "max_tool_calls", limits.max_tool_calls)
+            arguments, bad = decode_arguments(
+                block.get("input"), limits.max_json_depth, limits.max_argument_bytes
+            )
             calls.append(
                 ToolCall(
-                    str(block.get("id", "")),
-                    str(block.get("name", "")),
+                    _str(block.get("id"), "content[].id"),
+                    _str(block.get("name"), "content[].name"),
                     arguments,
                     raw_arguments=bad,
                 )
@@ -159,8 +178,8 @@ def parse_message(data: Mapping[str, Any]) -> ChatResult:
     reply = AssistantMessage("".join(text), tool_calls=calls, reasoning="".join(thinking) or None)
     return ChatResult(
         reply,
-        anthropic_usage(data.get("usage")),
-        normalize_stop_reason(data.get("stop_reason"), bool(calls)),
+        anthropic_usage(opt_dict(data.get("usage"), "usage")),
+        normalize_stop_reason(opt_str(data.get("stop_reason"), "stop_reason"), bool(calls)),
         data.get("model") if isinstance(data.get("model"), str) else None,
     )
 
@@ -168,92 +187,122 @@ def parse_message(data: Mapping[str, Any]) -> ChatResult:
 @define
 class _Block:
     kind: str
-    text: list[str] = field(factory=list)
+    text: Buffer
     id: str = ""
     name: str = ""
-    json_parts: list[str] = field(factory=list)
+    json_parts: Buffer | None = None
     initial_input: Any = None
+
+
+def _index(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadShape(f"`index` is a {type(value).__name__}, expected an integer")
+    return value
 
 
 @define
 class EventAccumulator:
-    """Folds Messages stream events into one :class:`ChatResult`."""
+    """Folds Messages stream events into one :class:`ChatResult`, within ``limits``."""
 
-    blocks: dict[int, _Block] = field(factory=dict)
-    order: list[int] = field(factory=list)
-    usage: dict[str, Any] = field(factory=dict)
-    stop_reason: str | None = None
-    model: str | None = None
-    stopped: bool = False
-    started: bool = False
+    limits: Limits = field(factory=Limits)
+    blocks: dict[int, _Block] = field(factory=dict, init=False)
+    order: list[int] = field(factory=list, init=False)
+    usage: dict[str, Any] = field(factory=dict, init=False)
+    stop_reason: str | None = field(default=None, init=False)
+    model: str | None = field(default=None, init=False)
+    stopped: bool = field(default=False, init=False)
+    started: bool = field(default=False, init=False)
+    tool_calls: int = field(default=0, init=False)
+    budget: list[int] = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.budget = [self.limits.max_body_bytes]
+
+    def _new_block(self, index: int, kind: str) -> _Block:
+        if len(self.blocks) >= self.limits.max_blocks and index not in self.blocks:
+            raise _too_many("content blocks", "max_blocks", self.limits.max_blocks)
+        if kind == "tool_use":
+            self.tool_calls += 1
+            if self.tool_calls > self.limits.max_tool_calls:
+                raise _too_many("tool calls", "max_tool_calls", self.limits.max_tool_calls)
+        entry = _Block(kind, Buffer(self.budget))
+        if index not in self.blocks:
+            self.order.append(index)
+        self.blocks[index] = entry
+        return entry
 
     def add(self, kind: str, data: Mapping[str, Any]) -> tuple[str, str]:
         """Fold one event in; returns the new (text, thinking) pieces it carried."""
         if kind == "message_start":
             self.started = True
-            message = data.get("message") or {}
+            message = opt_dict(data.get("message"), "message")
             if isinstance(message.get("model"), str):
                 self.model = message["model"]
-            merge_usage_fields(self.usage, message.get("usage"))
+            merge_usage_fields(self.usage, opt_dict(message.get("usage"), "message.usage"))
         elif kind == "content_block_start":
-            index = int(data.get("index", len(self.order)))
-            block = data.get("content_block") or {}
-            entry = _Block(
-                str(block.get("type", "")),
-                id=str(block.get("id", "")),
-                name=str(block.get("name", "")),
-                initial_input=block.get("input"),
-            )
+            index = _index(data.get("index"), len(self.order))
+            block = opt_dict(data.get("content_block"), "content_block")
+            entry = self._new_block(index, _str(block.get("type"), "content_block.type"))
+            entry.id = _str(block.get("id"), "content_block.id")
+            entry.name = _str(block.get("name"), "content_block.name")
+            entry.initial_input = block.get("input")
             if entry.kind == "text" and block.get("text"):
-                entry.text.append(str(block["text"]))
+                entry.text.append(_str(block["text"], "content_block.text"))
             if entry.kind == "thinking" and block.get("thinking"):
-                entry.text.append(str(block["thinking"]))
-            self.blocks[index] = entry
-            self.order.append(index)
+                entry.text.append(_str(block["thinking"], "content_block.thinking"))
         elif kind == "content_block_delta":
-            index = int(data.get("index", -1))
-            delta = data.get("delta") or {}
-            entry = self.blocks.get(index) or self._orphan(index)
+            index = _index(data.get("index"), -1)
+            delta = opt_dict(data.get("delta"), "delta")
+            entry = self.blocks.get(index) or self._new_block(index, "text")
             delta_type = delta.get("type")
             if delta_type == "text_delta":
-                piece = str(delta.get("text", ""))
+                piece = _str(delta.get("text"), "delta.text")
                 entry.text.append(piece)
                 return piece, ""
             if delta_type == "thinking_delta":
-                piece = str(delta.get("thinking", ""))
+                piece = _str(delta.get("thinking"), "delta.thinking")
                 entry.text.append(piece)
                 return "", piece
             if delta_type == "input_json_delta":
-                entry.json_parts.append(str(delta.get("partial_json", "")))
+                part = _str(delta.get("partial_json"), "delta.partial_json")
+                if entry.json_parts is None:
+                    entry.json_parts = Buffer(self.budget)
+                if len(entry.json_parts) + len(part) > self.limits.max_argument_bytes:
+                    raise TooLarge(
+                        "max_argument_bytes",
+                        f"a tool call's arguments exceed {self.limits.max_argument_bytes} bytes",
+                    )
+                entry.json_parts.append(part)
         elif kind == "message_delta":
-            delta = data.get("delta") or {}
-            if delta.get("stop_reason"):
-                self.stop_reason = str(delta["stop_reason"])
-            merge_usage_fields(self.usage, data.get("usage"))
+            delta = opt_dict(data.get("delta"), "delta")
+            reason = opt_str(delta.get("stop_reason"), "delta.stop_reason")
+            if reason:
+                self.stop_reason = reason
+            merge_usage_fields(self.usage, opt_dict(data.get("usage"), "usage"))
         elif kind == "message_stop":
             self.stopped = True
         return "", ""
-
-    def _orphan(self, index: int) -> _Block:
-        entry = self.blocks[index] = _Block("text")
-        self.order.append(index)
-        return entry
 
     def result(self) -> ChatResult:
         """The accumulated answer."""
         text: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
+        limits = self.limits
         for index in self.order:
             block = self.blocks[index]
             if block.kind == "text":
-                text.extend(block.text)
+                text.append(block.text.text())
             elif block.kind == "thinking":
-                thinking.extend(block.text)
+                thinking.append(block.text.text())
             elif block.kind == "tool_use":
-                raw = "".join(block.json_parts)
+                raw = block.json_parts.text() if block.json_parts is not None else ""
                 source: Any = raw if raw.strip() else block.initial_input
-                arguments, bad = decode_arguments(source)
+                arguments, bad = decode_arguments(
+                    source, limits.max_json_depth, limits.max_argument_bytes
+                )
                 calls.append(ToolCall(block.id, block.name, arguments, raw_arguments=bad))
         reply = AssistantMessage(
             "".join(text), tool_calls=calls, reasoning="".join(thinking) or None

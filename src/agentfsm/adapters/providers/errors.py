@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -36,6 +37,8 @@ ErrorKind: TypeAlias = Literal[
     "context_overflow",
     "content_filter",
     "aborted",
+    "bad_response",
+    "too_large",
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset(
@@ -61,6 +64,13 @@ class ProviderError(Exception):
         phase: For ``connection`` and ``timeout``: ``connect``, ``first_byte``, ``idle``,
             ``read`` or ``write``.
         should_retry: The provider's explicit ``x-should-retry`` answer, when given.
+        limit: For ``too_large`` (and ``bad_response`` on nesting): the
+            :class:`~agentfsm.adapters.providers.Limits` field that was exceeded.
+
+    ``bad_response``: the reply is not what the wire protocol promises (wrong JSON types,
+    nesting past ``Limits.max_json_depth``, a redirect the adapter does not follow).
+    ``too_large``: the reply exceeded a size or count bound of ``Limits``. Neither is
+    retried; a :class:`~agentfsm.adapters.providers.Router` fails over on both.
     """
 
     def __init__(
@@ -77,6 +87,7 @@ class ProviderError(Exception):
         phase: str | None = None,
         should_retry: bool | None = None,
         provider: str | None = None,
+        limit: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
@@ -90,6 +101,22 @@ class ProviderError(Exception):
         self.phase = phase
         self.should_retry = should_retry
         self.provider = provider
+        self.limit = limit
+
+    def scrub(self, secrets: tuple[str, ...]) -> ProviderError:
+        """Remove ``secrets`` (and long pieces of them) from every string this error carries
+        (message, code, type, provider name, ``args``); returns the error itself."""
+        if not any(secret and len(secret) >= 8 for secret in secrets):
+            return self
+        self.message = redact(self.message, secrets)
+        if self.provider_code is not None:
+            self.provider_code = redact(self.provider_code, secrets)
+        if self.provider_type is not None:
+            self.provider_type = redact(self.provider_type, secrets)
+        if self.provider is not None:
+            self.provider = redact(self.provider, secrets)
+        self.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in self.args)
+        return self
 
     @property
     def retryable(self) -> bool:
@@ -131,30 +158,42 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
 _TRY_AGAIN = re.compile(r"(?i)try again in\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?)\b")
 
 
+def _seconds(value: str | None, scale: float) -> float | None:
+    """A finite, non-negative number of seconds (``nan``, ``inf`` and junk are ``None``)."""
+    if value is None:
+        return None
+    try:
+        number = float(value) / scale
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _http_date(value: str) -> float | None:
+    try:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+
+
 def parse_retry_after(headers: Mapping[str, str], message: str = "") -> float | None:
     """Seconds to wait, from ``retry-after-ms``, ``retry-after`` (seconds or HTTP date) or
     a "try again in 1.898s" message; capped at :data:`MAX_RETRY_AFTER`."""
     lowered = {k.lower(): v for k, v in headers.items()}
-    delay: float | None = None
-    if "retry-after-ms" in lowered:
-        try:
-            delay = float(lowered["retry-after-ms"]) / 1000
-        except ValueError:
-            delay = None
+    delay = _seconds(lowered.get("retry-after-ms"), 1000.0)
+    if delay is None:
+        delay = _seconds(lowered.get("retry-after"), 1.0)
     if delay is None and "retry-after" in lowered:
-        value = lowered["retry-after"].strip()
-        try:
-            delay = float(value)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
-            if parsed is not None:
-                delay = max(0.0, parsed.timestamp() - time.time())
+        delay = _http_date(lowered["retry-after"].strip())
     if delay is None and message:
         match = _TRY_AGAIN.search(message)
         if match:
-            amount = float(match.group(1))
-            delay = amount / 1000 if match.group(2).lower().startswith("m") else amount
-    if delay is None or delay < 0:
+            scale = 1000.0 if match.group(2).lower().startswith("m") else 1.0
+            delay = _seconds(match.group(1), scale)
+    if delay is None:
         return None
     return min(delay, MAX_RETRY_AFTER)
 
@@ -269,7 +308,9 @@ def classify_error_body(
     message, code, err_type = _error_fields(body)
     if not message and status is not None:
         message = f"HTTP {status}"
-    numeric = int(code) if code is not None and code.isdigit() else None
+    code = code[:200] if code is not None else None
+    err_type = err_type[:200] if err_type is not None else None
+    numeric = int(code) if code is not None and code.isdigit() and len(code) <= 3 else None
     effective = status if status not in (None, 200) else numeric
     words = f"{message} {code or ''} {err_type or ''}"
     kind: ErrorKind

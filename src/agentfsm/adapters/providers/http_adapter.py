@@ -1,21 +1,41 @@
-"""What the HTTP provider adapters share: settings, their own client, closing it."""
+"""What the HTTP provider adapters share: settings, their own client, the call's deadline,
+and the boundary every error crosses (secrets scrubbed, the HTTP request let go)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import httpx
 
-from .retry import RetryPolicy
-from .transport import Timeouts, TransportContext
+from agentfsm.engine.messages import ChatResult
+from agentfsm.engine.protocols import SupportsAbort
+
+from .errors import ProviderError
+from .limits import BadShape, Deadline, Limits, loads_bounded
+from .retry import RetryPolicy, call_with_retries
+from .shapes import shape_guard
+from .transport import Timeouts, TransportContext, read_body
 
 __all__ = ["HttpAdapter"]
 
 
+def _forget(error: BaseException) -> None:
+    """Drop what an error chain may hold (the ``httpx`` request and its auth header)."""
+    error.__context__ = None
+    error.__cause__ = None
+    error.__suppress_context__ = True
+
+
 class HttpAdapter:
     """Base of :class:`OpenAIChat` and :class:`AnthropicChat`: the model, the endpoint, the
-    key (kept out of ``repr`` and scrubbed from errors), timeouts, retries, extra headers,
-    and an ``httpx.AsyncClient`` created on first use unless one is given."""
+    key (kept out of ``repr`` and scrubbed from errors), timeouts, limits, retries, extra
+    headers, and an ``httpx.AsyncClient`` created on first use unless one is given.
+
+    Whatever client is given, it never follows a redirect for the adapter (see
+    :func:`~agentfsm.adapters.providers.transport.send`), so the key reaches only the base
+    URL's origin.
+    """
 
     default_name = "provider"
 
@@ -31,18 +51,20 @@ class HttpAdapter:
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.stream = stream
         self.timeouts = timeouts if timeouts is not None else Timeouts()
         self.retry = retry if retry is not None else RetryPolicy()
+        self.limits = limits if limits is not None else Limits()
         self._api_key = api_key
         self._headers = dict(headers or {})
         self._client = http_client
         self._owns_client = http_client is None
         self.name = name or httpx.URL(self.base_url).host or self.default_name
-        self._ctx = TransportContext(self.name, (api_key,) if api_key else ())
+        self._ctx = TransportContext(self.name, (api_key,) if api_key else (), self.limits)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -65,3 +87,55 @@ class HttpAdapter:
         if self._owns_client and self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    async def _call(
+        self,
+        attempt: Callable[[Deadline], Awaitable[ChatResult]],
+        signal: SupportsAbort | None,
+    ) -> ChatResult:
+        """Run ``attempt`` with retries within the total deadline; every error leaves as a
+        scrubbed :class:`ProviderError` without the chain that led to it."""
+        deadline = Deadline(self.timeouts.total)
+        secrets = self._ctx.secrets
+
+        async def guarded() -> ChatResult:
+            try:
+                return await attempt(deadline)
+            except ProviderError as error:
+                error.scrub(secrets)
+                _forget(error)
+                raise
+
+        try:
+            return await call_with_retries(
+                guarded, policy=self.retry, signal=signal, provider=self.name, deadline=deadline
+            )
+        except ProviderError as error:
+            error.scrub(secrets)
+            _forget(error)
+            raise
+
+    async def _read_json_body(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> tuple[Any, str]:
+        """A non-streamed body, decoded and bounded: the JSON value (``None`` when it is not
+        JSON) and the text."""
+        raw = await read_body(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            limit=self.limits.max_body_bytes,
+            deadline=deadline,
+            strict=True,
+        )
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            return None, text
+        with shape_guard(self._ctx, status=response.status_code):
+            try:
+                return loads_bounded(text, self.limits.max_json_depth), text
+            except BadShape:
+                raise
+            except ValueError:
+                return None, text

@@ -13,9 +13,11 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .errors import ProviderError, classify_error_body
 from .http_adapter import HttpAdapter
+from .limits import BadShape, Deadline, Limits, loads_bounded
 from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
-from .retry import RetryPolicy, call_with_retries
-from .transport import Timeouts, iter_events, read_body, read_error, send
+from .retry import RetryPolicy
+from .shapes import shape_guard
+from .transport import Timeouts, bad_response, frame_text, iter_events, read_error, send
 
 __all__ = ["OpenAIChat"]
 
@@ -35,10 +37,11 @@ class OpenAIChat(HttpAdapter):
             the adapter owns one.
         stream: Stream responses (text deltas reach ``on_delta`` as they arrive).
         quirks: What the server accepts when it differs from OpenAI (see ``OpenAIQuirks``).
-        timeouts: Connect, first-byte and idle limits.
+        timeouts: Connect, first-byte, idle and total limits.
         retry: The retry policy for retryable failures.
         headers: Extra request headers.
         name: The provider name used in errors (default: the base URL's host).
+        limits: Size, count and nesting bounds of a reply (see ``Limits``).
     """
 
     default_name = "openai-compatible"
@@ -56,6 +59,7 @@ class OpenAIChat(HttpAdapter):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -67,6 +71,7 @@ class OpenAIChat(HttpAdapter):
             retry=retry,
             headers=headers,
             name=name,
+            limits=limits,
         )
         self.quirks = quirks if quirks is not None else OpenAIQuirks()
 
@@ -100,12 +105,10 @@ class OpenAIChat(HttpAdapter):
             quirks=self.quirks,
         )
 
-        async def attempt() -> ChatResult:
-            return await self._attempt(body, stream, signal, on_delta)
+        async def attempt(deadline: Deadline) -> ChatResult:
+            return await self._attempt(body, stream, signal, on_delta, deadline)
 
-        return await call_with_retries(
-            attempt, policy=self.retry, signal=signal, provider=self.name
-        )
+        return await self._call(attempt, signal)
 
     async def _attempt(
         self,
@@ -113,6 +116,7 @@ class OpenAIChat(HttpAdapter):
         stream: bool,
         signal: SupportsAbort | None,
         on_delta: DeltaHandler | None,
+        deadline: Deadline,
     ) -> ChatResult:
         response = await send(
             self.client,
@@ -120,27 +124,31 @@ class OpenAIChat(HttpAdapter):
             timeouts=self.timeouts,
             signal=signal,
             ctx=self._ctx,
+            deadline=deadline,
         )
         if response.status_code >= 400:
-            raise await read_error(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
+            raise await read_error(
+                response, timeouts=self.timeouts, signal=signal, ctx=self._ctx, deadline=deadline
+            )
         content_type = response.headers.get("content-type", "")
         try:
             if "text/event-stream" in content_type:
-                return await self._read_stream(response, signal, on_delta)
-            return await self._read_json(response, signal)
+                return await self._read_stream(response, signal, on_delta, deadline)
+            return await self._read_json(response, signal, deadline)
         finally:
             await response.aclose()
 
     async def _read_json(
-        self, response: httpx.Response, signal: SupportsAbort | None
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> ChatResult:
-        raw = await read_body(response, timeouts=self.timeouts, signal=signal, ctx=self._ctx)
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            data = json.loads(text) if text.strip() else None
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
+        data, text = await self._read_json_body(response, signal, deadline)
+        if data is None or not isinstance(data, dict):
+            if data is not None:
+                raise bad_response(
+                    self._ctx,
+                    f"the response body is a JSON {type(data).__name__}, not an object",
+                    status=response.status_code,
+                )
             raise ProviderError(
                 "server",
                 "the response body is not a JSON object" if text.strip() else "empty response body",
@@ -156,15 +164,17 @@ class OpenAIChat(HttpAdapter):
                 secrets=self._ctx.secrets,
                 provider=self.name,
             )
-        return parse_completion(data)
+        with shape_guard(self._ctx, status=response.status_code):
+            return parse_completion(data, self.limits)
 
     async def _read_stream(
         self,
         response: httpx.Response,
         signal: SupportsAbort | None,
         on_delta: DeltaHandler | None,
+        deadline: Deadline,
     ) -> ChatResult:
-        acc = StreamAccumulator()
+        acc = StreamAccumulator(self.limits)
         started = [False]
         terminal = [False]
         events = iter_events(
@@ -174,6 +184,7 @@ class OpenAIChat(HttpAdapter):
             ctx=self._ctx,
             started=started,
             terminal=terminal,
+            deadline=deadline,
         )
         try:
             async for event in events:
@@ -182,31 +193,36 @@ class OpenAIChat(HttpAdapter):
                     continue
                 if data == "[DONE]":
                     break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise ProviderError(
-                        "server",
-                        f"malformed stream frame: {data[:200]}",
-                        in_stream=True,
-                        response_started=started[0],
-                        provider_code="malformed_frame",
-                        provider=self.name,
-                    ) from None
-                if event.event == "error" or (isinstance(chunk, Mapping) and chunk.get("error")):
-                    error = classify_error_body(
-                        200,
-                        chunk,
-                        response.headers,
-                        in_stream=True,
-                        secrets=self._ctx.secrets,
-                        provider=self.name,
-                    )
-                    error.response_started = started[0]
-                    raise error
-                if not isinstance(chunk, Mapping):
-                    continue
-                text, reasoning = acc.add(chunk)
+                with shape_guard(self._ctx, in_stream=True, started=started[0]):
+                    try:
+                        chunk = loads_bounded(data, self.limits.max_json_depth)
+                    except BadShape:
+                        raise
+                    except ValueError:
+                        raise ProviderError(
+                            "server",
+                            f"malformed stream frame: {frame_text(data, self._ctx)}",
+                            in_stream=True,
+                            response_started=started[0],
+                            provider_code="malformed_frame",
+                            provider=self.name,
+                        ) from None
+                    if event.event == "error" or (
+                        isinstance(chunk, Mapping) and chunk.get("error")
+                    ):
+                        error = classify_error_body(
+                            200,
+                            chunk,
+                            response.headers,
+                            in_stream=True,
+                            secrets=self._ctx.secrets,
+                            provider=self.name,
+                        )
+                        error.response_started = started[0]
+                        raise error
+                    if not isinstance(chunk, Mapping):
+                        continue
+                    text, reasoning = acc.add(chunk)
                 if on_delta is not None:
                     if reasoning:
                         started[0] = True
@@ -227,4 +243,5 @@ class OpenAIChat(HttpAdapter):
                 provider_code="empty_stream",
                 provider=self.name,
             )
-        return acc.result()
+        with shape_guard(self._ctx, in_stream=True, started=started[0]):
+            return acc.result()

@@ -28,6 +28,8 @@ from agentfsm.engine.messages import (
     UserMessage,
 )
 
+from .limits import BadShape, Limits, TooLarge, loads_bounded
+from .shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
 from .usage import merge_usage_fields, openai_usage
 
 __all__ = [
@@ -186,26 +188,32 @@ def build_request(
     return body
 
 
-def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+def decode_arguments(
+    raw: Any, max_depth: int = Limits.max_json_depth, max_bytes: int | None = None
+) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as a dict, and the raw text when it did not decode to one.
 
     Accepts an object (some servers send one), a JSON string, or nothing (no-argument tools).
+    Text longer than ``max_bytes`` raises ``TooLarge``; nesting past ``max_depth`` raises
+    ``BadShape``.
     """
     if isinstance(raw, Mapping):
         return dict(raw), None
     if raw is None:
         return {}, None
-    text = str(raw)
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    if max_bytes is not None and len(text) > max_bytes:
+        raise TooLarge("max_argument_bytes", f"a tool call's arguments exceed {max_bytes} bytes")
     if not text.strip():
         return {}, None
     try:
-        value = json.loads(text)
+        value = loads_bounded(text, max_depth)
     except ValueError:
         return {}, text
     if isinstance(value, dict):
         return value, None
     if isinstance(value, str):  # doubly encoded
-        inner, bad = decode_arguments(value)
+        inner, bad = decode_arguments(value, max_depth, max_bytes)
         return (inner, None) if bad is None else ({}, text)
     return {}, text
 
@@ -231,9 +239,19 @@ def _text(value: Any) -> str:
             if isinstance(part, str):
                 parts.append(part)
             elif isinstance(part, Mapping) and part.get("type") in (None, "text"):
-                parts.append(str(part.get("text", "")))
+                parts.append(opt_str(part.get("text"), "content[].text") or "")
         return "".join(parts)
-    return str(value)
+    raise BadShape(f"`content` is a {type(value).__name__}, expected a string or an array")
+
+
+def _reasoning(holder: Mapping[str, Any]) -> str:
+    """Reasoning text of a message or delta (``reasoning_content``, ``reasoning``, or
+    Mistral's ``thinking`` parts)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = holder.get(key)
+        if value:
+            return opt_str(value, key) or ""
+    return _thinking(holder.get("content"))
 
 
 def _thinking(value: Any) -> str:
@@ -257,20 +275,33 @@ def _call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str])
     return call_id
 
 
-def parse_completion(data: Mapping[str, Any]) -> ChatResult:
-    """A non-streamed response body."""
-    choices = data.get("choices") or []
+def _first_choice(choices: list[Any]) -> Mapping[str, Any]:
     choice = next((c for c in choices if isinstance(c, Mapping) and c.get("index", 0) == 0), None)
     if choice is None and choices:
-        choice = choices[0]
-    message = (choice or {}).get("message") or {}
-    raw_calls = message.get("tool_calls") or []
+        choice = as_dict(choices[0], "choices[0]")
+    return choice or {}
+
+
+def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
+    """A non-streamed response body (``BadShape``/``TooLarge`` when it breaks the format or
+    the bounds)."""
+    limits = limits if limits is not None else Limits()
+    choice = _first_choice(opt_list(data.get("choices"), "choices"))
+    message = opt_dict(choice.get("message"), "choices[0].message")
+    raw_calls = opt_list(message.get("tool_calls"), "message.tool_calls")
+    if len(raw_calls) > limits.max_tool_calls:
+        raise TooLarge(
+            "max_tool_calls", f"the reply holds more than {limits.max_tool_calls} tool calls"
+        )
     calls = []
     seen: set[str] = set()
-    for index, raw in enumerate(raw_calls):
-        function = raw.get("function") or {}
-        name = str(function.get("name") or "")
-        arguments, bad = decode_arguments(function.get("arguments"))
+    for index, item in enumerate(raw_calls):
+        raw = as_dict(item, "message.tool_calls[]")
+        function = opt_dict(raw.get("function"), "tool_calls[].function")
+        name = opt_str(function.get("name"), "function.name") or ""
+        arguments, bad = decode_arguments(
+            function.get("arguments"), limits.max_json_depth, limits.max_argument_bytes
+        )
         text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
         calls.append(
             ToolCall(
@@ -280,16 +311,13 @@ def parse_completion(data: Mapping[str, Any]) -> ChatResult:
     content = _text(message.get("content"))
     if not content and isinstance(message.get("refusal"), str):
         content = message["refusal"]
-    reasoning = (
-        message.get("reasoning_content")
-        or message.get("reasoning")
-        or _thinking(message.get("content"))
-    )
+    reasoning = _reasoning(message)
     reply = AssistantMessage(content, tool_calls=calls, reasoning=reasoning or None)
+    groq = opt_dict(data.get("x_groq"), "x_groq")
     return ChatResult(
         reply,
-        openai_usage(data.get("usage") or (data.get("x_groq") or {}).get("usage")),
-        normalize_finish_reason((choice or {}).get("finish_reason"), bool(calls)),
+        openai_usage(opt_dict(data.get("usage"), "usage") or groq.get("usage")),
+        normalize_finish_reason(opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)),
         data.get("model") if isinstance(data.get("model"), str) else None,
     )
 
@@ -299,37 +327,55 @@ class _PartialCall:
     index: int | None
     id: str = ""
     name: str = ""
-    fragments: list[str] = field(factory=list)
+    fragments: Buffer = field(factory=Buffer)
     object_args: dict[str, Any] | None = None
+    last_fragment: str = ""
+    checked_at: int = 0
+    """Size of the arguments when a restart check last found them incomplete."""
 
 
 def _restarts(last: _PartialCall, raw: Mapping[str, Any]) -> bool:
     """Whether a chunk with no index and no id, naming ``last``'s tool again, is a second call:
-    it opens new arguments while ``last``'s already form a whole JSON object (Q1 + Q8)."""
-    arguments = (raw.get("function") or {}).get("arguments")
+    it opens new arguments while ``last``'s already form a whole JSON object (Q1 + Q8).
+
+    The whole text is parsed only when it could be complete (it ends with ``}``) and has at
+    least doubled since the last failed try, so many small fragments cost linear time."""
+    arguments = opt_dict(raw.get("function"), "function").get("arguments")
     if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
         return False
-    if not last.fragments:
+    size = len(last.fragments)
+    if not size or not last.last_fragment.rstrip().endswith("}"):
+        return False
+    if last.checked_at and size < 2 * last.checked_at:
         return False
     try:
-        return isinstance(json.loads("".join(last.fragments)), dict)
-    except ValueError:
+        return isinstance(json.loads(last.fragments.text()), dict)
+    except (ValueError, RecursionError):
+        last.checked_at = size
         return False
 
 
 @define
 class StreamAccumulator:
-    """Folds Chat Completions stream chunks into one :class:`ChatResult`."""
+    """Folds Chat Completions stream chunks into one :class:`ChatResult`, within ``limits``
+    (``TooLarge``/``BadShape`` when a chunk breaks them)."""
 
-    text: list[str] = field(factory=list)
-    reasoning: list[str] = field(factory=list)
-    calls: list[_PartialCall] = field(factory=list)
-    by_index: dict[int, _PartialCall] = field(factory=dict)
-    usage: dict[str, Any] = field(factory=dict)
-    finish_reason: str | None = None
-    model: str | None = None
-    chunks: int = 0
-    saw_choice: bool = False
+    limits: Limits = field(factory=Limits)
+    text: Buffer = field(init=False)
+    reasoning: Buffer = field(init=False)
+    calls: list[_PartialCall] = field(factory=list, init=False)
+    by_index: dict[int, _PartialCall] = field(factory=dict, init=False)
+    usage: dict[str, Any] = field(factory=dict, init=False)
+    finish_reason: str | None = field(default=None, init=False)
+    model: str | None = field(default=None, init=False)
+    chunks: int = field(default=0, init=False)
+    saw_choice: bool = field(default=False, init=False)
+    budget: list[int] = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.budget = [self.limits.max_body_bytes]
+        self.text = Buffer(self.budget)
+        self.reasoning = Buffer(self.budget)
 
     def add(self, chunk: Mapping[str, Any]) -> tuple[str, str]:
         """Fold one chunk in; returns the new (text, reasoning) pieces it carried."""
@@ -337,45 +383,50 @@ class StreamAccumulator:
         if isinstance(chunk.get("model"), str) and chunk.get("model"):
             self.model = chunk["model"]
         usage = chunk.get("usage")
-        if usage is None and isinstance(chunk.get("x_groq"), Mapping):
-            usage = chunk["x_groq"].get("usage")
-        merge_usage_fields(self.usage, usage)
+        if usage is None:
+            usage = opt_dict(chunk.get("x_groq"), "x_groq").get("usage")
+        merge_usage_fields(self.usage, opt_dict(usage, "usage"))
         new_text, new_reasoning = "", ""
-        for choice in chunk.get("choices") or []:
+        for choice in opt_list(chunk.get("choices"), "choices"):
             if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
                 continue  # n > 1: the loop reads the first choice only
             self.saw_choice = True
-            delta = choice.get("delta") or choice.get("message") or {}
+            delta = opt_dict(choice.get("delta") or choice.get("message"), "choices[].delta")
             piece = _text(delta.get("content"))
-            thought = (
-                delta.get("reasoning_content")
-                or delta.get("reasoning")
-                or _thinking(delta.get("content"))
-            )
+            thought = _reasoning(delta)
             if isinstance(delta.get("refusal"), str):
                 piece += delta["refusal"]
             if piece:
                 self.text.append(piece)
                 new_text += piece
-            if isinstance(thought, str) and thought:
+            if thought:
                 self.reasoning.append(thought)
                 new_reasoning += thought
-            for raw in delta.get("tool_calls") or []:
-                if isinstance(raw, Mapping):
-                    self._add_call(raw)
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+            for raw in opt_list(delta.get("tool_calls"), "delta.tool_calls"):
+                self._add_call(as_dict(raw, "delta.tool_calls[]"))
+            finish = opt_str(choice.get("finish_reason"), "finish_reason")
+            if finish:
+                self.finish_reason = finish
         return new_text, new_reasoning
+
+    def _new_slot(self, index: int | None) -> _PartialCall:
+        if len(self.calls) >= self.limits.max_tool_calls:
+            raise TooLarge(
+                "max_tool_calls",
+                f"the reply holds more than {self.limits.max_tool_calls} tool calls",
+            )
+        slot = _PartialCall(index, fragments=Buffer(self.budget))
+        self.calls.append(slot)
+        return slot
 
     def _slot(self, raw: Mapping[str, Any]) -> _PartialCall:
         index = raw.get("index")
         raw_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
-        name = (raw.get("function") or {}).get("name") or ""
-        if isinstance(index, int):
+        name = opt_str(opt_dict(raw.get("function"), "function").get("name"), "name") or ""
+        if isinstance(index, int) and not isinstance(index, bool):
             slot = self.by_index.get(index)
             if slot is None:
-                slot = self.by_index[index] = _PartialCall(index)
-                self.calls.append(slot)
+                slot = self.by_index[index] = self._new_slot(index)
             return slot
         last = self.calls[-1] if self.calls else None
         starts_new = last is None or (
@@ -385,8 +436,7 @@ class StreamAccumulator:
             or (not raw_id and name and name == last.name and _restarts(last, raw))
         )
         if starts_new or last is None:
-            last = _PartialCall(None)
-            self.calls.append(last)
+            last = self._new_slot(None)
         return last
 
     def _add_call(self, raw: Mapping[str, Any]) -> None:
@@ -394,7 +444,7 @@ class StreamAccumulator:
         raw_id = raw.get("id")
         if isinstance(raw_id, str) and raw_id and not slot.id:
             slot.id = raw_id  # later repeats of the same id are ignored, never appended
-        function = raw.get("function") or {}
+        function = opt_dict(raw.get("function"), "function")
         name = function.get("name")
         if isinstance(name, str) and name and not slot.name:
             slot.name = name
@@ -402,19 +452,32 @@ class StreamAccumulator:
         if isinstance(arguments, Mapping):
             slot.object_args = dict(arguments)
         elif isinstance(arguments, str) and arguments:
+            if len(slot.fragments) + len(arguments) > self.limits.max_argument_bytes:
+                raise TooLarge(
+                    "max_argument_bytes",
+                    f"a tool call's arguments exceed {self.limits.max_argument_bytes} bytes",
+                )
             slot.fragments.append(arguments)
+            slot.last_fragment = arguments
+        elif arguments is not None and not isinstance(arguments, str):
+            raise BadShape(
+                f"`function.arguments` is a {type(arguments).__name__}, expected a string"
+            )
 
     def result(self) -> ChatResult:
         """The accumulated answer."""
         calls: list[ToolCall] = []
         seen: set[str] = set()
+        limits = self.limits
         for index, slot in enumerate(
             s for s in self.calls if s.name or s.id or s.fragments or s.object_args
         ):
             if slot.object_args is not None:
                 arguments, bad = slot.object_args, None
             else:
-                arguments, bad = decode_arguments("".join(slot.fragments))
+                arguments, bad = decode_arguments(
+                    slot.fragments.text(), limits.max_json_depth, limits.max_argument_bytes
+                )
             text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
             calls.append(
                 ToolCall(
@@ -425,7 +488,7 @@ class StreamAccumulator:
                 )
             )
         reply = AssistantMessage(
-            "".join(self.text), tool_calls=calls, reasoning="".join(self.reasoning) or None
+            self.text.text(), tool_calls=calls, reasoning=self.reasoning.text() or None
         )
         return ChatResult(
             reply,

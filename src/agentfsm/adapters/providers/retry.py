@@ -20,6 +20,7 @@ from tenacity.wait import wait_exponential_jitter
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError
+from .limits import Deadline
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 
@@ -62,8 +63,13 @@ def _waiter(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
     return wait
 
 
-def _sleeper(signal: SupportsAbort | None, provider: str) -> Callable[[float], Awaitable[None]]:
+def _sleeper(
+    signal: SupportsAbort | None, provider: str, deadline: Deadline | None = None
+) -> Callable[[float], Awaitable[None]]:
     async def sleep(seconds: float) -> None:
+        left = deadline.remaining() if deadline is not None else None
+        if left is not None:
+            seconds = min(seconds, left)  # the next attempt then fails on the deadline at once
         if signal is None:
             await asyncio.sleep(seconds)
             return
@@ -90,10 +96,11 @@ async def call_with_retries(
     policy: RetryPolicy,
     signal: SupportsAbort | None = None,
     provider: str = "provider",
+    deadline: Deadline | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempts run out.
 
-    The last error is re-raised as it is.
+    The last error is re-raised as it is. Backoff never sleeps past ``deadline``.
     """
 
     def log_retry(state: RetryCallState) -> None:
@@ -111,7 +118,7 @@ async def call_with_retries(
         stop=stop_after_attempt(policy.max_attempts),
         retry=retry_if_exception(_is_retryable),
         wait=_waiter(policy),
-        sleep=_sleeper(signal, provider),
+        sleep=_sleeper(signal, provider, deadline),
         before_sleep=log_retry,
         reraise=True,
     )

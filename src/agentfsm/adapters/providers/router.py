@@ -14,9 +14,21 @@ __all__ = ["FAILOVER_KINDS", "Router"]
 
 logger = logging.getLogger("agentfsm.providers")
 
-FAILOVER_KINDS = frozenset({"rate_limit", "quota", "overloaded", "server", "connection", "timeout"})
+FAILOVER_KINDS = frozenset(
+    {
+        "rate_limit",
+        "quota",
+        "overloaded",
+        "server",
+        "connection",
+        "timeout",
+        "bad_response",
+        "too_large",
+    }
+)
 """Failures that send a call to the next provider (after that provider's own retries).
-Quota is one: another account or vendor may still have some."""
+Quota is one: another account or vendor may still have some; so are replies that break the
+wire format or its bounds (``bad_response``, ``too_large``)."""
 
 
 class Router:

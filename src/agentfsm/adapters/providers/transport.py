@@ -1,31 +1,40 @@
-"""The HTTP side shared by the adapters: sending, timeouts by phase, SSE, abort.
+"""The HTTP side shared by the adapters: sending, timeouts by phase, SSE, abort, bounds.
 
 Timeouts are enforced at the transport: ``connect``, ``first_byte`` (until the response
-headers arrive) and ``idle`` (silence between two chunks of a stream) are separate errors,
-so a long stream that keeps sending is never cut.
+headers arrive) and ``idle`` (silence between two chunks of a body) are separate errors, and
+``total`` bounds the whole call, whatever trickles in: keep-alive frames and bodies sent a
+byte at a time cannot stretch it. Bodies are read with their content decoding (gzip,
+deflate …) and within the sizes of :class:`~agentfsm.adapters.providers.Limits`.
+
+Redirects are never followed by the HTTP client: a 307/308 to the same origin is followed
+here (a few hops at most), anything else is a ``bad_response`` error, so the API key is never
+sent to another origin whatever client the caller passes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any, TypeVar, cast
 
 import httpx
-from attrs import frozen
-from httpx_sse import EventSource, ServerSentEvent
+from attrs import field, frozen
+from httpx_sse import ServerSentEvent
 
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body, redact
+from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
+from .sse import SSEDecoder
 
 __all__ = ["Timeouts", "TransportContext", "iter_events", "read_error", "send"]
 
 T = TypeVar("T")
 
 MAX_ERROR_BODY = 64 * 1024
+MAX_REDIRECTS = 3
+"""Same-origin 307/308 redirects followed for one request."""
 
 
 @frozen
@@ -37,20 +46,33 @@ class Timeouts:
     first_byte: float = 300.0
     """From sending the request to receiving the response headers."""
     idle: float = 120.0
-    """Silence between two chunks of a streamed response."""
+    """Silence between two chunks of a response body."""
     write: float = 60.0
     """Sending the request body."""
     terminal_grace: float = 2.0
     """Once the final record arrived, silence this long ends the stream quietly (some
     servers send neither ``[DONE]`` nor close the connection)."""
+    total: float | None = 600.0
+    """The whole call, retries and their backoff included (``None``: no bound). Nothing a
+    server sends extends it; when it passes the call fails with ``timeout``, phase
+    ``total``, and is not retried."""
 
 
 @frozen
 class TransportContext:
-    """Who is calling, for errors: the provider's name and the secrets to scrub."""
+    """Who is calling, for errors: the provider's name, the secrets to scrub, the bounds."""
 
     provider: str
     secrets: tuple[str, ...] = ()
+    limits: Limits = field(factory=Limits)
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Expired(Exception):
+    pass
 
 
 async def _race(
@@ -86,14 +108,88 @@ async def _race(
     raise TimeoutError
 
 
-class _Aborted(Exception):
-    pass
+async def _step(
+    awaitable: Awaitable[T],
+    signal: SupportsAbort | None,
+    timeout: float | None,  # noqa: ASYNC109 - the phase's bound, cut to the deadline
+    deadline: Deadline | None,
+) -> T:
+    """:func:`_race` within the call's deadline: ``_Expired`` when that is what ran out."""
+    bound, total = deadline.bound(timeout) if deadline is not None else (timeout, False)
+    try:
+        return await _race(awaitable, signal, bound)
+    except TimeoutError:
+        if total:
+            raise _Expired from None
+        raise
 
 
 def _aborted(ctx: TransportContext, started: bool) -> ProviderError:
     return ProviderError(
         "aborted", "the call was aborted", provider=ctx.provider, response_started=started
     )
+
+
+def expired(
+    ctx: TransportContext,
+    deadline: Deadline | None,
+    *,
+    in_stream: bool = False,
+    response_started: bool = False,
+) -> ProviderError:
+    """The ``timeout`` error of a call whose total deadline passed (never retried)."""
+    seconds = deadline.seconds if deadline is not None and deadline.seconds is not None else 0
+    return ProviderError(
+        "timeout",
+        f"the call exceeded its total deadline of {seconds:g} s",
+        phase="total",
+        in_stream=in_stream,
+        response_started=response_started,
+        should_retry=False,
+        provider=ctx.provider,
+    )
+
+
+def too_large(
+    ctx: TransportContext, exc: TooLarge, *, in_stream: bool = False, started: bool = False
+) -> ProviderError:
+    """The ``too_large`` error for an exceeded bound."""
+    return ProviderError(
+        "too_large",
+        str(exc),
+        limit=exc.limit,
+        in_stream=in_stream,
+        response_started=started,
+        provider=ctx.provider,
+    )
+
+
+def bad_response(
+    ctx: TransportContext,
+    message: str,
+    *,
+    status: int | None = None,
+    code: str | None = None,
+    limit: str | None = None,
+    in_stream: bool = False,
+    started: bool = False,
+) -> ProviderError:
+    """The ``bad_response`` error: the reply breaks the wire protocol."""
+    return ProviderError(
+        "bad_response",
+        redact(message, ctx.secrets),
+        status=status,
+        provider_code=code,
+        in_stream=in_stream,
+        response_started=started,
+        limit=limit,
+        provider=ctx.provider,
+    )
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, port)
 
 
 async def send(
@@ -103,14 +199,71 @@ async def send(
     timeouts: Timeouts,
     signal: SupportsAbort | None,
     ctx: TransportContext,
+    deadline: Deadline | None = None,
 ) -> httpx.Response:
-    """Send ``request`` and return the streaming response once its headers arrived."""
+    """Send ``request`` and return the streaming response once its headers arrived.
+
+    Same-origin 307/308 redirects are followed (the method and body kept); any other
+    redirect is a ``bad_response`` error, and the request never leaves its origin.
+    """
+    for _ in range(MAX_REDIRECTS + 1):
+        response = await _send_once(client, request, timeouts, signal, ctx, deadline)
+        if not response.is_redirect:
+            return response
+        await response.aclose()
+        location = response.headers.get("location", "")
+        try:
+            target = request.url.join(location)
+        except (httpx.InvalidURL, ValueError, TypeError):
+            target = None
+        if target is None or _origin(target) != _origin(request.url):
+            where = "?"
+            if target is not None:
+                where = f"{target.scheme}://{target.netloc.decode('ascii', 'replace')}"
+            raise bad_response(
+                ctx,
+                f"the server redirected to another origin ({where}); the API key is never sent "
+                "across origins (set the base URL to that origin if you trust it)",
+                status=response.status_code,
+                code="cross_origin_redirect",
+            )
+        if response.status_code not in (307, 308):
+            raise bad_response(
+                ctx,
+                f"the server answered {response.status_code} (a redirect that would drop "
+                "the request body)",
+                status=response.status_code,
+                code="redirect",
+            )
+        request = client.build_request(
+            request.method, target, headers=request.headers, content=request.content
+        )
+    raise bad_response(ctx, f"more than {MAX_REDIRECTS} redirects", code="redirect")
+
+
+async def _send_once(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    timeouts: Timeouts,
+    signal: SupportsAbort | None,
+    ctx: TransportContext,
+    deadline: Deadline | None,
+) -> httpx.Response:
     if signal is not None and signal.aborted:
         raise _aborted(ctx, False)
+    if deadline is not None and deadline.expired:
+        raise expired(ctx, deadline)
     try:
-        return await _race(client.send(request, stream=True), signal, timeouts.first_byte)
+        return await _step(
+            client.send(request, stream=True, follow_redirects=False),
+            signal,
+            timeouts.first_byte,
+            deadline,
+        )
     except _Aborted:
         raise _aborted(ctx, False) from None
+    except _Expired:
+        raise expired(ctx, deadline) from None
     except TimeoutError:
         raise ProviderError(
             "timeout",
@@ -163,6 +316,68 @@ def _broken(
     )
 
 
+async def _chunks(
+    response: httpx.Response,
+    *,
+    timeouts: Timeouts,
+    signal: SupportsAbort | None,
+    ctx: TransportContext,
+    deadline: Deadline | None,
+    terminal: list[bool] | None = None,
+    started: list[bool] | None = None,
+) -> AsyncGenerator[bytes, None]:
+    """The decoded body, chunk by chunk, each read bounded by the idle timeout (or the
+    terminal grace once ``terminal[0]`` is set) and the deadline; ends quietly when the
+    grace or the deadline runs out after the final record."""
+    in_stream = started is not None
+    iterator = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    try:
+        while True:
+            quiet = terminal is not None and terminal[0]
+            limit = timeouts.terminal_grace if quiet else timeouts.idle
+            begun = started[0] if started is not None else False
+            try:
+                chunk = await _step(iterator.__anext__(), signal, limit, deadline)
+            except StopAsyncIteration:
+                return
+            except _Aborted:
+                raise _aborted(ctx, begun) from None
+            except (_Expired, TimeoutError) as exc:
+                if quiet:
+                    return
+                if isinstance(exc, _Expired):
+                    raise expired(
+                        ctx, deadline, in_stream=in_stream, response_started=begun
+                    ) from None
+                what = "stream was silent" if in_stream else "response stalled"
+                raise ProviderError(
+                    "timeout",
+                    f"the {what} for {timeouts.idle:g} s",
+                    phase="idle",
+                    in_stream=in_stream,
+                    response_started=begun,
+                    provider=ctx.provider,
+                ) from None
+            except httpx.DecodingError:
+                raise bad_response(
+                    ctx,
+                    "the body does not decode with its content-encoding",
+                    status=response.status_code,
+                    code="bad_encoding",
+                    in_stream=in_stream,
+                    started=begun,
+                ) from None
+            except httpx.TransportError as exc:
+                prefix = "the stream broke: " if in_stream else ""
+                raise _broken(
+                    ctx, exc, prefix, in_stream=in_stream, response_started=begun
+                ) from None
+            if chunk:
+                yield chunk
+    finally:
+        await iterator.aclose()
+
+
 async def read_body(
     response: httpx.Response,
     *,
@@ -170,35 +385,27 @@ async def read_body(
     signal: SupportsAbort | None,
     ctx: TransportContext,
     limit: int | None = None,
+    deadline: Deadline | None = None,
+    strict: bool = False,
 ) -> bytes:
-    """The whole body (bounded by ``limit`` when given), with idle timeouts and abort."""
-    chunks: list[bytes] = []
-    size = 0
-    iterator = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    """The whole decoded body, at most ``limit`` bytes: past it, the rest is left unread,
+    or with ``strict`` the call fails with ``too_large`` (limit ``max_body_bytes``)."""
+    body = bytearray()
+    chunks = _chunks(response, timeouts=timeouts, signal=signal, ctx=ctx, deadline=deadline)
     try:
-        while True:
-            try:
-                chunk = await _race(iterator.__anext__(), signal, timeouts.idle)
-            except StopAsyncIteration:
-                break
-            except _Aborted:
-                raise _aborted(ctx, False) from None
-            except TimeoutError:
-                raise ProviderError(
-                    "timeout",
-                    f"the response stalled for {timeouts.idle:g} s",
-                    phase="idle",
-                    provider=ctx.provider,
-                ) from None
-            except httpx.TransportError as exc:
-                raise _broken(ctx, exc) from None
-            chunks.append(chunk)
-            size += len(chunk)
-            if limit is not None and size >= limit:
+        async for chunk in chunks:
+            body += chunk
+            if limit is not None and len(body) > limit:
+                if strict:
+                    raise too_large(
+                        ctx,
+                        TooLarge("max_body_bytes", f"the response body exceeds {limit} bytes"),
+                    )
+                del body[limit:]
                 break
     finally:
-        await iterator.aclose()
-    return b"".join(chunks)
+        await chunks.aclose()
+    return bytes(body)
 
 
 async def read_error(
@@ -207,19 +414,25 @@ async def read_error(
     timeouts: Timeouts,
     signal: SupportsAbort | None,
     ctx: TransportContext,
+    deadline: Deadline | None = None,
 ) -> ProviderError:
-    """Read a failed response's body and classify it."""
+    """Read a failed response's body (bounded) and classify it."""
     try:
         raw = await read_body(
-            response, timeouts=timeouts, signal=signal, ctx=ctx, limit=MAX_ERROR_BODY
+            response,
+            timeouts=timeouts,
+            signal=signal,
+            ctx=ctx,
+            limit=ctx.limits.max_error_body_bytes,
+            deadline=deadline,
         )
     finally:
         await response.aclose()
     text = raw.decode("utf-8", errors="replace")
     body: Any
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = loads_bounded(text, ctx.limits.max_json_depth)
+    except (ValueError, BadShape):
         body = text.strip()[:2000]
     return classify_error_body(
         response.status_code, body, response.headers, secrets=ctx.secrets, provider=ctx.provider
@@ -234,43 +447,45 @@ async def iter_events(
     ctx: TransportContext,
     started: list[bool],
     terminal: list[bool],
+    deadline: Deadline | None = None,
 ) -> AsyncGenerator[ServerSentEvent, None]:
-    """Server-sent events of a response (httpx-sse decoding: only CR, LF and CRLF end lines).
+    """Server-sent events of a response, decoded within ``ctx.limits`` (only CR, LF and
+    CRLF end lines).
 
     ``started[0]`` tells errors whether output already reached the caller. Once
     ``terminal[0]`` is set (the caller saw the final record), silence of
     ``timeouts.terminal_grace`` seconds ends the stream quietly.
     """
-    iterator = EventSource(response).aiter_sse()
+    limits = ctx.limits
+    decoder = SSEDecoder(
+        max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
+    )
+    chunks = _chunks(
+        response,
+        timeouts=timeouts,
+        signal=signal,
+        ctx=ctx,
+        deadline=deadline,
+        terminal=terminal,
+        started=started,
+    )
     try:
-        while True:
-            limit = timeouts.terminal_grace if terminal[0] else timeouts.idle
+        async for chunk in chunks:
             try:
-                event = await _race(iterator.__anext__(), signal, limit)
-            except StopAsyncIteration:
-                return
-            except _Aborted:
-                raise _aborted(ctx, started[0]) from None
-            except TimeoutError:
-                if terminal[0]:
-                    return
-                raise ProviderError(
-                    "timeout",
-                    f"the stream was silent for {timeouts.idle:g} s",
-                    phase="idle",
-                    in_stream=True,
-                    response_started=started[0],
-                    provider=ctx.provider,
-                ) from None
-            except httpx.TransportError as exc:
-                raise _broken(
-                    ctx, exc, "the stream broke: ", in_stream=True, response_started=started[0]
-                ) from None
-            yield event
+                events = decoder.feed(chunk)
+            except TooLarge as exc:
+                raise too_large(ctx, exc, in_stream=True, started=started[0]) from None
+            for event in events:
+                yield event
     finally:
-        await iterator.aclose()
+        await chunks.aclose()
 
 
 def header_items(headers: Mapping[str, str]) -> dict[str, str]:
     """Plain lower-cased header dict."""
     return {k.lower(): v for k, v in headers.items()}
+
+
+def frame_text(data: str, ctx: TransportContext) -> str:
+    """A malformed frame's text for an error message: short, keys scrubbed."""
+    return redact(data[:1000], ctx.secrets)[:200]
