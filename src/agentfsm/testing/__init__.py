@@ -3,9 +3,11 @@
 from .fake_server import (
     Drop,
     FakeProviderServer,
+    Filler,
     Frame,
     Pause,
     RecordedRequest,
+    Repeat,
     Reply,
     ReplyHandler,
 )
@@ -22,9 +24,11 @@ __all__ = [
     "ChatRequest",
     "Drop",
     "FakeProviderServer",
+    "Filler",
     "Frame",
     "Pause",
     "RecordedRequest",
+    "Repeat",
     "Reply",
     "ReplyHandler",
     "ScriptExhausted",

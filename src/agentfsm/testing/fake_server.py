@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -17,9 +19,11 @@ from attrs import evolve, frozen
 __all__ = [
     "Drop",
     "FakeProviderServer",
+    "Filler",
     "Frame",
     "Pause",
     "RecordedRequest",
+    "Repeat",
     "Reply",
     "ReplyHandler",
 ]
@@ -41,9 +45,30 @@ class Drop:
     """
 
 
+@frozen
+class Repeat:
+    """A frame sent again and again: ``times`` times, or until the client goes away
+    (``None``), waiting ``interval`` seconds after each. Endless keep-alives are
+    ``Repeat(": keep-alive\\n\\n", interval=0.05)``."""
+
+    frame: str | bytes
+    times: int | None = None
+    interval: float = 0.0
+
+
+@frozen
+class Filler:
+    """``size`` bytes of ``pattern`` (repeated), generated as they are sent, in pieces of
+    ``piece`` bytes: a huge line or body costs the server no memory."""
+
+    size: int
+    pattern: bytes = b"x"
+    piece: int = 64 * 1024
+
+
 _HeadersArg: TypeAlias = Mapping[str, str] | None
 
-Frame: TypeAlias = str | bytes | Pause | Drop
+Frame: TypeAlias = str | bytes | Pause | Drop | Repeat | Filler
 """One item of a streamed reply: raw bytes to send (``str`` is UTF-8 encoded), or a control."""
 
 
@@ -71,6 +96,19 @@ class Reply:
     The server adds ``Content-Length`` (``Transfer-Encoding: chunked`` for streams) and
     ``Connection: close`` unless ``headers`` already names them; other headers are sent
     exactly as given, in order.
+
+    Hostile behaviours, for testing how a client copes with a broken or malicious server:
+
+    - ``trickle``: send the body (or every frame) one byte at a time, this many seconds
+      apart (``Reply.trickled``): a JSON body at 1 byte/s never trips an idle timeout.
+    - :class:`Repeat` frames: endless keep-alives, ``id:``-only events, empty chunks.
+    - :class:`Filler` frames: a 400 MB line without a newline, generated as it is sent.
+    - ``Reply.gzipped``: any reply compressed, with ``content-encoding: gzip``; and
+      :func:`agentfsm.testing.hostile.gzip_bomb`, a small body that inflates to gigabytes.
+    - ``Reply.redirect``: a 3xx to another URL (run a second server there: it records the
+      headers it received, so a test sees whether the API key followed).
+    - :mod:`agentfsm.testing.hostile` builds the payloads: deep JSON, wrong types, many tool
+      calls, keys echoed back in errors.
     """
 
     status: int = 200
@@ -83,6 +121,8 @@ class Reply:
     """Seconds to wait after reading the request, before sending any byte."""
     respond: bool = True
     """``False``: after ``delay``, close the connection without sending a response."""
+    trickle: float | None = None
+    """Send the body or each frame one byte at a time, this many seconds apart."""
 
     @classmethod
     def json(cls, body: Any, status: int = 200, headers: _HeadersArg = None) -> Reply:
@@ -111,6 +151,35 @@ class Reply:
         if then is None:
             return cls(delay=seconds, respond=False)
         return evolve(then, delay=then.delay + seconds)
+
+    @classmethod
+    def trickled(cls, reply: Reply, seconds_per_byte: float = 1.0) -> Reply:
+        """``reply`` sent one byte at a time, ``seconds_per_byte`` apart."""
+        return evolve(reply, trickle=seconds_per_byte)
+
+    @classmethod
+    def redirect(cls, location: str, status: int = 307, headers: _HeadersArg = None) -> Reply:
+        """A redirect to ``location`` (an absolute URL, e.g. another server's)."""
+        return cls(status, (("location", location), *_headers(headers, None)))
+
+    @classmethod
+    def gzipped(cls, reply: Reply) -> Reply:
+        """``reply`` with its body (or its text frames, flushed one by one) gzip-compressed
+        and ``content-encoding: gzip`` (controls in ``frames`` pass through; fillers and
+        repeats are not compressed)."""
+        headers = (*reply.headers, ("content-encoding", "gzip"))
+        if reply.frames is None:
+            return evolve(reply, headers=headers, body=gzip.compress(reply.body))
+        packer = zlib.compressobj(wbits=31)
+        frames: list[Frame] = []
+        for frame in reply.frames:
+            if isinstance(frame, str | bytes):
+                data = frame.encode("utf-8") if isinstance(frame, str) else frame
+                frames.append(packer.compress(data) + packer.flush(zlib.Z_SYNC_FLUSH))
+            else:
+                frames.append(frame)
+        frames.append(packer.flush())
+        return evolve(reply, headers=headers, frames=tuple(frames))
 
 
 ReplyHandler: TypeAlias = Callable[[RecordedRequest], Reply]
@@ -384,6 +453,34 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         body += chunk[:-2]
 
 
+async def _write(writer: asyncio.StreamWriter, data: bytes, trickle: float | None) -> None:
+    """Write ``data`` (one byte at a time, ``trickle`` seconds apart, when set) and flush."""
+    if trickle is None:
+        writer.write(data)
+        await writer.drain()
+        return
+    for offset in range(len(data)):
+        writer.write(data[offset : offset + 1])
+        await writer.drain()
+        await asyncio.sleep(trickle)
+
+
+async def _chunk(writer: asyncio.StreamWriter, data: bytes, trickle: float | None) -> None:
+    if not data:
+        return
+    if trickle is None:
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+        await writer.drain()
+        return
+    for offset in range(len(data)):
+        await _write(writer, b"1\r\n%s\r\n" % data[offset : offset + 1], None)
+        await asyncio.sleep(trickle)
+
+
+def _bytes(frame: str | bytes) -> bytes:
+    return frame.encode("utf-8") if isinstance(frame, str) else frame
+
+
 async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
     if reply.delay > 0:
         await asyncio.sleep(reply.delay)
@@ -399,8 +496,8 @@ async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
         head.append("Connection: close")
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode("utf-8"))
     if reply.frames is None:
-        writer.write(reply.body)
         await writer.drain()
+        await _write(writer, reply.body, reply.trickle)
         return
     await writer.drain()
     for frame in reply.frames:
@@ -409,10 +506,19 @@ async def _send(writer: asyncio.StreamWriter, reply: Reply) -> None:
         elif isinstance(frame, Drop):
             writer.transport.abort()
             return
+        elif isinstance(frame, Repeat):
+            count = 0
+            while frame.times is None or count < frame.times:
+                await _chunk(writer, _bytes(frame.frame), reply.trickle)
+                count += 1
+                await asyncio.sleep(frame.interval)
+        elif isinstance(frame, Filler):
+            block = (frame.pattern * (frame.piece // max(1, len(frame.pattern)) + 1))[: frame.piece]
+            left = frame.size
+            while left > 0:
+                await _chunk(writer, block[: min(left, len(block))], reply.trickle)
+                left -= len(block)
         else:
-            data = frame.encode("utf-8") if isinstance(frame, str) else frame
-            if data:
-                writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-                await writer.drain()
+            await _chunk(writer, _bytes(frame), reply.trickle)
     writer.write(b"0\r\n\r\n")
     await writer.drain()

@@ -13,7 +13,7 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .anthropic_wire import EventAccumulator, build_request, parse_message
 from .errors import ProviderError, classify_error_body
-from .http_adapter import HttpAdapter
+from .http_adapter import NOT_JSON, HttpAdapter
 from .limits import BadShape, Deadline, Limits, loads_bounded
 from .retry import RetryPolicy
 from .shapes import shape_guard
@@ -136,8 +136,8 @@ class AnthropicChat(HttpAdapter):
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> ChatResult:
         data, text = await self._read_json_body(response, signal, deadline)
-        if data is None or not isinstance(data, dict):
-            if data is not None:
+        if not isinstance(data, dict):
+            if data is not NOT_JSON:
                 raise bad_response(
                     self._ctx,
                     f"the response body is a JSON {type(data).__name__}, not an object",

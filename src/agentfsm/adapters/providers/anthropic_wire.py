@@ -151,6 +151,9 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
     thinking: list[str] = []
     calls: list[ToolCall] = []
     blocks = opt_list(data.get("content"), "content")
+    uses = sum(1 for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use")
+    if uses > limits.max_tool_calls:
+        raise _too_many("tool calls", "max_tool_calls", limits.max_tool_calls)
     if len(blocks) > limits.max_blocks:
         raise _too_many("content blocks", "max_blocks", limits.max_blocks)
     for block in blocks:

@@ -17,7 +17,10 @@ from .retry import RetryPolicy, call_with_retries
 from .shapes import shape_guard
 from .transport import Timeouts, TransportContext, read_body
 
-__all__ = ["HttpAdapter"]
+__all__ = ["NOT_JSON", "HttpAdapter"]
+
+NOT_JSON: Any = object()
+"""What :meth:`HttpAdapter._read_json_body` returns for a body that is not JSON."""
 
 
 def _forget(error: BaseException) -> None:
@@ -118,8 +121,8 @@ class HttpAdapter:
     async def _read_json_body(
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> tuple[Any, str]:
-        """A non-streamed body, decoded and bounded: the JSON value (``None`` when it is not
-        JSON) and the text."""
+        """A non-streamed body, decoded and bounded: the JSON value (:data:`NOT_JSON` when it
+        is not JSON) and the text."""
         raw = await read_body(
             response,
             timeouts=self.timeouts,
@@ -131,11 +134,11 @@ class HttpAdapter:
         )
         text = raw.decode("utf-8", errors="replace")
         if not text.strip():
-            return None, text
+            return NOT_JSON, text
         with shape_guard(self._ctx, status=response.status_code):
             try:
                 return loads_bounded(text, self.limits.max_json_depth), text
             except BadShape:
                 raise
             except ValueError:
-                return None, text
+                return NOT_JSON, text

@@ -12,7 +12,7 @@ from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .errors import ProviderError, classify_error_body
-from .http_adapter import HttpAdapter
+from .http_adapter import NOT_JSON, HttpAdapter
 from .limits import BadShape, Deadline, Limits, loads_bounded
 from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
 from .retry import RetryPolicy
@@ -142,8 +142,8 @@ class OpenAIChat(HttpAdapter):
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> ChatResult:
         data, text = await self._read_json_body(response, signal, deadline)
-        if data is None or not isinstance(data, dict):
-            if data is not None:
+        if not isinstance(data, dict):
+            if data is not NOT_JSON:
                 raise bad_response(
                     self._ctx,
                     f"the response body is a JSON {type(data).__name__}, not an object",
