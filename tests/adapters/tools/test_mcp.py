@@ -99,6 +99,15 @@ def marked_pids(marker: str) -> list[int]:
     return pids
 
 
+def server_pids(marker: str) -> list[int]:
+    """The marked processes that are the Python servers (not the shell that reaps them)."""
+    return [
+        pid
+        for pid in marked_pids(marker)
+        if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/bin/sh\0")
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -291,8 +300,8 @@ async def test_name_clash_routing_crash_and_cleanup(git_repo: Path) -> None:
         assert unprefixed.error.startswith("unknown tool 'get_current_time'; available: a__")
 
         # Kill b's process: its calls fail with an error naming it, a's still work.
-        [b_pid] = marked_pids(f"{marker}-b")
-        [a_pid] = marked_pids(f"{marker}-a")
+        [b_pid] = server_pids(f"{marker}-b")
+        [a_pid] = server_pids(f"{marker}-a")
         os.kill(b_pid, signal.SIGKILL)
         crashed = await tools.run(ToolCall("c", "b__get_current_time", {"timezone": "UTC"}))
         assert not crashed.ok

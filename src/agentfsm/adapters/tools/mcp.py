@@ -7,8 +7,11 @@ connected, so this module itself imports without it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import shlex
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Mapping, Sequence
@@ -22,11 +25,34 @@ from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import SupportsAbort
 
+from .mcp_process import (
+    MAX_ERRLOG_BYTES,
+    MAX_GARBAGE_REPORTS,
+    ErrlogPump,
+    fileno,
+    quiet_garbage,
+)
+from .toolbox import fit_result
+from .truncate import DEFAULT_MODEL_OUTPUT_CHARS, OutputStore
+
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult, Tool
 
-__all__ = ["McpConnectionError", "McpServer", "McpTools"]
+__all__ = [
+    "MAX_CONTENT_BLOCKS",
+    "MAX_ERRLOG_BYTES",
+    "MAX_GARBAGE_REPORTS",
+    "MAX_IMAGE_CHARS",
+    "McpConnectionError",
+    "McpServer",
+    "McpTools",
+]
+
+MAX_CONTENT_BLOCKS = 1000
+"""Content blocks of one result read; the rest are counted."""
+MAX_IMAGE_CHARS = 8 * 1024 * 1024
+"""Largest base64 image passed on to the model (8 MiB of base64)."""
 
 _DEFAULT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _HTTP_TIMEOUTS = (30.0, 300.0)
@@ -134,11 +160,25 @@ class McpTools:
     its own, started by :meth:`start`: :meth:`start`, :meth:`run` and :meth:`aclose` may be
     awaited from any tasks, but all on the event loop that ran :meth:`start`.
 
+    Results are cut like a :class:`~agentfsm.adapters.tools.ToolBox`'s: text (and
+    structured content) and errors longer than ``max_output_chars`` reach the model as head
+    and tail; with ``store`` (share a ToolBox's, whose ``read_output`` then pages them) the
+    cut text is kept, without one the marker says it was not.
+
+    A stdio server runs in a process group of its own: when it exits, crashes or is stopped,
+    everything it started in that group is killed with it. Lines on its stdout that are not
+    JSON-RPC are reported in one log line each, without tracebacks, and at most
+    :data:`MAX_GARBAGE_REPORTS` times per start.
+
     Args:
         servers: The servers, in the order their tools are listed.
         call_timeout: Seconds one tool call may take.
         connect_timeout: Seconds one server may take to start, connect and list its tools.
-        errlog: Where stdio servers' stderr goes (default: ``sys.stderr`` at start).
+        errlog: Where stdio servers' stderr goes (default: ``sys.stderr`` at start). A
+            stream without a file descriptor (``io.StringIO``) is fed through a pipe, at
+            most :data:`MAX_ERRLOG_BYTES` per server.
+        max_output_chars: Longest result or error text the model receives whole.
+        store: Where cut results are kept for ``read_output``.
     """
 
     def __init__(
@@ -148,6 +188,8 @@ class McpTools:
         call_timeout: float = 120.0,
         connect_timeout: float = 30.0,
         errlog: TextIO | None = None,
+        max_output_chars: int = DEFAULT_MODEL_OUTPUT_CHARS,
+        store: OutputStore | None = None,
     ) -> None:
         names = [server.name for server in servers]
         if len(set(names)) != len(names):
@@ -156,6 +198,8 @@ class McpTools:
         self.call_timeout = call_timeout
         self.connect_timeout = connect_timeout
         self._errlog = errlog
+        self.max_output_chars = max_output_chars
+        self.store = store
         self._links: list[_Link] = []
         self._specs: tuple[ToolSpec, ...] = ()
         self._routes: dict[str, tuple[_Link, str]] = {}
@@ -183,6 +227,7 @@ class McpTools:
         fails (the others are closed again)."""
         if self._links:
             raise RuntimeError("McpTools is already started")
+        quiet_garbage()
         self._links = [_Link(server) for server in self.servers]
         for link in self._links:
             link.task = asyncio.create_task(self._hold(link), name=f"mcp:{link.server.name}")
@@ -229,7 +274,8 @@ class McpTools:
             if not self._links:
                 return ToolResult(False, "", "the MCP servers are not connected")
             available = ", ".join(spec.name for spec in self._specs)
-            return ToolResult(False, "", f"unknown tool {call.name!r}; available: {available}")
+            name = call.name[:100]
+            return ToolResult(False, "", f"unknown tool {name!r}; available: {available}")
         if call.raw_arguments is not None:
             raw = call.raw_arguments[:200]
             return ToolResult(False, "", f"the arguments were not valid JSON: {raw}")
@@ -242,7 +288,11 @@ class McpTools:
             return ToolResult(False, "", f"{link.server.name}: {_describe(error)}")
         if result is None:
             return ToolResult(False, "", "cancelled")
-        return _to_result(result)
+        try:
+            converted = _to_result(result)
+        except Exception as error:
+            converted = ToolResult(False, "", f"unreadable result: {_describe(error)}")
+        return fit_result(converted, self.max_output_chars, self.store)
 
     async def _call(self, link: _Link, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         assert link.session is not None
@@ -279,7 +329,14 @@ class McpTools:
 
             params = _stdio_parameters(server, StdioServerParameters)
             errlog = self._errlog if self._errlog is not None else sys.stderr
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            if fileno(errlog) is None:
+                pump = ErrlogPump(errlog, server.name)
+                stack.callback(pump.close)
+                piped = stdio_client(params, errlog=pump.writer)  # type: ignore[arg-type]
+                read, write = await stack.enter_async_context(piped)
+                pump.start()  # the server holds its own copy of the pipe now
+            else:
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
@@ -354,6 +411,25 @@ async def _race(call: Awaitable[CallToolResult], signal: object) -> CallToolResu
     return task.result()
 
 
+def _executable(command: str, server: McpServer) -> str:
+    """``command`` as a path, found the way the SDK's spawn would (``FileNotFoundError``
+    when it is missing, as the spawn itself would raise)."""
+    if "/" in command:
+        found: str | None = str(Path(server.cwd or ".", command))
+        if not os.access(str(found), os.X_OK) or Path(str(found)).is_dir():
+            found = None
+    else:
+        path = (server.env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+        found = shutil.which(command, path=path)
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+    return found
+
+
+_REAP_GROUP = '"$@"; kill -KILL 0'
+"""Run the server, then kill whatever it left in its process group (this shell too)."""
+
+
 def _to_result(result: CallToolResult) -> ToolResult:
     from mcp.types import AudioContent, EmbeddedResource, ImageContent, TextContent
 
@@ -361,10 +437,16 @@ def _to_result(result: CallToolResult) -> ToolResult:
     metadata: dict[str, Any] = {}
     has_text = False
     for block in result.content:
+        if len(lines) >= MAX_CONTENT_BLOCKS:
+            lines.append(f"[… {len(result.content) - len(lines)} more content blocks]")
+            break
         if isinstance(block, TextContent):
             has_text = True
             lines.append(block.text)
         elif isinstance(block, ImageContent):
+            if len(block.data) > MAX_IMAGE_CHARS:
+                lines.append(f"[image of {len(block.data)} base64 characters, too large]")
+                continue
             metadata.setdefault("image", {"media_type": block.mime_type, "data": block.data})
             lines.append("[image]")
         elif isinstance(block, AudioContent):
@@ -385,9 +467,11 @@ def _to_result(result: CallToolResult) -> ToolResult:
 def _stdio_parameters(server: McpServer, parameters: Any) -> Any:
     """The SDK's stdio parameters for ``server``, wrapped in its sandbox when it has one."""
     if server.sandbox is None:
-        return parameters(
-            command=str(server.command), args=list(server.args), env=server.env, cwd=server.cwd
-        )
+        command, args = str(server.command), list(server.args)
+        if os.name == "posix":  # the SDK makes it a group leader; this reaps the group
+            command = _executable(command, server)
+            command, args = "/bin/sh", ["-c", _REAP_GROUP, "agentfsm-mcp", command, *args]
+        return parameters(command=command, args=args, env=server.env, cwd=server.cwd)
     line = shlex.join([str(server.command), *server.args])
     cwd = Path(server.cwd) if server.cwd is not None else Path.cwd()
     argv, env = server.sandbox.command(f"exec {line}", cwd)

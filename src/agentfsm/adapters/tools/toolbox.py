@@ -9,8 +9,11 @@ Parameter descriptions come from Google, NumPy or reST docstrings (``docstring_p
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, get_type_hints, overload
 
@@ -20,13 +23,51 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.engine.protocols import SupportsAbort
 
-from .truncate import DEFAULT_MODEL_OUTPUT_CHARS, OutputStore, truncate_for_model
+from .truncate import DEFAULT_MODEL_OUTPUT_CHARS, OutputStore, cut_for_model
 
-__all__ = ["FunctionTool", "ToolBox", "describe_validation_error", "tool"]
+__all__ = [
+    "FunctionTool",
+    "ToolBox",
+    "describe_validation_error",
+    "fit_result",
+    "run_in_daemon_thread",
+    "tool",
+]
 
 ToolFunction = Callable[..., Any]
 INJECTED = frozenset({"signal", "call"})
 """Parameters the ToolBox supplies itself; they are not part of the schema."""
+
+
+async def run_in_daemon_thread(
+    fn: Callable[..., Any], kwargs: Mapping[str, Any], *, name: str = "tool"
+) -> Any:
+    """``fn(**kwargs)`` in a new daemon thread, awaited. Cancelling the await abandons the
+    thread (Python cannot stop it); being a daemon, it never keeps the process alive."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as raised:
+            error = raised
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future
 
 
 class FunctionTool:
@@ -83,7 +124,9 @@ class FunctionTool:
         signal: SupportsAbort | None = None,
         call: ToolCall | None = None,
     ) -> Any:
-        """Validate, then call (awaiting async functions; sync ones run in a thread).
+        """Validate, then call (awaiting async functions; sync ones run in a daemon thread
+        of their own, which an interrupted run abandons and which never holds the process
+        open at exit).
 
         A function may declare ``signal`` (the run's abort signal) and ``call`` (the
         :class:`ToolCall`) parameters; they are supplied, not part of the schema.
@@ -96,7 +139,7 @@ class FunctionTool:
             kwargs["call"] = call
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
-        value = await asyncio.to_thread(self.fn, **kwargs)
+        value = await run_in_daemon_thread(self.fn, kwargs, name=f"tool:{self.name}")
         if inspect.isawaitable(value):
             value = await value
         return value
@@ -164,6 +207,38 @@ def describe_validation_error(tool_name: str, error: ValidationError) -> str:
     return f"invalid arguments for {tool_name}: " + "; ".join(problems)
 
 
+def _describe(error: BaseException) -> str:
+    """``Type: message``, even when the message itself fails."""
+    try:
+        text = str(error)
+    except Exception:
+        text = "(the error's message could not be read)"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def fit_result(result: ToolResult, limit: int, store: OutputStore | None) -> ToolResult:
+    """``result`` with its output and error each cut to ``limit`` characters (head and
+    tail around a marker); what was cut is kept in ``store`` for ``read_output``, and
+    ``display_output`` carries the kept text for people."""
+    if len(result.output) <= limit and (result.error is None or len(result.error) <= limit):
+        return result
+    output, stored = cut_for_model(result.output, limit, store)
+    metadata = dict(result.metadata)
+    if stored is not None:
+        metadata["output_id"] = stored.id
+    error = result.error
+    if error is not None and len(error) > limit:
+        error, stored_error = cut_for_model(error, limit, store)
+        if stored_error is not None:
+            metadata["error_id"] = stored_error.id
+    display = result.display_output
+    if stored is not None and store is not None:
+        display = store.get(stored.id)
+    elif display is not None and len(display) > limit:
+        display = output
+    return ToolResult(result.ok, output, error, metadata, display_output=display)
+
+
 def _to_output(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
@@ -219,13 +294,13 @@ class ToolBox:
         Args:
             id: The output id named in the cut marker.
             offset: The first character to return.
-            limit: How many characters to return.
+            limit: How many characters to return (at most the tool output limit).
         """
         text = self.store.get(id)
         if text is None:
-            return ToolResult(False, "", f"no stored output {id!r} (it may have expired)")
-        offset = max(0, offset)
-        end = min(len(text), offset + max(1, limit))
+            return ToolResult(False, "", f"no stored output {id[:100]!r} (it may have expired)")
+        offset = min(max(0, offset), len(text))
+        end = min(len(text), offset + min(max(1, limit), max(1, self.max_output_chars - 200)))
         more = f"; next: read_output(id={id!r}, offset={end})" if end < len(text) else ""
         return ToolResult(
             True,
@@ -236,7 +311,9 @@ class ToolBox:
         function_tool = self._tools.get(call.name)
         if function_tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
-            return ToolResult(False, "", f"unknown tool {call.name!r}; available tools: {known}")
+            return ToolResult(
+                False, "", f"unknown tool {call.name[:100]!r}; available tools: {known}"
+            )
         if call.raw_arguments is not None:
             return ToolResult(
                 False,
@@ -256,8 +333,14 @@ class ToolBox:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            return ToolResult(False, "", f"{type(error).__name__}: {error}")
-        return self._fit(_to_output(value), call.name)
+            return self._fit(ToolResult(False, "", _describe(error)), call.name)
+        try:
+            result = _to_output(value)
+        except Exception as error:
+            result = ToolResult(
+                False, "", f"the tool's result could not be read: {_describe(error)}"
+            )
+        return self._fit(result, call.name)
 
     @staticmethod
     async def _until_aborted(work: Awaitable[Any], signal: SupportsAbort | None) -> Any:
@@ -279,13 +362,6 @@ class ToolBox:
         return task.result()
 
     def _fit(self, result: ToolResult, name: str) -> ToolResult:
-        if len(result.output) <= self.max_output_chars or name == "read_output":
-            return result
-        output_id = self.store.put(result.output)
-        return ToolResult(
-            result.ok,
-            truncate_for_model(result.output, self.max_output_chars, output_id),
-            result.error,
-            {**result.metadata, "output_id": output_id},
-            display_output=result.output,
+        return fit_result(
+            result, self.max_output_chars, None if name == "read_output" else self.store
         )
