@@ -26,6 +26,7 @@ from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
     read_session_messages,
+    read_session_policy_state,
     resolve_session,
 )
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
@@ -139,6 +140,45 @@ def test_corrupt_partial_and_unknown_lines_are_skipped(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(lines), "utf-8")
     assert read_session_messages(path) == [UserMessage("hi"), AssistantMessage("yo")]
+
+
+def test_skipped_lines_are_counted_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.jsonl"
+    user = json.dumps({"kind": "message", "message": {"role": "user", "content": "hi"}})
+    reply = json.dumps({"kind": "message", "message": {"role": "assistant", "content": "yo"}})
+    path.write_text("\n".join(["{bad", "[" * 5000 + "]" * 5000, user, "{worse", reply]), "utf-8")
+    with caplog.at_level(logging.WARNING, "agentfsm.sessions"):
+        assert read_session_messages(path) == [UserMessage("hi"), AssistantMessage("yo")]
+    (record,) = caplog.records
+    assert "skipped 3 unreadable line(s)" in record.getMessage()
+
+
+def test_wrong_typed_policy_state_is_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.jsonl"
+    states = [{"prune_tool_results": {"k": "marker"}}, {"prune_tool_results": 5, "other": {}}]
+    path.write_text(
+        "\n".join(
+            json.dumps({"kind": "meta", "meta": {"event": "run_end", "policy_state": s}})
+            for s in states
+        ),
+        "utf-8",
+    )
+    with caplog.at_level(logging.WARNING, "agentfsm.sessions"):
+        assert read_session_policy_state(path) == {"other": {}}
+    assert "prune_tool_results" in caplog.text
+
+
+def test_a_session_folder_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("", "utf-8")
+    with pytest.raises(NotADirectoryError):
+        SessionStore(target).new_handle()
+    with pytest.raises(SessionNotFound, match="not a folder"):
+        resolve_session(target, "latest")
 
 
 def test_every_trailing_user_message_is_dropped(tmp_path: Path) -> None:

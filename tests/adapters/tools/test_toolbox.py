@@ -191,3 +191,42 @@ def test_output_store_drops_the_oldest() -> None:
     a, b, c = store.put("a"), store.put("b"), store.put("c")
     assert store.get(a) is None
     assert (store.get(b), store.get(c)) == ("b", "c")
+
+
+def test_output_store_is_bounded_by_memory_and_least_recently_used() -> None:
+    store = OutputStore(max_bytes=64 * 1024, max_entry_bytes=16 * 1024)
+    first = store.store("a" * 10_000)
+    assert first.whole
+    for _ in range(5):
+        store.put("b" * 10_000)
+    assert store.get(first.id) is not None  # used: now the most recent
+    for _ in range(3):
+        store.put("c" * 10_000)
+    assert store.bytes <= 64 * 1024
+    assert store.get(first.id) is not None
+    big = store.store("d" * 100_000)
+    assert not big.whole
+    kept = store.get(big.id)
+    assert kept is not None
+    assert "excerpt" not in kept  # the kept text's own marker says what is missing
+    assert "not kept" in kept
+    assert big.chars == len(kept) < 16 * 1024
+
+
+async def test_long_errors_are_cut_and_kept() -> None:
+    @tool
+    def fail() -> str:
+        """Fail with a long message."""
+        raise ValueError("line\n" * 10_000 + "the cause")
+
+    box = ToolBox([fail], max_output_chars=2000)
+    result = await box.run(ToolCall("1", "fail", {}))
+    assert not result.ok
+    assert result.error is not None
+    assert len(result.error) < 2200
+    assert result.error.endswith("the cause")
+    error_id = result.metadata["error_id"]
+    assert f"read_output(id='{error_id}'" in result.error
+    page = await box.run(ToolCall("2", "read_output", {"id": error_id, "limit": 10**9}))
+    assert page.ok
+    assert len(page.output) <= 2000
