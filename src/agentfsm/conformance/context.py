@@ -163,7 +163,29 @@ class RawExchange:
         return json.loads(self.text)
 
 
-_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+RECORDED_HEADERS = frozenset(
+    {
+        "content-type",
+        "date",
+        "retry-after",
+        "retry-after-ms",
+        "x-should-retry",
+        "x-request-id",
+        "request-id",
+        "openai-processing-ms",
+        "openai-version",
+        "anthropic-version",
+    }
+)
+"""Response headers a recording keeps (an allow-list: anything else, cookies and keys
+included, is left out)."""
+RECORDED_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def recorded_header(name: str) -> bool:
+    """Whether a recording keeps the response header ``name``."""
+    lowered = name.lower()
+    return lowered in RECORDED_HEADERS or lowered.startswith(RECORDED_HEADER_PREFIXES)
 
 
 @define
@@ -223,11 +245,7 @@ class LiveContext:
                 "request": {"method": "POST", "uri": url, "body": json.dumps(body)},
                 "response": {
                     "status": exchange.status,
-                    "headers": {
-                        k: [v]
-                        for k, v in exchange.headers.items()
-                        if k.lower() not in _SECRET_HEADERS
-                    },
+                    "headers": {k: [v] for k, v in exchange.headers.items() if recorded_header(k)},
                     "body": exchange.text,
                 },
             }

@@ -11,7 +11,7 @@ import yaml
 
 from agentfsm.adapters.providers.errors import redact
 
-from .context import EndpointTarget
+from .context import EndpointTarget, recorded_header
 
 __all__ = ["save_recordings", "scrub"]
 
@@ -36,6 +36,12 @@ def save_recordings(target: EndpointTarget, recordings: list[dict[str, Any]]) ->
         request["body"] = scrub(request["body"], secrets)
         response = dict(item["response"])
         response["body"] = scrub(response["body"], secrets)
+        response["headers"] = {
+            name: [scrub(str(value), secrets) for value in values]
+            for name, values in dict(response.get("headers") or {}).items()
+            if recorded_header(name)
+        }
+        request["uri"] = scrub(str(request.get("uri", "")), secrets)
         document = {
             "fixture": {
                 "provider": target.label,

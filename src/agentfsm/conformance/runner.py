@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
+from attrs import evolve
+
 from agentfsm.testing import FakeProviderServer
 
 from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
@@ -20,8 +22,14 @@ from .model import (
     Outcome,
     Report,
 )
+from .record import scrub
 
 __all__ = ["run_check", "run_checks"]
+
+
+def _text(error: BaseException, target: AdapterTarget | EndpointTarget) -> str:
+    secrets = (target.api_key or "",) if isinstance(target, EndpointTarget) else ()
+    return scrub(str(error), secrets)
 
 
 def _result(
@@ -51,7 +59,21 @@ def _result(
 async def run_check(
     check: Check, target: AdapterTarget | EndpointTarget, live: LiveContext | None = None
 ) -> CheckResult:
-    """One check on one target; never raises."""
+    """One check on one target; never raises. Its message, expected and got texts never
+    hold the target's API key."""
+    result = await _run_check(check, target, live)
+    secrets = (target.api_key or "",) if isinstance(target, EndpointTarget) else ()
+    return evolve(
+        result,
+        message=scrub(result.message, secrets),
+        expected=scrub(result.expected, secrets) if result.expected is not None else None,
+        got=scrub(result.got, secrets) if result.got is not None else None,
+    )
+
+
+async def _run_check(
+    check: Check, target: AdapterTarget | EndpointTarget, live: LiveContext | None
+) -> CheckResult:
     mode: Mode = "recorded" if isinstance(target, AdapterTarget) else "live"
     started = time.monotonic()
     missing = [need for need in check.needs if not target.capabilities.has(need)]
@@ -94,7 +116,7 @@ async def run_check(
             mode,
             outcome,
             time.monotonic() - started,
-            message=f"unexpected {type(error).__name__}: {str(error)[:300]}",
+            message=f"unexpected {type(error).__name__}: {_text(error, target)[:300]}",
             quirks=check.quirks,
         )
     seconds = time.monotonic() - started
