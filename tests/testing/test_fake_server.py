@@ -251,3 +251,29 @@ def test_a_malformed_request_gets_a_400(server: FakeProviderServer) -> None:
     assert reply.startswith(b"HTTP/1.1 400 Bad Request\r\n")
     assert b"bad request line" in reply
     assert server.requests == []
+
+
+def test_hostile_frames_and_replies(server: FakeProviderServer) -> None:
+    from agentfsm.testing import Filler, Repeat
+    from agentfsm.testing.hostile import gzip_bomb
+
+    server.enqueue(
+        Reply.sse([Repeat("id: 1\n\n", times=3), Filler(10, b"ab")]),
+        Reply.trickled(Reply.raw(b"abc"), 0.05),
+        Reply.gzipped(Reply.json({"ok": True})),
+        Reply.redirect("http://elsewhere.test/x", 307),
+        gzip_bomb(1024 * 1024),
+    )
+    with httpx.Client(base_url=server.base_url) as client:
+        assert client.get("/").content == b"id: 1\n\n" * 3 + b"ababababab"
+        started = time.monotonic()
+        assert client.get("/").content == b"abc"
+        assert time.monotonic() - started >= 0.1
+        zipped = client.get("/")
+        assert zipped.headers["content-encoding"] == "gzip"
+        assert zipped.json() == {"ok": True}
+        moved = client.get("/")
+        assert (moved.status_code, moved.headers["location"]) == (307, "http://elsewhere.test/x")
+        bomb = client.get("/")
+        assert int(bomb.headers["content-length"]) < 10_000
+        assert bomb.content == b"a" * 1024 * 1024

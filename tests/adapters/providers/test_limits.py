@@ -1,0 +1,79 @@
+"""The bounded SSE decoder, depth checks, scrubbing and Retry-After edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfsm.adapters.providers import Limits, ProviderError
+from agentfsm.adapters.providers.errors import parse_retry_after
+from agentfsm.adapters.providers.limits import BadShape, TooLarge, check_depth, loads_bounded
+from agentfsm.adapters.providers.sse import SSEDecoder
+
+STREAM = (
+    "data: a\u2028b\r\n\r\nevent: x\rdata: 1\r\r: comment\nid: 5\n\ndata: q\ndata: r\n\n"
+).encode()
+
+
+def _decode(pieces: list[bytes]) -> list[tuple[str, str]]:
+    decoder = SSEDecoder(max_line_bytes=100, max_event_bytes=200)
+    events = [e for piece in pieces for e in decoder.feed(piece)]
+    return [(e.event, e.data) for e in events]
+
+
+EXPECTED = [("message", "a\u2028b"), ("x", "1"), ("message", "q\nr")]
+
+
+def test_lines_end_only_at_cr_lf_and_crlf() -> None:
+    assert _decode([STREAM]) == EXPECTED
+
+
+def test_any_split_of_the_bytes_gives_the_same_events() -> None:
+    assert _decode([STREAM[i : i + 1] for i in range(len(STREAM))]) == EXPECTED
+    for cut in range(len(STREAM)):
+        assert _decode([STREAM[:cut], STREAM[cut:]]) == EXPECTED
+
+
+def test_a_long_line_is_too_large_before_it_is_held() -> None:
+    decoder = SSEDecoder(max_line_bytes=10, max_event_bytes=100)
+    decoder.feed(b"data: 1234")
+    with pytest.raises(TooLarge) as raised:
+        decoder.feed(b"5")
+    assert raised.value.limit == "max_line_bytes"
+
+
+def test_a_large_event_is_too_large() -> None:
+    decoder = SSEDecoder(max_line_bytes=100, max_event_bytes=20)
+    with pytest.raises(TooLarge) as raised:
+        decoder.feed(b"data: 0123456789\ndata: 0123456789\n")
+    assert raised.value.limit == "max_event_bytes"
+
+
+def test_depth() -> None:
+    check_depth({"a": [1, {"b": []}]}, 4)
+    with pytest.raises(BadShape):
+        check_depth({"a": [1, {"b": []}]}, 3)
+    with pytest.raises(BadShape):
+        loads_bounded("[" * 100_000 + "]" * 100_000, Limits().max_json_depth)
+    with pytest.raises(ValueError, match="Expecting"):
+        loads_bounded("{", 5)
+
+
+def test_scrub_covers_every_string() -> None:
+    key = "sk-test-0123456789abcdefghij"
+    error = ProviderError(
+        "auth", f"bad {key}", status=403, provider_code=key, provider_type=f"t {key[:14]}"
+    )
+    error.scrub((key,))
+    text = f"{error} {error!r} {error.args} {error.provider_code} {error.provider_type}"
+    assert "0123456789" not in text
+    assert str(error).startswith("auth 403 [[redacted]]")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e999", "soon", ""])
+def test_retry_after_that_is_not_a_delay(value: str) -> None:
+    assert parse_retry_after({"retry-after": value}) is None
+    assert parse_retry_after({"retry-after-ms": value}) is None
+
+
+def test_retry_after_ms_falls_back_to_retry_after() -> None:
+    assert parse_retry_after({"retry-after-ms": "nan", "retry-after": "3"}) == 3.0
