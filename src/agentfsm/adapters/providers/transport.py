@@ -394,15 +394,15 @@ async def read_body(
     chunks = _chunks(response, timeouts=timeouts, signal=signal, ctx=ctx, deadline=deadline)
     try:
         async for chunk in chunks:
-            body += chunk
-            if limit is not None and len(body) > limit:
+            if limit is not None and len(body) + len(chunk) > limit:
                 if strict:
                     raise too_large(
                         ctx,
                         TooLarge("max_body_bytes", f"the response body exceeds {limit} bytes"),
                     )
-                del body[limit:]
+                body += chunk[: limit - len(body)]
                 break
+            body += chunk
     finally:
         await chunks.aclose()
     return bytes(body)
