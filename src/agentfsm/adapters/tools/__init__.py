@@ -4,8 +4,10 @@ from agentfsm.engine.batching import plan_tool_batches
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from .builtin import WorkspaceTools, workspace_tools
+from .fs import PathRefused, SafeRoot
 from .mcp import McpConnectionError, McpServer, McpTools
 from .sandbox import BubblewrapSandbox, detect_sandbox
+from .settings import SandboxSettings, Settings, SettingsError, load_settings
 from .toolbox import FunctionTool, ToolBox, tool
 from .truncate import OutputStore, truncate_for_model
 from .workspace import OutsideWorkspace, PermissionRule, Permissions, Workspace
@@ -19,14 +21,20 @@ __all__ = [
     "McpTools",
     "OutputStore",
     "OutsideWorkspace",
+    "PathRefused",
     "PermissionRule",
     "Permissions",
+    "SafeRoot",
+    "SandboxSettings",
     "SandboxUnavailable",
+    "Settings",
+    "SettingsError",
     "ToolBox",
     "Unsandboxed",
     "Workspace",
     "WorkspaceTools",
     "detect_sandbox",
+    "load_settings",
     "plan_tool_batches",
     "tool",
     "truncate_for_model",
