@@ -7,8 +7,10 @@ import sys
 from typing import Any, TextIO
 
 from agentfsm.engine.events import AgentEmitter
+from agentfsm.engine.messages import AssistantMessage
 from agentfsm.engine.params import LoopOutcome
-from agentfsm.engine.serialization import dumps
+from agentfsm.engine.serialization import dumps, to_jsonable
+from agentfsm.engine.text import encodable, printable
 
 __all__ = ["HumanRenderer", "JsonRenderer", "QuietRenderer", "Renderer"]
 
@@ -23,6 +25,22 @@ def _first_line(text: str, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _print(text: str, stream: TextIO | None = None, *, end: str = "\n") -> None:
+    """Print ``text`` as the stream's encoding can take it (lone surrogates as escapes)."""
+    stream = stream if stream is not None else sys.stdout
+    stream.write(printable(text, stream) + end)
+    stream.flush()
+
+
+def last_words(outcome: LoopOutcome) -> str | None:
+    """What the model said last in a run that did not end ``final`` (``None`` if nothing):
+    the text of the latest assistant message of ``outcome.messages`` that has text."""
+    for message in reversed(outcome.messages):
+        if isinstance(message, AssistantMessage) and message.content.strip():
+            return message.content
+    return None
+
+
 class Renderer:
     """Base: subscribe to a run's events; report progress, errors and the outcome."""
 
@@ -34,23 +52,28 @@ class Renderer:
 
     def progress(self, line: str) -> None:
         """A setup message (starting the local model …); never on stdout."""
-        print(line, file=sys.stderr, flush=True)
+        _print(line, sys.stderr)
 
     def error(self, message: str) -> None:
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        _print(f"error: {message}", sys.stderr)
 
     def summary(self, outcome: LoopOutcome) -> None:
         """After the run."""
 
 
 class JsonRenderer(Renderer):
-    """One JSON object per event on stdout (the cattrs form), nothing else."""
+    """One JSON object per event on stdout (the cattrs form), nothing else. Lone surrogates
+    are written as ``\\uXXXX`` escapes, and all non-ASCII text too when the stream's
+    encoding cannot take it, so every line is valid JSON."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
 
     def on_event(self, event: Any) -> None:
-        self.out.write(dumps(event) + "\n")
+        line = dumps(event)
+        if not encodable(line, self.out):
+            line = json.dumps(to_jsonable(event), separators=(",", ":"))
+        self.out.write(line + "\n")
         self.out.flush()
 
 
@@ -59,7 +82,7 @@ class QuietRenderer(Renderer):
 
     def summary(self, outcome: LoopOutcome) -> None:
         if outcome.final is not None:
-            print(outcome.final.content)
+            _print(outcome.final.content)
 
 
 class HumanRenderer(Renderer):
@@ -84,15 +107,17 @@ class HumanRenderer(Renderer):
     def _say(self, text: str, style: str | None = None) -> None:
         self._end_stream()
         if self.console is None:
-            print(text, flush=True)
+            _print(text)
         else:
+            text = printable(text, self.console.file)
             self.console.print(text, style=style, markup=False, highlight=False)
 
     def _stream(self, text: str, style: str | None = None) -> None:
         self._streaming = True
         if self.console is None:
-            print(text, end="", flush=True)
+            _print(text, end="")
         else:
+            text = printable(text, self.console.file)
             self.console.print(
                 text, end="", style=style, markup=False, highlight=False, soft_wrap=True
             )
@@ -109,6 +134,7 @@ class HumanRenderer(Renderer):
         if self.console is None:
             return
         label = "running " + ", ".join(self._running.values()) if self._running else ""
+        label = printable(label, self.console.file)
         if self._status is None and self._running:
             self._status = self.console.status(label)
             self._status.start()
@@ -174,8 +200,10 @@ class HumanRenderer(Renderer):
         if self._status is not None:
             self._status.stop()
             self._status = None
-        if outcome.stopped_reason != "final" and outcome.final is not None:
-            self._say(outcome.final.content)  # a capped run's last words, with its note
+        if outcome.stopped_reason == "budget":
+            words = last_words(outcome)
+            if words is not None:
+                self._say(words)  # a capped run's last words
         usage = outcome.usage
         rows = [
             (
@@ -194,8 +222,8 @@ class HumanRenderer(Renderer):
         session = f"session: {outcome.session_path or 'not recorded'}"
         if self.console is None:
             for name, value in rows:
-                print(f"{name:>8}: {value}")
-            print(session)
+                _print(f"{name:>8}: {value}")
+            _print(session)
             return
         from rich.table import Table
 
@@ -203,6 +231,7 @@ class HumanRenderer(Renderer):
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
         for name, value in rows:
-            table.add_row(name, value)
+            table.add_row(name, printable(value, self.console.file))
         self.console.print(table)
+        session = printable(session, self.console.file)
         self.console.print(session, soft_wrap=True, markup=False, highlight=False)

@@ -10,6 +10,7 @@ from cattrs.preconf.json import make_converter
 from .errors import RecordedError, error_name
 from .events import AgentEvent
 from .messages import Message
+from .text import escape_surrogates
 
 __all__ = [
     "converter",
@@ -73,8 +74,13 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """Serialize a message, event or result to a compact JSON string."""
-    return json.dumps(converter.unstructure(obj), ensure_ascii=False, separators=(",", ":"))
+    """Serialize a message, event or result to a compact JSON string.
+
+    Non-ASCII text is kept as is, except lone surrogates, which are written as ``\\uXXXX``
+    escapes: the string always has a UTF-8 form and :func:`loads` gives the same text back.
+    """
+    text = json.dumps(converter.unstructure(obj), ensure_ascii=False, separators=(",", ":"))
+    return escape_surrogates(text)
 
 
 def loads(text: str | bytes, cls: Any) -> Any:

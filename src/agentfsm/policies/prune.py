@@ -23,6 +23,7 @@ from attrs import define
 
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.messages import AssistantMessage, Message, ToolMessage
+from agentfsm.engine.text import utf8_bytes
 
 __all__ = ["TOOL_RESULT_BUDGET_CHARS", "prune_marker", "prune_tool_results"]
 
@@ -39,7 +40,7 @@ def prune_marker(content: str) -> str:
 
 
 def _key(message: ToolMessage) -> str:
-    digest = hashlib.blake2b(message.content.encode("utf-8"), digest_size=8).hexdigest()
+    digest = hashlib.blake2b(utf8_bytes(message.content), digest_size=8).hexdigest()
     return f"{message.tool_call_id}:{digest}"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from agentfsm.engine.context import current_run
 from agentfsm.engine.messages import ToolCall, ToolResult
 from agentfsm.engine.process import CommandSandbox
+from agentfsm.engine.text import utf8_bytes
 
 from .fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from .listing import SKIPPED_DIRS, FolderTools, fail, why
@@ -39,11 +40,10 @@ _Errors = (OutsideWorkspace, PathRefused)
 
 def sha(text: str) -> str:
     """Short content hash, as used in edit metadata."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return hashlib.sha256(utf8_bytes(text)).hexdigest()[:16]
 
 
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
+_encode = utf8_bytes
 
 
 def _is_binary(data: bytes) -> bool:
