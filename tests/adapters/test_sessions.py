@@ -17,7 +17,9 @@ from agentfsm import (
     AssistantMessage,
     ChatResult,
     Engine,
+    Message,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
@@ -25,10 +27,13 @@ from agentfsm import (
 from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
+    answer_open_tool_calls,
     read_session_messages,
     read_session_policy_state,
     resolve_session,
 )
+from agentfsm.engine.cancellation import UNRECORDED_BEFORE_TOOL, UNRECORDED_DURING_TOOL
+from agentfsm.engine.serialization import to_jsonable
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 
@@ -278,3 +283,64 @@ def test_file_names_use_timestamp_counter_and_label(tmp_path: Path) -> None:
     assert b.path.name == "20260914T050000123000Z-0002-My-Label.jsonl"
     a.write_meta({"event": "x"})
     assert json.loads(a.path.read_text("utf-8"))["ts"] == "2026-09-14T05:00:00.123Z"
+
+
+def test_lone_surrogates_are_written_and_read_back_exactly(tmp_path: Path) -> None:
+    odd = "a\udcffb\ud800"
+    handle = SessionStore(tmp_path).new_handle()
+    written: list[Message] = [
+        SystemMessage(f"sys {odd}"),
+        UserMessage(f"user {odd}"),
+        AssistantMessage(odd, tool_calls=(ToolCall("c1", "ls", {odd: odd}),)),
+        ToolMessage("c1", f"out {odd}"),
+        AssistantMessage("done"),
+    ]
+    handle.write_messages(*written[:2])
+    handle.write_meta({"event": "note", "text": odd})
+    handle.write_messages(*written[2:])
+    raw = handle.path.read_bytes()
+    raw.decode("ascii")  # escaped, so valid in any encoding
+    assert len(raw.splitlines()) == 6
+    assert read_session_messages(handle.path) == written
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps({"ts": "t", **record})
+
+
+def test_unanswered_tool_calls_read_back_answered(tmp_path: Path) -> None:
+    calls = (ToolCall("c1", "edit", {}), ToolCall("c2", "ls", {}), ToolCall("c3", "ls", {}))
+    asked = AssistantMessage("", tool_calls=calls)
+    done = ToolMessage("c2", "listed")
+    path = tmp_path / "s.jsonl"
+    lines = [
+        _line({"kind": "message", "message": to_jsonable(UserMessage("go"))}),
+        _line({"kind": "message", "message": to_jsonable(ToolMessage("zz", "orphan"))}),
+        _line({"kind": "message", "message": to_jsonable(asked)}),
+        _line({"kind": "meta", "meta": {"event": "tool_call_start", "call_id": "c2"}}),
+        _line({"kind": "message", "message": to_jsonable(done)}),
+        _line({"kind": "message", "message": to_jsonable(done)}),  # a second answer
+        _line({"kind": "meta", "meta": {"event": "tool_call_start", "call_id": "c1"}}),
+    ]
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    messages = read_session_messages(path)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "tool"]
+    answers = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    assert answers["c2"] == done
+    assert answers["c1"].is_error
+    assert json.loads(answers["c1"].content)["error"] == UNRECORDED_DURING_TOOL
+    assert "may have acted" in answers["c1"].content
+    assert json.loads(answers["c3"].content)["error"] == UNRECORDED_BEFORE_TOOL
+    # Reading the result back in changes nothing.
+    again = SessionStore(tmp_path / "again").new_handle()
+    again.write_messages(*messages)
+    assert read_session_messages(again.path) == messages
+    assert answer_open_tool_calls(messages) == messages
+
+
+def test_a_call_answered_after_a_later_user_message_is_closed_before_it() -> None:
+    asked = AssistantMessage("", tool_calls=(ToolCall("c1", "ls", {}),))
+    history: list[Message] = [UserMessage("go"), asked, UserMessage("next"), ToolMessage("c1", "late")]
+    fixed = answer_open_tool_calls(history)
+    assert [m.role for m in fixed] == ["user", "assistant", "tool", "user"]
+    assert json.loads(fixed[2].content)["error"] == UNRECORDED_BEFORE_TOOL

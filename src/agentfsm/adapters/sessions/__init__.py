@@ -3,6 +3,7 @@
 from .lines import MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_SESSION_BYTES, iter_session_records
 from .location import default_session_dir, state_home
 from .reader import (
+    answer_open_tool_calls,
     drop_trailing_user_messages,
     read_session_messages,
     read_session_policy_state,
@@ -21,6 +22,7 @@ __all__ = [
     "SessionNotFound",
     "SessionRecorder",
     "SessionStore",
+    "answer_open_tool_calls",
     "default_session_dir",
     "drop_trailing_user_messages",
     "is_session_file",

@@ -5,7 +5,8 @@ memory or crash the reader.
   (opened without blocking, then checked), so is a file over :data:`MAX_SESSION_BYTES`.
 * A line longer than :data:`MAX_LINE_BYTES` is skipped without being held in memory.
 * A record nested deeper than :data:`MAX_JSON_DEPTH` is skipped (no ``RecursionError``).
-* Invalid UTF-8 becomes U+FFFD; lone surrogates (``"\\ud800"``) become ``?``.
+* Invalid UTF-8 becomes U+FFFD; lone surrogates (``"\\ud800"``) become ``?``, unless the
+  caller asks for the exact strings (``exact=True``, as the transcript reader does).
 
 Skipped lines are counted and reported in one logged warning per file.
 """
@@ -111,7 +112,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _record(raw: bytes) -> tuple[bool, Any]:
+def _record(raw: bytes, exact: bool = False) -> tuple[bool, Any]:
     """``(True, record)`` or ``(False, None)`` for a line that cannot be used."""
     text = raw.decode("utf-8", errors="replace").strip()
     if not text:
@@ -122,17 +123,20 @@ def _record(raw: bytes) -> tuple[bool, Any]:
         return False, None
     if _too_deep(record):
         return False, None
-    if "\\ud" in text or "\\uD" in text:
+    if not exact and ("\\ud" in text or "\\uD" in text):
         record = _clean(record)
     return True, record
 
 
-def iter_session_records(path: str | Path, *, contains: bytes | None = None) -> Iterator[Any]:
+def iter_session_records(
+    path: str | Path, *, contains: bytes | None = None, exact: bool = False
+) -> Iterator[Any]:
     """The parsed records of a session file, in order, skipping unusable lines.
 
     Blank lines are passed over; a line that is not JSON, too long or too deep is skipped,
     and the count of skipped lines is logged once as a warning. With ``contains``, lines
-    without that byte string are not parsed. Raises like :func:`open_session_file`.
+    without that byte string are not parsed. With ``exact``, strings are kept as written,
+    lone surrogates included. Raises like :func:`open_session_file`.
     """
     skipped = 0
     with open_session_file(path) as file:
@@ -143,7 +147,7 @@ def iter_session_records(path: str | Path, *, contains: bytes | None = None) -> 
                     continue
                 if contains is not None and contains not in raw:
                     continue
-                ok, record = _record(raw)
+                ok, record = _record(raw, exact)
                 if not ok:
                     skipped += 1
                 elif record is not None:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine.messages import Message, UserMessage
+from agentfsm.engine.cancellation import unrecorded_result
+from agentfsm.engine.history import tool_message_from_result
+from agentfsm.engine.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.engine.serialization import structure_message
 
 from .lines import iter_session_records
 
 __all__ = [
     "ROLES",
+    "answer_open_tool_calls",
     "drop_trailing_user_messages",
     "read_session_messages",
     "read_session_policy_state",
@@ -38,31 +41,99 @@ def _message(record: Any) -> Message | None:
         return None
 
 
-def drop_trailing_user_messages(messages: list[Message]) -> list[Message]:
-    """Drop every user message at the end (a failed or aborted run can stack several)."""
+def drop_trailing_user_messages(
+    messages: list[Message], *, keep: Callable[[Message], bool] | None = None
+) -> list[Message]:
+    """Drop every user message at the end (a failed or aborted run can stack several).
+
+    With ``keep``, dropping stops at the first user message (from the end) it accepts: the
+    Engine keeps its frozen session context that way.
+    """
     end = len(messages)
     while end and isinstance(messages[end - 1], UserMessage):
+        if keep is not None and keep(messages[end - 1]):
+            break
         end -= 1
     return messages[:end]
 
 
-def read_session_messages(path: str | Path) -> list[Message]:
-    """The transcript of a session file.
+def answer_open_tool_calls(
+    messages: Iterable[Message], started: Collection[str] = ()
+) -> list[Message]:
+    """``messages`` with every assistant tool call answered and no stray tool message.
+
+    A call with no tool message before the next assistant or user message gets a failed
+    result, placed after the results that did arrive: a call whose id is in ``started``
+    (its tool had begun) says the tool may have acted, the others that it did not run. A tool
+    message that answers no open call of the preceding assistant message (an orphan, or a
+    second answer) is dropped. Providers reject either, so the result is a valid history.
+    """
+    out: list[Message] = []
+    open_calls: list[ToolCall] = []
+
+    def close() -> None:
+        for call in open_calls:
+            out.append(tool_message_from_result(call, unrecorded_result(call.id in started)))
+        open_calls.clear()
+
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            call = next((c for c in open_calls if c.id == message.tool_call_id), None)
+            if call is not None:
+                open_calls.remove(call)
+                out.append(message)
+            continue
+        close()
+        out.append(message)
+        if isinstance(message, AssistantMessage):
+            open_calls.extend(message.tool_calls)
+    close()
+    return out
+
+
+def read_session_messages(
+    path: str | Path, *, keep: Callable[[Message], bool] | None = None
+) -> list[Message]:
+    """The transcript of a session file, ready to resume.
 
     Parses leniently line by line: keeps ``kind: "message"`` records whose role is one of
     the four known roles, skips everything else (meta records, unknown roles, and corrupt,
-    partial, over-long or over-deep lines, which are counted in one logged warning). Drops
-    every trailing user message, so reading what this returns back in gives the same list.
+    partial, over-long or over-deep lines, which are counted in one logged warning). Strings
+    read back exactly as they were written, lone surrogates included.
+
+    A run that was killed or cancelled can leave tool calls unanswered: each reads back
+    answered by a failed result saying the run stopped during the call (and whether its tool
+    had started, from the ``tool_call_start`` records, so may have acted); tool messages that
+    answer no call are dropped (see :func:`answer_open_tool_calls`). Then every trailing
+    user message is dropped (``keep`` as in :func:`drop_trailing_user_messages`), so reading
+    what this returns back in gives the same list.
+
     A missing file raises ``FileNotFoundError``; a FIFO, device or over-large file
     :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
     :mod:`agentfsm.adapters.sessions.lines`).
     """
     messages: list[Message] = []
-    for record in iter_session_records(path):
+    started: set[str] = set()
+    for record in iter_session_records(path, exact=True):
         message = _message(record)
         if message is not None:
             messages.append(message)
-    return drop_trailing_user_messages(messages)
+            continue
+        call_id = _started_call(record)
+        if call_id is not None:
+            started.add(call_id)
+    return drop_trailing_user_messages(answer_open_tool_calls(messages, started), keep=keep)
+
+
+def _started_call(record: Any) -> str | None:
+    """The call id of a ``tool_call_start`` meta record, else ``None``."""
+    if not isinstance(record, dict) or record.get("kind") != "meta":
+        return None
+    meta = record.get("meta")
+    if not isinstance(meta, dict) or meta.get("event") != "tool_call_start":
+        return None
+    call_id = meta.get("call_id")
+    return call_id if isinstance(call_id, str) else None
 
 
 def _policy_entries(state: dict[Any, Any], where: str) -> dict[str, Any]:

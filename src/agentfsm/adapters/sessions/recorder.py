@@ -12,6 +12,7 @@ from agentfsm.engine.events import (
     CompressEndEvent,
     LlmEndEvent,
     ToolCallEndEvent,
+    ToolCallStartEvent,
 )
 from agentfsm.engine.history import tool_message_from_result
 from agentfsm.engine.messages import Message, Usage
@@ -28,12 +29,15 @@ class SessionRecorder:
     """Appends one run to a :class:`SessionHandle`.
 
     ``start`` writes ``run_start`` and the seeded messages; then, while subscribed,
-    ``llm_end`` appends the assistant message, ``tool_call_end`` the tool message (cancelled
-    ones too), ``budget_exhausted`` and ``compress_end`` a meta record; ``finish`` writes
+    ``llm_end`` appends the assistant message, ``tool_call_start`` a small meta record (the
+    call id: a reader then knows the tool may have acted if its result never arrives),
+    ``tool_call_end`` the tool message (cancelled ones too), ``budget_exhausted`` and
+    ``compress_end`` a meta record; ``finish`` writes
     ``run_end`` with the stop reason and the run's usage. Policy decisions (warnings, stops,
     gate refusals, redirections) are recorded as meta records too, without reminder or
     advice texts. Best effort: a write error logs a warning (once per run) and never reaches
-    the run.
+    the run. Give it an emitter that carries only this run's events: the ``Engine`` gives
+    each run its own, forwarding to ``engine.events``.
     """
 
     def __init__(self, handle: SessionHandle) -> None:
@@ -73,6 +77,7 @@ class SessionRecorder:
             self._safely(lambda: self.handle.write_messages(*messages))
         self._unsubscribe = [
             emitter.on("llm_end", self._on_llm_end),
+            emitter.on("tool_call_start", self._on_tool_call_start),
             emitter.on("tool_call_end", self._on_tool_call_end),
             emitter.on("budget_exhausted", self._on_budget_exhausted),
             emitter.on("compress_end", self._on_compress_end),
@@ -86,6 +91,10 @@ class SessionRecorder:
 
     def _on_llm_end(self, event: LlmEndEvent) -> None:
         self._safely(lambda: self.handle.write_messages(event.result.message))
+
+    def _on_tool_call_start(self, event: ToolCallStartEvent) -> None:
+        meta = {"event": "tool_call_start", "turn": event.turn, "call_id": event.call.id}
+        self._safely(lambda: self.handle.write_meta(meta))
 
     def _on_tool_call_end(self, event: ToolCallEndEvent) -> None:
         message = tool_message_from_result(event.call, event.result)

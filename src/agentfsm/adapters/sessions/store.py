@@ -63,9 +63,9 @@ class SessionHandle:
 
     def _line(self, record: Mapping[str, Any]) -> str:
         now = self._clock() if self._clock is not None else None
-        return json.dumps(
-            {"ts": utc_timestamp(now), **record}, ensure_ascii=False, separators=(",", ":")
-        )
+        # ASCII JSON: any text, lone surrogates included (a non-UTF-8 file name becomes one),
+        # is written as valid escapes and reads back as the same string.
+        return json.dumps({"ts": utc_timestamp(now), **record}, separators=(",", ":"))
 
     def write(self, *records: Mapping[str, Any]) -> None:
         """Append records (``kind`` and payload) as lines; raises ``OSError`` on failure."""
