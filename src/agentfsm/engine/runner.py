@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .batching import plan_tool_batches
+from .cancellation import cancelled_from_outside, cancelled_result
 from .compaction import compress_messages
 from .context import RunContext, ToolOutcome, current_run
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
@@ -97,6 +98,8 @@ class LoopRunner:
         if ctx.tools is None:
             ctx.tools = tools
         self._destructive = frozenset(s.name for s in ctx.tool_specs if s.destructive)
+        self._started: set[str] = set()
+        """Ids of the current turn's calls whose tool has started."""
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         self._effects: dict[str, _Effect] = {
             "turn_start": self._turn_start,
@@ -114,17 +117,37 @@ class LoopRunner:
         }
 
     async def run(self) -> LoopOutcome:
-        """Run the loop to a final state."""
+        """Run the loop to a final state.
+
+        Cancelled from outside (``task.cancel()``), the run still closes: each tool call of
+        the current turn left open gets a cancelled ``tool_call_end`` (and its tool message),
+        then ``error`` is emitted and the ``CancelledError`` re-raised.
+        """
         stepper = self.stepper
         effects = self._effects
-        while True:
-            step = await effects[stepper.state]()
-            if step is None:
-                continue
-            if isinstance(step, str):
-                stepper.send(step)
-                continue
-            return step
+        try:
+            while True:
+                step = await effects[stepper.state]()
+                if step is None:
+                    continue
+                if isinstance(step, str):
+                    stepper.send(step)
+                    continue
+                return step
+        except asyncio.CancelledError as exc:
+            self._close_cancelled(exc)
+            raise
+
+    def _close_cancelled(self, error: asyncio.CancelledError) -> None:
+        """Answer the calls a cancellation left open, then emit ``error``."""
+        ctx = self.ctx
+        if self.stepper.state == "run_tools" and ctx.last_result is not None:
+            answered = {outcome.call.id for outcome in ctx.turn_tools}
+            for call in ctx.last_result.message.tool_calls:
+                if call.id not in answered:
+                    answered.add(call.id)
+                    self._post(call, cancelled_result(call.id in self._started), True)
+        self._emit(ErrorEvent(error=error))
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -295,6 +318,7 @@ class LoopRunner:
     async def _run_tools(self) -> str:
         ctx = self.ctx
         assert ctx.last_result is not None
+        self._started = set()
         token = current_run.set(ctx)
         try:
             for batch in plan_tool_batches(ctx.last_result.message.tool_calls, ctx.tool_specs):
@@ -314,6 +338,7 @@ class LoopRunner:
         result = ToolResult(ok=False, output="", error=INTERRUPTED)
         if not cut:
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+            self._started.add(call.id)
             try:
                 result = await self._interruptible(self._run_tool(call))
             except AbortError:
@@ -330,8 +355,11 @@ class LoopRunner:
             return
         for call in batch:
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
+            self._started.add(call.id)
+        # One coroutine per call, created only when its task starts: a batch cancelled
+        # before then leaves no tool coroutine un-awaited.
         results = await asyncio.gather(
-            *(self._interruptible(self._run_tool(call)) for call in batch), return_exceptions=True
+            *(self._run_tool_interruptibly(call) for call in batch), return_exceptions=True
         )
         for call, result in zip(batch, results, strict=True):
             if isinstance(result, ToolResult):
@@ -382,11 +410,20 @@ class LoopRunner:
         for observer in self.policies.turn_observers:
             self._remind(observer, observer.on_turn_end(self.ctx))
 
+    async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
+        return await self._interruptible(self._run_tool(call))
+
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         if self.tools is None:
             return ToolResult(ok=False, output="", error=f"unknown tool {call.name!r}: no tools")
         try:
             result: object = await self.tools.run(call, signal=self.ctx.params.signal)
+        except asyncio.CancelledError:
+            if cancelled_from_outside():
+                raise
+            # The tool raised CancelledError by itself: a failed call, not the run's end.
+            logger.warning("agentfsm: tool %s raised CancelledError", call.name)
+            return ToolResult(ok=False, output="", error="tool raised CancelledError")
         except Exception as exc:  # a ToolRunner must not raise; keep the run alive if it does
             logger.warning("agentfsm: tool runner raised on %s: %r", call.name, exc)
             return ToolResult(ok=False, output="", error=f"tool raised {type(exc).__name__}: {exc}")

@@ -20,6 +20,7 @@ from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
     SessionStore,
+    answer_open_tool_calls,
     drop_trailing_user_messages,
     read_session_messages,
     read_session_policy_state,
@@ -36,7 +37,7 @@ from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.runner import LoopRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
 
-from .context import ContextProvider, context_message
+from .context import ContextProvider, context_message, is_context_message
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
 
 __all__ = ["DEFAULT_MAX_TURNS", "Engine"]
@@ -119,7 +120,7 @@ class Engine:
 
     def load_session(self, ref: str) -> list[Message]:
         """The messages of session ``ref`` (``latest``, an id or a unique id prefix)."""
-        return read_session_messages(self._resolve(ref))
+        return read_session_messages(self._resolve(ref), keep=is_context_message)
 
     def _resolve(self, ref: str) -> Path:
         if self.store is None:
@@ -175,7 +176,7 @@ class Engine:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
             resumed = self._resolve(resume)
-            history = read_session_messages(resumed)
+            history = read_session_messages(resumed, keep=is_context_message)
             policy_state = read_session_policy_state(resumed)
         handle = session
         if handle is None and self.store is not None:
@@ -183,7 +184,9 @@ class Engine:
         if history is not None:
             prior = list(history)
         elif handle is not None and not handle.first_use:
-            prior = drop_trailing_user_messages(list(handle.messages))
+            prior = drop_trailing_user_messages(
+                answer_open_tool_calls(handle.messages), keep=is_context_message
+            )
             policy_state = dict(handle.policy_state)
         else:
             prior = []
@@ -224,12 +227,15 @@ class Engine:
             policy_state=policy_state,
             sandbox=self.sandbox,
         )
+        # This run's events only (concurrent runs share ``self.events``), forwarded there.
+        run_events = AgentEmitter()
+        run_events.on("*", self.events.emit)
         recorder = None
         if handle is not None:
             recorder = SessionRecorder(handle)
             first = handle.first_use
             recorder.start(
-                self.events,
+                run_events,
                 messages=history_list
                 if first
                 else history_list[len(history_list) - len(new_input) :],
@@ -241,7 +247,7 @@ class Engine:
             self.chat,
             self.tools,
             ctx,
-            emitter=self.events,
+            emitter=run_events,
             policies=self.policies,
             stepper=self.stepper,
             deltas=True,
