@@ -120,14 +120,23 @@ async def test_edit_file_is_an_exact_unique_replacement(root: Path) -> None:
 
 
 async def test_rereading_an_unchanged_file(root: Path) -> None:
+    from agentfsm import LoopParams, RunContext
+    from agentfsm.engine.context import current_run
+
     box = workspace_tools(root)
-    first = await box.run(ToolCall("r1", "read_file", {"path": "README.md"}))
-    assert "TODO" in first.output
-    again = await box.run(ToolCall("r2", "read_file", {"path": "README.md"}))
-    assert "unchanged since you read it (call r1)" in again.output
-    (root / "README.md").write_text("# changed\n", "utf-8")
-    changed = await box.run(ToolCall("r3", "read_file", {"path": "README.md"}))
-    assert "# changed" in changed.output
+    outside = await box.run(ToolCall("r0", "read_file", {"path": "README.md"}))
+    assert "TODO" in outside.output
+    token = current_run.set(RunContext(params=LoopParams(max_turns=5), history=[]))
+    try:
+        first = await box.run(ToolCall("r1", "read_file", {"path": "README.md"}))
+        assert "TODO" in first.output  # the read outside a run is not remembered
+        again = await box.run(ToolCall("r2", "read_file", {"path": "README.md"}))
+        assert "unchanged since you read it (call r1)" in again.output
+        (root / "README.md").write_text("# changed\n", "utf-8")
+        changed = await box.run(ToolCall("r3", "read_file", {"path": "README.md"}))
+        assert "# changed" in changed.output
+    finally:
+        current_run.reset(token)
     window = await box.run(
         ToolCall("r4", "read_file", {"path": "src/app.py", "offset": 2, "limit": 1})
     )

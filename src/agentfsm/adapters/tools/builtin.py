@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine.context import current_run
-from agentfsm.engine.messages import ToolCall, ToolResult
+from attrs import define
+
+from agentfsm.engine.context import RunContext, current_run
+from agentfsm.engine.messages import ToolCall, ToolMessage, ToolResult
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.text import utf8_bytes
 
@@ -50,17 +52,58 @@ def _is_binary(data: bytes) -> bool:
     return b"\x00" in data[:8192]
 
 
-def _pruned(call_id: str) -> bool:
+READS_KEY = "agentfsm.read_file"
+"""The ``RunContext.run_state`` entry holding the reads a run has shown."""
+
+
+def _pruned(ctx: RunContext, call_id: str) -> bool:
     """Whether the run replaced that call's result with a prune marker."""
-    ctx = current_run.get()
-    if ctx is None:
-        return False
     state = ctx.policy_state.get("prune_tool_results") or {}
     return any(k.startswith(f"{call_id}:") and isinstance(v, str) for k, v in state.items())
 
 
+@define
+class _Read:
+    """A read whose full content the run's history holds."""
+
+    digest: str
+    call_id: str
+    compressions: int
+    """``RunContext.compressions`` when the history was last seen to hold it."""
+
+
+def _in_history(ctx: RunContext, call_id: str) -> bool:
+    return any(
+        isinstance(message, ToolMessage) and message.tool_call_id == call_id
+        for message in reversed(ctx.history)
+    )
+
+
+def _shown(ctx: RunContext | None, key: tuple[str, int, int], digest: str) -> str | None:
+    """The call whose result, still in the run's history, holds this same read."""
+    if ctx is None:
+        return None
+    reads: dict[tuple[str, int, int], _Read] = ctx.run_state.get(READS_KEY) or {}
+    earlier = reads.get(key)
+    if earlier is None or earlier.digest != digest:
+        return None
+    if earlier.compressions != ctx.compressions:  # compression rewrote the history
+        if not _in_history(ctx, earlier.call_id):
+            del reads[key]
+            return None
+        earlier.compressions = ctx.compressions
+    if _pruned(ctx, earlier.call_id):
+        return None
+    return earlier.call_id
+
+
 class WorkspaceTools(FolderTools):
-    """The state behind the workspace tools of one session (reads already shown).
+    """The workspace tools of a root, their permissions and sandbox.
+
+    ``read_file`` remembers, per run (in ``RunContext.run_state``), what it has shown: an
+    unchanged re-read answers with a pointer to the earlier result as long as the run's
+    history still holds that result whole (not pruned, not summarized away). A new run,
+    even of the same engine, starts with no memory; outside a run there is none.
 
     The limits are attributes, so one instance can be given others.
     """
@@ -82,7 +125,6 @@ class WorkspaceTools(FolderTools):
         self.permissions = (permissions or Permissions()) + Permissions.from_settings(
             self.workspace.root
         )
-        self._reads: dict[tuple[str, int, int], tuple[str, str]] = {}
 
     # -- reading ---------------------------------------------------------------------
 
@@ -115,11 +157,12 @@ class WorkspaceTools(FolderTools):
         text = data.decode("utf-8", errors="replace")
         key = (rel, offset, limit)
         digest = sha(text)
-        earlier = self._reads.get(key)
-        if earlier is not None and earlier[0] == digest and not _pruned(earlier[1]):
+        ctx = current_run.get()
+        earlier = _shown(ctx, key, digest)
+        if earlier is not None:
             return ToolResult(
                 True,
-                f"{path} is unchanged since you read it (call {earlier[1]}); its content is above.",
+                f"{path} is unchanged since you read it (call {earlier}); its content is above.",
             )
         lines = text.splitlines()
         start = max(1, offset)
@@ -135,8 +178,9 @@ class WorkspaceTools(FolderTools):
             body = (
                 f"[{path} is {size:,} bytes; only its first {len(data):,} bytes were read]\n" + body
             )
-        if call is not None:
-            self._reads[key] = (digest, call.id)
+        if call is not None and ctx is not None:
+            reads = ctx.run_state.setdefault(READS_KEY, {})
+            reads[key] = _Read(digest, call.id, ctx.compressions)
         return ToolResult(True, body)
 
     # -- changing ----------------------------------------------------------------------
