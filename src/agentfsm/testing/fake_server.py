@@ -16,6 +16,8 @@ from typing import Any, TypeAlias
 
 from attrs import evolve, frozen
 
+from .pairing import pairing_problem
+
 __all__ = [
     "Drop",
     "FakeProviderServer",
@@ -221,12 +223,23 @@ class FakeProviderServer:
             with FakeProviderServer() as server:
                 yield server
 
+    With ``strict=True`` the server checks each request's messages like the real providers
+    do (see :mod:`agentfsm.testing.pairing`): a ``…/chat/completions`` or ``…/messages``
+    request with an unanswered tool call, a stray tool result or (Anthropic) roles that do
+    not alternate gets HTTP 400 with an ``invalid_request_error`` naming the problem, and
+    takes no scripted reply. The request is still recorded.
+
     Args:
         host: The address to listen on.
         stop_timeout: Seconds :meth:`stop` waits for the server thread to finish.
+        strict: Enforce the OpenAI and Anthropic tool-call pairing rules.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", stop_timeout: float = 5.0) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", stop_timeout: float = 5.0, strict: bool = False
+    ) -> None:
+        self.strict = strict
+        """Whether requests breaking the pairing rules are answered with HTTP 400."""
         self.handler: ReplyHandler | None = None
         """Answers requests once the scripted replies are used up."""
         self._host = host
@@ -390,8 +403,11 @@ class FakeProviderServer:
                 await writer.wait_closed()
 
     def _reply_for(self, request: RecordedRequest) -> Reply:
+        problem = _strict_problem(request) if self.strict else None
         with self._lock:
             self._requests.append(request)
+            if problem is not None:
+                return _invalid_request(problem)
             reply = self._queue.popleft() if self._queue else None
         if reply is not None:
             return reply
@@ -402,6 +418,29 @@ class FakeProviderServer:
             return handler(request)
         except Exception as exc:
             return _error_reply(f"FakeProviderServer handler raised {type(exc).__name__}: {exc}")
+
+
+def _strict_problem(request: RecordedRequest) -> str | None:
+    if request.method != "POST":
+        return None
+    try:
+        body = request.json()
+    except ValueError:
+        return None
+    return pairing_problem(request.path, body)
+
+
+def _invalid_request(problem: str) -> Reply:
+    return Reply.json(
+        {
+            "type": "error",
+            "error": {
+                "message": f"FakeProviderServer (strict): {problem}",
+                "type": "invalid_request_error",
+            },
+        },
+        400,
+    )
 
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
