@@ -91,3 +91,18 @@ def test_last_words_of_a_capped_run() -> None:
     )
     assert last_words(outcome) == "working"
     assert last_words(LoopOutcome([], None, None, 0, "budget")) is None
+
+
+def test_a_capped_run_shows_its_last_words(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reply = tool_reply(("list_dir", {}), content="Still going: two files left.")
+    code = main(
+        ["run", "go", "--workspace", str(workspace), *SANDBOX, "--max-turns", "2"],
+        chat=ScriptedChat([reply] * 3),
+    )
+    assert code == 3
+    out = capsys.readouterr().out
+    summary = out[out.rindex("list_dir") :]
+    assert "Still going: two files left." in summary
+    assert "budget" in summary

@@ -22,8 +22,10 @@ class max_turns:
     """Limit a run to ``n`` LLM calls (the core budget semantics).
 
     With ``wrap_up`` (the default), the last allowed turn's request carries
-    :data:`WRAP_UP_REMINDER`, and a run that reaches the cap returns the model's own last
-    response with a note appended as its final text.
+    :data:`WRAP_UP_REMINDER`, and a run that answers on that turn returns the model's own
+    last response with a note appended as its ``final``. A run that still asked for tools
+    there stops ``budget`` with ``final`` left ``None``; its last words are the latest
+    assistant message of ``outcome.messages`` (also ``outcome.result.message``).
     """
 
     can_stop = False
@@ -50,11 +52,11 @@ class max_turns:
 
     def shape_outcome(self, ctx: RunContext, outcome: LoopOutcome) -> LoopOutcome | None:
         capped = ctx.turn == self.n == ctx.max_turns
-        if not (self.wrap_up and capped and outcome.stopped_reason in ("final", "budget")):
+        if not (self.wrap_up and capped and outcome.stopped_reason == "final"):
             return None
-        if outcome.result is None:
+        if outcome.final is None:
             return None
-        text = outcome.result.message.content.rstrip()
+        text = outcome.final.content.rstrip()
         final = AssistantMessage(f"{text}\n\n{self.note}" if text else self.note)
         return evolve(outcome, final=final)
 
