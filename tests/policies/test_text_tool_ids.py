@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.messages import AssistantMessage, ToolCall, ToolMessage
+from agentfsm.engine.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.policies import text_tool_calls
 from agentfsm.policies.text_tools import parse_text_tool_calls
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
@@ -23,7 +23,7 @@ def test_parse_makes_ids_unique() -> None:
 
 
 async def test_ids_are_unique_across_the_run_and_its_seed() -> None:
-    seed = [
+    seed: list[Message] = [
         UserMessage("earlier"),
         tool_reply(ToolCall("a", "ls", {})),
         ToolMessage("a", "x"),
