@@ -2,6 +2,11 @@
 
 Compression is an optimization, never a correctness requirement: when the summarizer
 fails, the history is returned unchanged and the run goes on.
+
+The kept messages form a valid provider history on their own: a tool result among them
+whose assistant call was summarized away (at most the head of the kept slice) becomes a
+user message ``[result of tool call <id>]\n<content>`` in its place, so no chat function,
+shipped or the user's own, ever receives a tool message without its call.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from .messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
+from .messages import AssistantMessage, Message, SystemMessage, ToolMessage, Usage, UserMessage
 from .protocols import ChatFn, SupportsAbort
 from .tokens import tool_calls_json
 
@@ -23,6 +28,7 @@ __all__ = [
     "TRANSCRIPT_MAX_CHARS",
     "CompressionResult",
     "compress_messages",
+    "detach_orphaned_results",
     "render_transcript",
     "should_compress",
 ]
@@ -74,6 +80,25 @@ def render_transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)[:TRANSCRIPT_MAX_CHARS]
 
 
+def detach_orphaned_results(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with every tool result whose call is not in the assistant message before
+    it turned into a user message ``[result of tool call <id>]\n<content>`` (the text the
+    shipped adapters used to send for it)."""
+    out: list[Message] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            open_calls = {call.id for call in message.tool_calls}
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in open_calls:
+            message = UserMessage(
+                f"[result of tool call {message.tool_call_id}]\n{message.content}"
+            )
+        elif not isinstance(message, ToolMessage):
+            open_calls = set()
+        out.append(message)
+    return out
+
+
 @frozen
 class CompressionResult:
     """What :func:`compress_messages` produced."""
@@ -95,8 +120,10 @@ async def compress_messages(
     """Summarize all but the last :data:`KEEP_RECENT_TURNS` non-system messages.
 
     The older slice goes to ``chat`` with :data:`COMPRESSION_SYSTEM_PROMPT`; its answer
-    becomes one user message between the system messages and the recent ones. Any error
-    (or an empty summary) is logged as a warning and the input comes back unchanged.
+    becomes one user message between the system messages and the recent ones; a recent
+    tool result whose call was in the older slice becomes a user message (see
+    :func:`detach_orphaned_results`). Any error (or an empty summary) is logged as a warning
+    and the input comes back unchanged.
     """
     system = [m for m in messages if isinstance(m, SystemMessage)]
     rest = [m for m in messages if not isinstance(m, SystemMessage)]
@@ -117,4 +144,5 @@ async def compress_messages(
         logger.warning("agentfsm: compression returned an empty summary, keeping history")
         return CompressionResult(list(messages), 0, result.usage)
     summary_message = UserMessage(f"{SUMMARY_PREFIX}{summary}{SUMMARY_SUFFIX}")
-    return CompressionResult([*system, summary_message, *recent], len(summary), result.usage)
+    kept = detach_orphaned_results(recent)
+    return CompressionResult([*system, summary_message, *kept], len(summary), result.usage)
