@@ -35,6 +35,13 @@ test: lint typecheck
 test-race: install
 	$(BIN)/python -m pytest -m race tests/security
 
+# The fuzz suite at full size: random runs of both drivers and Engine, nine invariants
+# checked on each, the count per invariant printed at the end (`make test` runs 200 runs).
+.PHONY: fuzz
+FUZZ_RUNS ?= 10000
+fuzz: install
+	AGENTFSM_FUZZ_RUNS=$(FUZZ_RUNS) AGENTFSM_FUZZ_KEEP_GOING=1 $(BIN)/python -m pytest --show-capture=no tests/fuzz
+
 bench: install
 	$(BIN)/python benchmarks/overhead.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
