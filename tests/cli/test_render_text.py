@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
 from agentfsm.cli.render import HumanRenderer, JsonRenderer, QuietRenderer, last_words
 from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent, ToolCallStartEvent
@@ -106,3 +107,15 @@ def test_a_capped_run_shows_its_last_words(
     summary = out[out.rindex("list_dir") :]
     assert "Still going: two files left." in summary
     assert "budget" in summary
+
+
+def test_sessions_show_and_trace_print_a_session_with_surrogates(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(workspace, "--quiet") == 0
+    capsys.readouterr()
+    session_dir = str(default_session_dir(workspace))
+    assert main(["sessions", "show", "latest", "--session-dir", session_dir]) == 0
+    assert "[assistant] done caf\\udcff \u2028 é" in capsys.readouterr().out
+    assert main(["trace", "latest", "--session-dir", session_dir]) == 0
+    assert "tool calls: read_file x1" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,15 @@ from agentfsm.adapters.sessions import (
     trace_session,
 )
 from agentfsm.engine.messages import AssistantMessage, ToolMessage
+from agentfsm.engine.text import printable
 
 __all__ = ["describe", "list_sessions", "show_session", "trace"]
+
+
+def _say(text: str) -> None:
+    """One line on stdout, with what its encoding cannot take (lone surrogates read back
+    from a session) as backslash escapes."""
+    sys.stdout.write(printable(text, sys.stdout) + "\n")
 
 
 def describe(error: BaseException) -> str:
@@ -44,16 +52,16 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
             }
         )
     if as_json:
-        print(json.dumps(rows))
+        _say(json.dumps(rows))
     elif not rows:
-        print(f"no sessions in {session_dir}")
+        _say(f"no sessions in {session_dir}")
     else:
         for row in rows:
             if "error" in row:
-                print(f"{row['id']}  unreadable: {row['error']}")
+                _say(f"{row['id']}  unreadable: {row['error']}")
             else:
                 runs_, turns, last_ = row["runs"], row["turns"], row["last_stop"]
-                print(f"{row['id']}  runs={runs_}  turns={turns}  last={last_}")
+                _say(f"{row['id']}  runs={runs_}  turns={turns}  last={last_}")
     return 0
 
 
@@ -61,14 +69,14 @@ def show_session(session_dir: Path, ref: str) -> int:
     path = resolve_session(session_dir, ref)
     for message in read_session_messages(path):
         if isinstance(message, AssistantMessage):
-            print(f"[assistant] {message.content}")
+            _say(f"[assistant] {message.content}")
             for call in message.tool_calls:
-                print(f"  -> {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+                _say(f"  -> {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
         elif isinstance(message, ToolMessage):
             flag = " (error)" if message.is_error else ""
-            print(f"[tool {message.tool_call_id}{flag}] {message.content[:500]}")
+            _say(f"[tool {message.tool_call_id}{flag}] {message.content[:500]}")
         else:
-            print(f"[{message.role}] {message.content[:2000]}")
+            _say(f"[{message.role}] {message.content[:2000]}")
     return 0
 
 
@@ -87,31 +95,31 @@ def trace(session_dir: Path, ref: str, as_json: bool) -> int:
     path = resolve_session(session_dir, ref)
     runs = trace_session(path)
     if as_json:
-        print(json.dumps({"session": path.stem, "runs": [r.as_dict() for r in runs]}))
+        _say(json.dumps({"session": path.stem, "runs": [r.as_dict() for r in runs]}))
         return 0
-    print(f"session {path.stem}: {len(runs)} run(s)")
+    _say(f"session {path.stem}: {len(runs)} run(s)")
     for run in runs:
         data = run.as_dict()
         usage = data["usage"] or {}
-        print(
+        _say(
             f"run {run.index}: {data['stopped_reason']} after {data['turns']} turn(s)"
             + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
         )
-        print(f"  sandbox: {_sandbox_line(run.sandbox)}")
+        _say(f"  sandbox: {_sandbox_line(run.sandbox)}")
         for note in run.notes:
-            print(f"  {note}")
+            _say(f"  {note}")
         calls = ", ".join(f"{k} x{v}" for k, v in sorted(data["tool_calls"].items())) or "none"
-        print(f"  tool calls: {calls}")
-        print(
+        _say(f"  tool calls: {calls}")
+        _say(
             f"  tokens: {usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out, "
             f"cache read {usage.get('cache_read_tokens', 0)}"
         )
         warnings = data["health_warnings"] or "none"
-        print(f"  compressions: {data['compressions']}; health warnings: {warnings}")
+        _say(f"  compressions: {data['compressions']}; health warnings: {warnings}")
         skipped = data["redirections_skipped"] or "none"
-        print(f"  redirections: {data['redirections']} fired, skipped {skipped}")
+        _say(f"  redirections: {data['redirections']} fired, skipped {skipped}")
         if data["gate_refusals"]:
-            print(f"  gate refusals: {data['gate_refusals']}")
+            _say(f"  gate refusals: {data['gate_refusals']}")
         if data["policy_stop"]:
-            print(f"  stopped by {data['policy_stop']}")
+            _say(f"  stopped by {data['policy_stop']}")
     return 0
