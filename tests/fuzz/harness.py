@@ -62,7 +62,8 @@ class Observation:
     summarizer_requests: list[tuple[Message, ...]] = field(factory=list)
     main_calls: int = 0
     returned_usage: Usage = field(factory=Usage)
-    returned_any_usage: bool = False
+    last_usage: Usage = field(factory=Usage)
+    """Of the last reply: an outside cancel may land while it is handed over."""
     outcome: LoopOutcome | None = None
     error: BaseException | None = None
     hung: bool = False
@@ -173,9 +174,9 @@ class FuzzChat:
         return await self.scripted(messages, tools, signal=signal, **kwargs)
 
     def _returned(self, result: ChatResult) -> ChatResult:
+        self.obs.last_usage = result.usage or Usage()
         if result.usage is not None:
             self.obs.returned_usage += result.usage
-            self.obs.returned_any_usage = True
         return result
 
     async def _sleep(self, seconds: float) -> None:

@@ -15,7 +15,9 @@ from agentfsm import (
     SystemMessage,
     ToolMessage,
     Usage,
+    UserMessage,
     converter,
+    seed_system_prompt,
 )
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.sessions import drop_trailing_user_messages
@@ -312,10 +314,12 @@ def _sessions(obs: Observation) -> list[str]:
         problems.append(f"resume raised {obs.resume_error!r}"[:300])
     elif not obs.resume_requests:
         problems.append("resume sent no request")
-    if obs.outcome is not None and obs.session_run_end_usage is not None:
-        recorded = converter.structure(obs.session_run_end_usage, Usage)
-        if recorded != obs.outcome.usage:
-            problems.append(f"run_end usage {recorded} != outcome usage {obs.outcome.usage}")
+    elif not obs.scenario.preset and obs.scenario.context_budget is None:
+        resumed = [*read, UserMessage(obs.scenario.resume_prompt)]
+        want = seed_system_prompt(resumed, obs.scenario.system_prompt)
+        if list(obs.resume_requests[0]) != want:
+            got = list(obs.resume_requests[0])
+            problems.append(_first_difference("resumed request vs read-back", got, want))
     return problems
 
 
@@ -327,11 +331,27 @@ def _first_difference(label: str, got: list[Message], want: list[Message]) -> st
 
 
 def _usage(obs: Observation) -> list[str]:
-    if obs.outcome is None:
-        return []
-    if obs.outcome.usage != obs.returned_usage:
-        return [f"outcome.usage {obs.outcome.usage} != sum of replies {obs.returned_usage}"]
-    return []
+    problems: list[str] = []
+    if obs.outcome is not None and obs.outcome.usage != obs.returned_usage:
+        problems.append(f"outcome.usage {obs.outcome.usage} != sum of replies {obs.returned_usage}")
+    if obs.session_run_end_usage is not None:
+        recorded = converter.structure(obs.session_run_end_usage, Usage)
+        allowed = [obs.returned_usage]
+        if isinstance(obs.error, asyncio.CancelledError):  # the last reply may be cut off
+            allowed.append(_minus(obs.returned_usage, obs.last_usage))
+        if recorded not in allowed:
+            problems.append(f"run_end usage {recorded} != sum of replies {obs.returned_usage}")
+    return problems
+
+
+def _minus(total: Usage, part: Usage) -> Usage:
+    return Usage(
+        total.input_tokens - part.input_tokens,
+        total.output_tokens - part.output_tokens,
+        total.cache_read_tokens - part.cache_read_tokens,
+        total.cache_write_tokens - part.cache_write_tokens,
+        total.reasoning_tokens - part.reasoning_tokens,
+    )
 
 
 CHECKS: tuple[tuple[str, Callable[[Observation], list[str]]], ...] = tuple(
