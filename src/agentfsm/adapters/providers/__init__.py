@@ -2,6 +2,7 @@
 
 from .anthropic import AnthropicChat
 from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
+from .http_adapter import default_http_client
 from .limits import Limits
 from .openai_chat import OpenAIChat
 from .openai_wire import OpenAIQuirks
@@ -23,6 +24,7 @@ __all__ = [
     "Router",
     "Timeouts",
     "WireFixture",
+    "default_http_client",
     "is_overflow_message",
     "load_wire_fixture",
 ]

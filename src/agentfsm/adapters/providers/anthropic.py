@@ -171,6 +171,7 @@ class AnthropicChat(HttpAdapter):
         acc = EventAccumulator(self.limits)
         started = [False]
         terminal = [False]
+        done = [False]
         events = iter_events(
             response,
             timeouts=self.timeouts,
@@ -179,6 +180,7 @@ class AnthropicChat(HttpAdapter):
             started=started,
             terminal=terminal,
             deadline=deadline,
+            done=done,
         )
         try:
             async for event in events:
@@ -227,7 +229,8 @@ class AnthropicChat(HttpAdapter):
                         started[0] = True
                         on_delta(ChatDelta("text", text))
                 if acc.stopped:
-                    break
+                    done[0] = True  # the rest of the body is drained; the connection kept
+                    continue
                 if acc.stop_reason is not None:
                     terminal[0] = True
         finally:

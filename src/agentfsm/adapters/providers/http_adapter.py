@@ -3,6 +3,8 @@ and the boundary every error crosses (secrets scrubbed, the HTTP request let go)
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -17,10 +19,72 @@ from .retry import RetryPolicy, call_with_retries
 from .shapes import shape_guard
 from .transport import Timeouts, TransportContext, read_body
 
-__all__ = ["NOT_JSON", "HttpAdapter"]
+__all__ = [
+    "KEEPALIVE_EXPIRY",
+    "MAX_CONNECTIONS",
+    "MAX_KEEPALIVE",
+    "NOT_JSON",
+    "HttpAdapter",
+    "default_http_client",
+    "default_pool_size",
+]
 
 NOT_JSON: Any = object()
 """What :meth:`HttpAdapter._read_json_body` returns for a body that is not JSON."""
+
+MAX_CONNECTIONS = 1000
+"""Connections an adapter's own client keeps open at most, in use or idle (fewer when the
+process may open few files: see :func:`default_pool_size`)."""
+MAX_KEEPALIVE = 20
+"""Idle connections kept for the next calls (httpx's default). More is slower, not faster:
+httpcore scans every connection for each idle one on each request, so a burst over a
+thousand idle connections costs quadratic time; connections past these are closed after
+their call."""
+KEEPALIVE_EXPIRY = 15.0
+"""Seconds an idle connection stays in the pool for the next call."""
+
+
+def default_pool_size() -> int:
+    """:data:`MAX_CONNECTIONS`, or a quarter of the process's open-file limit when that is
+    lower (at least 16), so that a burst of calls queues for a connection instead of
+    failing to open sockets."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return MAX_CONNECTIONS
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_CONNECTIONS
+    return max(16, min(MAX_CONNECTIONS, soft // 4))
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~20 ms and ~1 MB per context: every default client shares
+    # one (built as httpx builds it, honouring SSL_CERT_FILE and SSL_CERT_DIR).
+    return httpx.create_ssl_context()
+
+
+def default_http_client(timeouts: Timeouts | None = None) -> httpx.AsyncClient:
+    """The client an adapter creates when given none, sized for many concurrent calls.
+
+    Up to :func:`default_pool_size` connections (1,000 by default), all kept alive for
+    :data:`KEEPALIVE_EXPIRY` seconds; a call finding them all busy waits for one without a
+    pool timeout of its own: the wait counts toward the call's ``first_byte`` and ``total``
+    timeouts. Pass the result as ``http_client=`` to several adapters to share one pool
+    (each then leaves closing it to you).
+    """
+    timeouts = timeouts if timeouts is not None else Timeouts()
+    size = default_pool_size()
+    return httpx.AsyncClient(
+        verify=_ssl_context(),
+        limits=httpx.Limits(
+            max_connections=size,
+            max_keepalive_connections=min(size, MAX_KEEPALIVE),
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+        ),
+        timeout=httpx.Timeout(connect=timeouts.connect, read=None, write=timeouts.write, pool=None),
+    )
 
 
 def _forget(error: BaseException) -> None:
@@ -74,15 +138,10 @@ class HttpAdapter:
 
     @property
     def client(self) -> httpx.AsyncClient:
+        """The HTTP client: the one given, or :func:`default_http_client` made on first use
+        and shared by every call (and so every run) of this adapter."""
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.timeouts.connect,
-                    read=None,
-                    write=self.timeouts.write,
-                    pool=self.timeouts.connect,
-                )
-            )
+            self._client = default_http_client(self.timeouts)
         return self._client
 
     async def aclose(self) -> None:

@@ -177,6 +177,7 @@ class OpenAIChat(HttpAdapter):
         acc = StreamAccumulator(self.limits)
         started = [False]
         terminal = [False]
+        done = [False]
         events = iter_events(
             response,
             timeouts=self.timeouts,
@@ -185,6 +186,7 @@ class OpenAIChat(HttpAdapter):
             started=started,
             terminal=terminal,
             deadline=deadline,
+            done=done,
         )
         try:
             async for event in events:
@@ -192,7 +194,8 @@ class OpenAIChat(HttpAdapter):
                 if not data:
                     continue
                 if data == "[DONE]":
-                    break
+                    done[0] = True  # the rest of the body is drained; the connection kept
+                    continue
                 with shape_guard(self._ctx, in_stream=True, started=started[0]):
                     try:
                         chunk = loads_bounded(data, self.limits.max_json_depth)

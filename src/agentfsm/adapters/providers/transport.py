@@ -35,6 +35,11 @@ T = TypeVar("T")
 MAX_ERROR_BODY = 64 * 1024
 MAX_REDIRECTS = 3
 """Same-origin 307/308 redirects followed for one request."""
+DRAIN_SECONDS = 0.1
+"""Once a stream's last record arrived, how long the rest of the body (a chunked
+terminator, a blank line) may take to arrive so that the connection goes back to the pool;
+past it, or past :data:`DRAIN_BYTES`, the connection is closed instead."""
+DRAIN_BYTES = 64 * 1024
 
 
 @frozen
@@ -325,14 +330,29 @@ async def _chunks(
     deadline: Deadline | None,
     terminal: list[bool] | None = None,
     started: list[bool] | None = None,
+    done: list[bool] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The decoded body, chunk by chunk, each read bounded by the idle timeout (or the
     terminal grace once ``terminal[0]`` is set) and the deadline; ends quietly when the
-    grace or the deadline runs out after the final record."""
+    grace or the deadline runs out after the final record. Once ``done[0]`` is set (the
+    caller needs nothing more), the rest is drained within :data:`DRAIN_SECONDS` and
+    :data:`DRAIN_BYTES`, and whatever goes wrong then ends the body quietly."""
     in_stream = started is not None
     iterator = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    drained = 0
     try:
         while True:
+            if done is not None and done[0]:
+                if drained > DRAIN_BYTES:
+                    return
+                try:
+                    chunk = await _step(iterator.__anext__(), signal, DRAIN_SECONDS, deadline)
+                except Exception:  # the end of the body, or any failure: stop quietly
+                    return
+                drained += len(chunk)
+                if chunk:
+                    yield chunk
+                continue
             quiet = terminal is not None and terminal[0]
             limit = timeouts.terminal_grace if quiet else timeouts.idle
             begun = started[0] if started is not None else False
@@ -448,13 +468,16 @@ async def iter_events(
     started: list[bool],
     terminal: list[bool],
     deadline: Deadline | None = None,
+    done: list[bool] | None = None,
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """Server-sent events of a response, decoded within ``ctx.limits`` (only CR, LF and
     CRLF end lines).
 
     ``started[0]`` tells errors whether output already reached the caller. Once
     ``terminal[0]`` is set (the caller saw the final record), silence of
-    ``timeouts.terminal_grace`` seconds ends the stream quietly.
+    ``timeouts.terminal_grace`` seconds ends the stream quietly. Once ``done[0]`` is set
+    (the caller wants no more events), nothing more is yielded: the rest of the body is
+    drained briefly (see :func:`_chunks`) so that the connection can be reused.
     """
     limits = ctx.limits
     decoder = SSEDecoder(
@@ -468,14 +491,19 @@ async def iter_events(
         deadline=deadline,
         terminal=terminal,
         started=started,
+        done=done,
     )
     try:
         async for chunk in chunks:
+            if done is not None and done[0]:
+                continue
             try:
                 events = decoder.feed(chunk)
             except TooLarge as exc:
                 raise too_large(ctx, exc, in_stream=True, started=started[0]) from None
             for event in events:
+                if done is not None and done[0]:
+                    break
                 yield event
     finally:
         await chunks.aclose()
