@@ -49,6 +49,7 @@ fuzz: install
 bench: install
 	$(BIN)/python benchmarks/overhead.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
+	$(BIN)/python benchmarks/load.py --out benchmarks/results.json
 
 diagrams: install
 	$(BIN)/python -m agentfsm.engine diagrams
