@@ -77,3 +77,12 @@ def test_retry_after_that_is_not_a_delay(value: str) -> None:
 
 def test_retry_after_ms_falls_back_to_retry_after() -> None:
     assert parse_retry_after({"retry-after-ms": "nan", "retry-after": "3"}) == 3.0
+
+
+def test_tool_call_ids_with_lone_surrogates_are_made_safe() -> None:
+    from agentfsm.adapters.providers.openai_wire import safe_tool_call_id
+
+    made = safe_tool_call_id("\udcff" * 50)
+    assert made.startswith("call_")
+    assert made.isascii()
+    assert safe_tool_call_id("") != made

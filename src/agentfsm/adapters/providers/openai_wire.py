@@ -27,6 +27,7 @@ from agentfsm.engine.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.engine.text import utf8_bytes
 
 from .limits import BadShape, Limits, TooLarge, loads_bounded
 from .shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
@@ -90,7 +91,7 @@ def safe_tool_call_id(call_id: str) -> str:
     """An id any provider accepts: at most 40 characters, stable for the same input."""
     if 0 < len(call_id) <= MAX_TOOL_CALL_ID:
         return call_id
-    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
+    return "call_" + hashlib.sha256(utf8_bytes(call_id)).hexdigest()[:24]
 
 
 def _tool_call_json(call: ToolCall) -> dict[str, Any]:
@@ -269,7 +270,7 @@ def _thinking(value: Any) -> str:
 def _call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str]) -> str:
     call_id = raw_id if isinstance(raw_id, str) else ""
     if not call_id or call_id in seen:
-        digest = hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(utf8_bytes(f"{index}:{name}:{arguments}")).hexdigest()[:20]
         call_id = f"call_{index}_{digest}"
     seen.add(call_id)
     return call_id
