@@ -85,10 +85,69 @@ async def _race(
     signal: SupportsAbort | None,
     timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
 ) -> T:
-    """Await with a timeout (``TimeoutError``) and an abort signal (``_Aborted``)."""
+    """Await with a timeout (``TimeoutError``) and an abort signal (``_Aborted``).
+
+    With a signal that takes callbacks (``AbortSignal``) the step runs in the calling task
+    under ``asyncio.timeout`` and an abort cancels that task: no extra task per step. Other
+    signals are raced with a watcher task.
+    """
+    add_callback = getattr(signal, "add_callback", None) if signal is not None else None
+    if signal is None or callable(add_callback):
+        return await _inline(awaitable, signal, add_callback, timeout)
+    return await _watched(awaitable, signal, timeout)
+
+
+async def _inline(
+    awaitable: Awaitable[T],
+    signal: SupportsAbort | None,
+    add_callback: Any,
+    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
+) -> T:
+    if signal is not None and signal.aborted:
+        _close(awaitable)
+        raise _Aborted
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    state = {"fired": False, "over": False}
+
+    def cancel() -> None:
+        if not state["over"] and not state["fired"]:
+            state["fired"] = True
+            task.cancel()
+
+    def on_abort() -> None:  # may run in another thread (a signal handler's)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to cancel
+            loop.call_soon_threadsafe(cancel)
+
+    remove = add_callback(on_abort) if add_callback is not None else None
+    try:
+        async with asyncio.timeout(timeout):
+            return await awaitable
+    except asyncio.CancelledError:
+        if state["fired"] and task.uncancel() == 0:
+            raise _Aborted from None
+        raise
+    finally:
+        state["over"] = True  # a queued abort no longer cancels this task
+        if remove is not None:
+            remove()
+
+
+def _close(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+
+
+async def _watched(
+    awaitable: Awaitable[T],
+    signal: SupportsAbort,
+    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
+) -> T:
     task = asyncio.ensure_future(awaitable)
     waiters: set[asyncio.Future[Any]] = {task}
-    wait = getattr(signal, "wait", None) if signal is not None else None
+    wait = getattr(signal, "wait", None)
     aborter = asyncio.ensure_future(wait()) if callable(wait) else None
     if aborter is not None:
         waiters.add(aborter)
