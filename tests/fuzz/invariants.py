@@ -29,6 +29,7 @@ from agentfsm.engine.events import (
     ToolCallStartEvent,
 )
 from agentfsm.engine.history import tool_message_from_result
+from agentfsm.engine.serialization import dumps, loads
 
 from .harness import Observation
 
@@ -302,11 +303,11 @@ def _sessions(obs: Observation) -> list[str]:
         return [f"session unreadable: {obs.session_error!r}"]
     problems: list[str] = []
     read = obs.session_messages or []
-    expected = _expected_transcript(obs)
+    expected = [_through_json(m) for m in _expected_transcript(obs)]
     if read != expected:
         problems.append(_first_difference("session read-back", read, expected))
     if obs.outcome is not None and not any(e.type == "compress_end" for e in obs.events):
-        kept = drop_trailing_user_messages(list(obs.outcome.messages))
+        kept = [_through_json(m) for m in drop_trailing_user_messages(list(obs.outcome.messages))]
         if read != kept:
             problems.append(_first_difference("session vs outcome.messages", read, kept))
     problems += [f"read-back: {p}" for p in history_problems(read, request=False)]
@@ -321,6 +322,14 @@ def _sessions(obs: Observation) -> list[str]:
             got = list(obs.resume_requests[0])
             problems.append(_first_difference("resumed request vs read-back", got, want))
     return problems
+
+
+def _through_json(message: Message) -> Message:
+    """``message`` as a session file gives it back: the one documented difference is that a
+    high surrogate directly followed by a low one reads back as the character they encode
+    (JSON cannot keep the two halves apart)."""
+    restored: Message = loads(dumps(message), Message)
+    return restored
 
 
 def _first_difference(label: str, got: list[Message], want: list[Message]) -> str:

@@ -78,6 +78,9 @@ def dumps(obj: Any) -> str:
 
     Non-ASCII text is kept as is, except lone surrogates, which are written as ``\\uXXXX``
     escapes: the string always has a UTF-8 form and :func:`loads` gives the same text back.
+    One exception: a high surrogate directly followed by a low one (two halves side by side,
+    which only ``surrogatepass`` decoding makes) reads back as the one character they encode;
+    JSON cannot keep them apart.
     """
     text = json.dumps(converter.unstructure(obj), ensure_ascii=False, separators=(",", ":"))
     return escape_surrogates(text)
