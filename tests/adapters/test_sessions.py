@@ -340,7 +340,12 @@ def test_unanswered_tool_calls_read_back_answered(tmp_path: Path) -> None:
 
 def test_a_call_answered_after_a_later_user_message_is_closed_before_it() -> None:
     asked = AssistantMessage("", tool_calls=(ToolCall("c1", "ls", {}),))
-    history: list[Message] = [UserMessage("go"), asked, UserMessage("next"), ToolMessage("c1", "late")]
+    history: list[Message] = [
+        UserMessage("go"),
+        asked,
+        UserMessage("next"),
+        ToolMessage("c1", "late"),
+    ]
     fixed = answer_open_tool_calls(history)
     assert [m.role for m in fixed] == ["user", "assistant", "tool", "user"]
     assert json.loads(fixed[2].content)["error"] == UNRECORDED_BEFORE_TOOL
