@@ -14,6 +14,7 @@ from .text import escape_surrogates
 
 __all__ = [
     "converter",
+    "nests_deeper_than",
     "dumps",
     "loads",
     "structure_event",
@@ -71,6 +72,26 @@ converter.register_structure_hook(BaseException, _structure_error)
 def to_jsonable(obj: Any) -> Any:
     """Unstructure a message, event or result into plain JSON-ready data."""
     return converter.unstructure(obj)
+
+
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON ``value`` nests arrays/objects deeper than ``limit``.
+
+    Iterative, so it costs one step per container and never recurses.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def dumps(obj: Any) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 from attrs import frozen
 
+from agentfsm.engine.serialization import nests_deeper_than
+
 __all__ = ["MiB", "BadShape", "Deadline", "Limits", "TooLarge", "check_depth", "loads_bounded"]
 
 MiB = 1024 * 1024
@@ -64,22 +66,9 @@ class BadShape(Exception):
 
 
 def check_depth(value: Any, max_depth: int) -> None:
-    """Raise :class:`BadShape` when ``value`` nests arrays/objects deeper than ``max_depth``.
-
-    Iterative, so it costs one step per container and never recurses.
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > max_depth:
-            raise BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    """Raise :class:`BadShape` when ``value`` nests arrays/objects deeper than ``max_depth``."""
+    if nests_deeper_than(value, max_depth):
+        raise BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth")
 
 
 def loads_bounded(text: str | bytes, max_depth: int) -> Any:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from agentfsm.engine.serialization import nests_deeper_than
+
 from .resolve import SessionNotFound, is_session_file
 
 __all__ = [
@@ -85,22 +87,6 @@ def _lines(file: BinaryIO) -> Iterator[bytes | None]:
         yield line
 
 
-def _too_deep(value: Any) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > MAX_JSON_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _clean(value: Any) -> Any:
     """``value`` with lone surrogates in its strings replaced by ``?``."""
     if isinstance(value, str):
@@ -121,7 +107,7 @@ def _record(raw: bytes, exact: bool = False) -> tuple[bool, Any]:
         record = json.loads(text)
     except (ValueError, RecursionError):
         return False, None
-    if _too_deep(record):
+    if nests_deeper_than(record, MAX_JSON_DEPTH):
         return False, None
     if not exact and ("\\ud" in text or "\\uD" in text):
         record = _clean(record)
