@@ -210,16 +210,7 @@ class AnthropicChat(HttpAdapter):
                     if kind == "ping":
                         continue
                     if kind == "error" or data.get("type") == "error":
-                        error = classify_error_body(
-                            200,
-                            data,
-                            response.headers,
-                            in_stream=True,
-                            secrets=self._ctx.secrets,
-                            provider=self.name,
-                        )
-                        error.response_started = started[0]
-                        raise error
+                        raise self._stream_error(data, response.headers, started[0])
                     text, thinking = acc.add(kind, data)
                 if on_delta is not None:
                     if thinking:

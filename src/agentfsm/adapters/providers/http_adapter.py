@@ -13,7 +13,7 @@ import httpx
 from agentfsm.engine.messages import ChatResult
 from agentfsm.engine.protocols import SupportsAbort
 
-from .errors import ProviderError
+from .errors import ProviderError, classify_error_body
 from .limits import BadShape, Deadline, Limits, loads_bounded
 from .retry import RetryPolicy, call_with_retries
 from .shapes import shape_guard
@@ -201,3 +201,13 @@ class HttpAdapter:
                 raise
             except ValueError:
                 return NOT_JSON, text
+
+    def _stream_error(
+        self, data: Any, headers: httpx.Headers, response_started: bool
+    ) -> ProviderError:
+        """The error an in-stream error event carries (classified, scrubbed)."""
+        error = classify_error_body(
+            200, data, headers, in_stream=True, secrets=self._ctx.secrets, provider=self.name
+        )
+        error.response_started = response_started
+        return error

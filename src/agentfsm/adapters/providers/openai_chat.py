@@ -213,16 +213,7 @@ class OpenAIChat(HttpAdapter):
                     if event.event == "error" or (
                         isinstance(chunk, Mapping) and chunk.get("error")
                     ):
-                        error = classify_error_body(
-                            200,
-                            chunk,
-                            response.headers,
-                            in_stream=True,
-                            secrets=self._ctx.secrets,
-                            provider=self.name,
-                        )
-                        error.response_started = started[0]
-                        raise error
+                        raise self._stream_error(chunk, response.headers, started[0])
                     if not isinstance(chunk, Mapping):
                         continue
                     text, reasoning = acc.add(chunk)
