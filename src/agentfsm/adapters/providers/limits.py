@@ -80,8 +80,15 @@ def loads_bounded(text: str | bytes, max_depth: int) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth") from None
-    check_depth(value, max_depth)
+    if _openings(text) > max_depth:  # fewer openings than the bound cannot nest past it
+        check_depth(value, max_depth)
     return value
+
+
+def _openings(text: str | bytes) -> int:
+    if isinstance(text, str):
+        return text.count("{") + text.count("[")
+    return text.count(b"{") + text.count(b"[")
 
 
 class Deadline:

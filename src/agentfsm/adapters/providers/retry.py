@@ -100,8 +100,21 @@ async def call_with_retries(
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempts run out.
 
-    The last error is re-raised as it is. Backoff never sleeps past ``deadline``.
+    The last error is re-raised as it is. Backoff never sleeps past ``deadline``. The first
+    attempt runs directly; the retry machinery is built only once it fails retryably (and
+    then sees that failure as its own first attempt, so logging and backoff are the same).
     """
+    try:
+        return await attempt()
+    except Exception as error:
+        if policy.max_attempts <= 1 or not _is_retryable(error):
+            raise
+        failed: list[Exception] = [error]
+
+    async def again() -> T:
+        if failed:
+            raise failed.pop()
+        return await attempt()
 
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
@@ -122,5 +135,5 @@ async def call_with_retries(
         before_sleep=log_retry,
         reraise=True,
     )
-    result: T = await retrying(attempt)
+    result: T = await retrying(again)
     return result
