@@ -13,10 +13,8 @@ sent to another origin whatever client the caller passes.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, cast
 
 import httpx
 from attrs import field, frozen
@@ -27,10 +25,9 @@ from agentfsm.engine.protocols import SupportsAbort
 from .errors import ProviderError, classify_error_body, redact
 from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from .sse import SSEDecoder
+from .steps import Aborted, Expired, step
 
 __all__ = ["Timeouts", "TransportContext", "iter_events", "read_error", "send"]
-
-T = TypeVar("T")
 
 MAX_ERROR_BODY = 64 * 1024
 MAX_REDIRECTS = 3
@@ -70,122 +67,6 @@ class TransportContext:
     provider: str
     secrets: tuple[str, ...] = ()
     limits: Limits = field(factory=Limits)
-
-
-class _Aborted(Exception):
-    pass
-
-
-class _Expired(Exception):
-    pass
-
-
-async def _race(
-    awaitable: Awaitable[T],
-    signal: SupportsAbort | None,
-    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
-) -> T:
-    """Await with a timeout (``TimeoutError``) and an abort signal (``_Aborted``).
-
-    With a signal that takes callbacks (``AbortSignal``) the step runs in the calling task
-    under ``asyncio.timeout`` and an abort cancels that task: no extra task per step. Other
-    signals are raced with a watcher task.
-    """
-    add_callback = getattr(signal, "add_callback", None) if signal is not None else None
-    if signal is None or callable(add_callback):
-        return await _inline(awaitable, signal, add_callback, timeout)
-    return await _watched(awaitable, signal, timeout)
-
-
-async def _inline(
-    awaitable: Awaitable[T],
-    signal: SupportsAbort | None,
-    add_callback: Any,
-    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
-) -> T:
-    if signal is not None and signal.aborted:
-        _close(awaitable)
-        raise _Aborted
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    state = {"fired": False, "over": False}
-
-    def cancel() -> None:
-        if not state["over"] and not state["fired"]:
-            state["fired"] = True
-            task.cancel()
-
-    def on_abort() -> None:  # may run in another thread (a signal handler's)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to cancel
-            loop.call_soon_threadsafe(cancel)
-
-    remove = add_callback(on_abort) if add_callback is not None else None
-    try:
-        async with asyncio.timeout(timeout):
-            return await awaitable
-    except asyncio.CancelledError:
-        if state["fired"] and task.uncancel() == 0:
-            raise _Aborted from None
-        raise
-    finally:
-        state["over"] = True  # a queued abort no longer cancels this task
-        if remove is not None:
-            remove()
-
-
-def _close(awaitable: Awaitable[Any]) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()
-
-
-async def _watched(
-    awaitable: Awaitable[T],
-    signal: SupportsAbort,
-    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
-) -> T:
-    task = asyncio.ensure_future(awaitable)
-    waiters: set[asyncio.Future[Any]] = {task}
-    wait = getattr(signal, "wait", None)
-    aborter = asyncio.ensure_future(wait()) if callable(wait) else None
-    if aborter is not None:
-        waiters.add(aborter)
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        # Cancelled from outside: let the inner step unwind before anyone closes the
-        # generator it is advancing.
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait((task,))
-        raise
-    finally:
-        if aborter is not None:
-            aborter.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    await asyncio.wait((task,))
-    if aborter is not None and aborter in done:
-        raise _Aborted
-    raise TimeoutError
-
-
-async def _step(
-    awaitable: Awaitable[T],
-    signal: SupportsAbort | None,
-    timeout: float | None,  # noqa: ASYNC109 - the phase's bound, cut to the deadline
-    deadline: Deadline | None,
-) -> T:
-    """:func:`_race` within the call's deadline: ``_Expired`` when that is what ran out."""
-    bound, total = deadline.bound(timeout) if deadline is not None else (timeout, False)
-    try:
-        return await _race(awaitable, signal, bound)
-    except TimeoutError:
-        if total:
-            raise _Expired from None
-        raise
 
 
 def _aborted(ctx: TransportContext, started: bool) -> ProviderError:
@@ -318,15 +199,15 @@ async def _send_once(
     if deadline is not None and deadline.expired:
         raise expired(ctx, deadline)
     try:
-        return await _step(
+        return await step(
             client.send(request, stream=True, follow_redirects=False),
             signal,
             timeouts.first_byte,
             deadline,
         )
-    except _Aborted:
+    except Aborted:
         raise _aborted(ctx, False) from None
-    except _Expired:
+    except Expired:
         raise expired(ctx, deadline) from None
     except TimeoutError:
         raise ProviderError(
@@ -405,7 +286,7 @@ async def _chunks(
                 if drained > DRAIN_BYTES:
                     return
                 try:
-                    chunk = await _step(iterator.__anext__(), signal, DRAIN_SECONDS, deadline)
+                    chunk = await step(iterator.__anext__(), signal, DRAIN_SECONDS, deadline)
                 except Exception:  # the end of the body, or any failure: stop quietly
                     return
                 drained += len(chunk)
@@ -416,15 +297,15 @@ async def _chunks(
             limit = timeouts.terminal_grace if quiet else timeouts.idle
             begun = started[0] if started is not None else False
             try:
-                chunk = await _step(iterator.__anext__(), signal, limit, deadline)
+                chunk = await step(iterator.__anext__(), signal, limit, deadline)
             except StopAsyncIteration:
                 return
-            except _Aborted:
+            except Aborted:
                 raise _aborted(ctx, begun) from None
-            except (_Expired, TimeoutError) as exc:
+            except (Expired, TimeoutError) as exc:
                 if quiet:
                     return
-                if isinstance(exc, _Expired):
+                if isinstance(exc, Expired):
                     raise expired(
                         ctx, deadline, in_stream=in_stream, response_started=begun
                     ) from None
