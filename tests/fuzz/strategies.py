@@ -8,13 +8,14 @@ Python makes of a non-UTF-8 file name), U+2028/U+2029, NUL and other line breaks
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from attrs import frozen
 from hypothesis import strategies as st
 
 from agentfsm import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm import Usage as Usage
+from agentfsm.adapters.providers.errors import ErrorKind
 from agentfsm.engine.stepper import StepperKind
 
 __all__ = [
@@ -59,21 +60,7 @@ def hostile_text(max_size: int = 24) -> st.SearchStrategy[str]:
     return st.text(_CHARS, max_size=max_size)
 
 
-ERROR_KINDS = (
-    "rate_limit",
-    "quota",
-    "overloaded",
-    "server",
-    "connection",
-    "timeout",
-    "auth",
-    "bad_request",
-    "context_overflow",
-    "content_filter",
-    "aborted",
-    "bad_response",
-    "too_large",
-)
+ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 
 TOOL_NAMES = ("echo", "nap", "look", "boom", "fail", "write", "block", "self_cancel")
 """The fuzz tools (see :mod:`tests.fuzz.harness`); other names are unknown tools."""

@@ -14,10 +14,10 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 from .anthropic_wire import EventAccumulator, build_request, parse_message
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
-from .limits import BadShape, Deadline, Limits, loads_bounded
+from .limits import Deadline, Limits
 from .retry import RetryPolicy
 from .shapes import shape_guard
-from .transport import Timeouts, bad_response, frame_text, iter_events, read_error, send
+from .transport import Timeouts, bad_response, iter_events, read_error, send
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
 
@@ -187,19 +187,7 @@ class AnthropicChat(HttpAdapter):
                 if not event.data.strip():
                     continue
                 with shape_guard(self._ctx, in_stream=True, started=started[0]):
-                    try:
-                        data = loads_bounded(event.data, self.limits.max_json_depth)
-                    except BadShape:
-                        raise
-                    except ValueError:
-                        raise ProviderError(
-                            "server",
-                            f"malformed stream frame: {frame_text(event.data, self._ctx)}",
-                            in_stream=True,
-                            response_started=started[0],
-                            provider_code="malformed_frame",
-                            provider=self.name,
-                        ) from None
+                    data = self._frame(event.data, started[0])
                     if not isinstance(data, Mapping):
                         continue
                     kind = (

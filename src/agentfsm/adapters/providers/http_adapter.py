@@ -17,7 +17,7 @@ from .errors import ProviderError, classify_error_body
 from .limits import BadShape, Deadline, Limits, loads_bounded
 from .retry import RetryPolicy, call_with_retries
 from .shapes import shape_guard
-from .transport import Timeouts, TransportContext, read_body
+from .transport import Timeouts, TransportContext, frame_text, read_body
 
 __all__ = [
     "KEEPALIVE_EXPIRY",
@@ -211,3 +211,20 @@ class HttpAdapter:
         )
         error.response_started = response_started
         return error
+
+    def _frame(self, data: str, response_started: bool) -> Any:
+        """A stream frame's JSON; a frame that is not JSON is a ``server`` error (too deep
+        is ``bad_response``, through :class:`BadShape`)."""
+        try:
+            return loads_bounded(data, self.limits.max_json_depth)
+        except BadShape:
+            raise
+        except ValueError:
+            raise ProviderError(
+                "server",
+                f"malformed stream frame: {frame_text(data, self._ctx)}",
+                in_stream=True,
+                response_started=response_started,
+                provider_code="malformed_frame",
+                provider=self.name,
+            ) from None

@@ -13,11 +13,11 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
-from .limits import BadShape, Deadline, Limits, loads_bounded
+from .limits import Deadline, Limits
 from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
 from .retry import RetryPolicy
 from .shapes import shape_guard
-from .transport import Timeouts, bad_response, frame_text, iter_events, read_error, send
+from .transport import Timeouts, bad_response, iter_events, read_error, send
 
 __all__ = ["OpenAIChat"]
 
@@ -197,19 +197,7 @@ class OpenAIChat(HttpAdapter):
                     done[0] = True  # the rest of the body is drained; the connection kept
                     continue
                 with shape_guard(self._ctx, in_stream=True, started=started[0]):
-                    try:
-                        chunk = loads_bounded(data, self.limits.max_json_depth)
-                    except BadShape:
-                        raise
-                    except ValueError:
-                        raise ProviderError(
-                            "server",
-                            f"malformed stream frame: {frame_text(data, self._ctx)}",
-                            in_stream=True,
-                            response_started=started[0],
-                            provider_code="malformed_frame",
-                            provider=self.name,
-                        ) from None
+                    chunk = self._frame(data, started[0])
                     if event.event == "error" or (
                         isinstance(chunk, Mapping) and chunk.get("error")
                     ):
