@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from attrs import frozen
 
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.events import PolicyNoteEvent
+from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import detect_sandbox
@@ -54,19 +53,9 @@ def _read_small(path: Path) -> bytes | None:
     """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
     a device, too large)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        return read_small_file(path, MAX_DEFINITION_BYTES, follow_symlinks=False)
+    except (OSError, ValueError):
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DEFINITION_BYTES:
-            return None
-        data = os.read(fd, MAX_DEFINITION_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= MAX_DEFINITION_BYTES else None
 
 
 def _digest(value: object) -> str:
@@ -95,8 +84,7 @@ def _package_scripts(workspace: Path) -> dict[str, Any]:
     return scripts if isinstance(scripts, dict) else {}
 
 
-def _package_definition(workspace: Path, name: str) -> VerifyDefinition:
-    scripts = _package_scripts(workspace)
+def _package_definition(workspace: Path, scripts: dict[str, Any], name: str) -> VerifyDefinition:
     runner = _package_runner(workspace)
     # npm runs `pre<name>` and `post<name>` around a script: they are part of the check.
     parts = [runner, *(scripts.get(key) for key in (f"pre{name}", name, f"post{name}"))]
@@ -152,13 +140,13 @@ def resolve_verify_definition(
     if target is None:
         for name in PACKAGE_SCRIPT_PRIORITY:
             if name in scripts:
-                return _package_definition(root, name)
+                return _package_definition(root, scripts, name)
         return None
     found = _makefile_definition(root, target) or _pyproject_definition(root, target)
     if found is not None:
         return found
     if target in scripts:
-        return _package_definition(root, target)
+        return _package_definition(root, scripts, target)
     return None
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 from attrs import field, frozen
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+
+from agentfsm.engine.files import read_small_file
 
 from .workspace import SETTINGS_FILE, PermissionRule, Permissions
 
@@ -78,23 +79,13 @@ class _SettingsModel(_Strict):
 
 def _read(path: Path) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_small_file(path, MAX_SETTINGS_BYTES)
     except FileNotFoundError:
         return None
+    except ValueError as error:
+        raise SettingsError(f"{SETTINGS_FILE}: {error}") from None
     except OSError as error:
         raise SettingsError(f"{SETTINGS_FILE}: cannot read it: {error.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SettingsError(f"{SETTINGS_FILE}: not a regular file")
-        if info.st_size > MAX_SETTINGS_BYTES:
-            raise SettingsError(f"{SETTINGS_FILE}: larger than {MAX_SETTINGS_BYTES} bytes")
-        data = os.read(fd, MAX_SETTINGS_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SETTINGS_BYTES:
-        raise SettingsError(f"{SETTINGS_FILE}: larger than {MAX_SETTINGS_BYTES} bytes")
-    return data
 
 
 def _where(error: ValidationError) -> str:
