@@ -172,6 +172,7 @@ async def _run(
     chat_override: ChatFn | None,
     sandbox: CommandSandbox,
     protected: tuple[str, ...],
+    settings: Settings,
 ) -> int:
     renderer = _renderer(args)
     async with contextlib.AsyncExitStack() as stack:
@@ -197,7 +198,9 @@ async def _run(
             )
             engine = Engine(
                 chat,
-                workspace_tools(workspace, sandbox=sandbox, protected=protected[1:]),
+                workspace_tools(
+                    workspace, sandbox=sandbox, protected=protected[1:], settings=settings
+                ),
                 policies=policies,
                 system_prompt=SYSTEM_PROMPT,
                 session_dir=session_dir,
@@ -321,7 +324,9 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
             raise UsageError(str(error)) from None
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
-        return asyncio.run(_run(args, workspace, session_dir, chat_override, sandbox, protected))
+        return asyncio.run(
+            _run(args, workspace, session_dir, chat_override, sandbox, protected, settings)
+        )
     except UsageError as error:
         print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
         return 2

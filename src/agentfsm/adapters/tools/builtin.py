@@ -27,6 +27,7 @@ from agentfsm.engine.text import utf8_bytes
 
 from .fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from .listing import SKIPPED_DIRS, FolderTools, fail, why
+from .settings import Settings, load_settings
 from .shell_tool import ShellTool
 from .toolbox import FunctionTool, ToolBox
 from .workspace import PROTECTED_DIR, OutsideWorkspace, Permissions, Workspace
@@ -117,14 +118,15 @@ class WorkspaceTools(FolderTools):
         *,
         sandbox: CommandSandbox | None = None,
         protected: Sequence[str] = (),
+        settings: Settings | None = None,
     ) -> None:
         self.workspace = Workspace(root)
         self.sandbox = sandbox
         self.protected = (PROTECTED_DIR, *protected)
         self.root = SafeRoot(root, self.protected)
-        self.permissions = (permissions or Permissions()) + Permissions.from_settings(
-            self.workspace.root
-        )
+        if settings is None:
+            settings = load_settings(self.workspace.root)
+        self.permissions = (permissions or Permissions()) + settings.permissions
 
     # -- reading ---------------------------------------------------------------------
 
@@ -316,16 +318,18 @@ def workspace_tools(
     permissions: Permissions | None = None,
     sandbox: CommandSandbox | None = None,
     protected: Sequence[str] = (),
+    settings: Settings | None = None,
     **toolbox: Any,
 ) -> ToolBox:
     """A :class:`ToolBox` with the workspace tools confined to ``root``.
 
-    ``permissions`` add to the rules of ``<root>/.agentfsm/settings.json``. ``sandbox``
-    confines the ``shell`` tool's processes (``None``: the best OS sandbox found here).
-    ``protected`` names more paths (relative to the root) that the tools never touch,
+    ``permissions`` add to the rules of ``<root>/.agentfsm/settings.json`` (``settings``:
+    that file as already read with :func:`load_settings`; read here when ``None``).
+    ``sandbox`` confines the ``shell`` tool's processes (``None``: the best OS sandbox found
+    here). ``protected`` names more paths (relative to the root) that the tools never touch,
     besides the agent's own ``.agentfsm`` folder.
     """
-    return ToolBox(
-        WorkspaceTools(root, permissions, sandbox=sandbox, protected=protected).tools(),
-        **toolbox,
+    tools = WorkspaceTools(
+        root, permissions, sandbox=sandbox, protected=protected, settings=settings
     )
+    return ToolBox(tools.tools(), **toolbox)
