@@ -39,7 +39,7 @@ test-race: install
 test-crash: install
 	$(BIN)/python -m pytest -m crash -s tests/crash
 
-# The fuzz suite at full size: random runs of both drivers and Engine, nine invariants
+# The fuzz suite at full size: random runs of both drivers and Agent, nine invariants
 # checked on each, the count per invariant printed at the end (`make test` runs 200 runs).
 .PHONY: fuzz
 FUZZ_RUNS ?= 10000

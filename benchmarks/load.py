@@ -3,7 +3,7 @@
 A keep-alive HTTP/1.1 server in its own process answers every request at once with a short
 Chat Completions stream. Against it, in a fresh client process per measurement:
 
-- ``agent``: ``Engine.run`` of a one-turn conversation, all runs on one ``Engine`` whose
+- ``agent``: ``Agent.run`` of a one-turn conversation, all runs on one ``Agent`` whose
   ``OpenAIChat`` has the default client (nothing configured);
 - ``raw``: the floor, ``httpx.AsyncClient`` (with the same pool size) posting the same body
   and reading the same stream with a plain ``data:`` line parse;
@@ -145,7 +145,7 @@ async def _gather(runs: int, one: Any) -> tuple[float, Counter[str]]:
 async def measure(mode: str, runs: int, port: int) -> dict[str, Any]:
     import httpx
 
-    from agentfsm import Engine
+    from agentfsm import Agent
     from agentfsm.adapters.providers import OpenAIChat
     from agentfsm.adapters.providers.http_adapter import MAX_KEEPALIVE, default_pool_size
 
@@ -186,7 +186,7 @@ async def measure(mode: str, runs: int, port: int) -> dict[str, Any]:
             return "".join(text)
 
     elif mode == "agent":
-        engine = Engine(OpenAIChat(MODEL, base_url=base_url))
+        engine = Agent(OpenAIChat(MODEL, base_url=base_url))
         closers.append(engine.chat.aclose)  # type: ignore[attr-defined]
 
         async def one() -> str:
@@ -198,7 +198,7 @@ async def measure(mode: str, runs: int, port: int) -> dict[str, Any]:
         async def one() -> str:
             chat = OpenAIChat(MODEL, base_url=base_url)
             try:
-                outcome = await Engine(chat).run(PROMPT)
+                outcome = await Agent(chat).run(PROMPT)
             finally:
                 await chat.aclose()
             return outcome.final.content if outcome.final is not None else ""
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     by_size = run_benchmark(sizes, args.rounds, modes)
     largest = by_size[str(max(sizes))]["agent"]
     result = {
-        "benchmark": "concurrent one-turn Engine runs over loopback, default OpenAIChat "
+        "benchmark": "concurrent one-turn Agent runs over loopback, default OpenAIChat "
         "vs raw httpx; medians of fresh client processes",
         "python": platform.python_version(),
         "cpus": os.cpu_count(),

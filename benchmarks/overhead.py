@@ -1,4 +1,4 @@
-"""Engine overhead per turn with a zero-latency scripted model (``make bench``).
+"""Agent overhead per turn with a zero-latency scripted model (``make bench``).
 
 Runs, side by side in one process:
 
@@ -9,7 +9,7 @@ Runs, side by side in one process:
 - ``coding_agent``: the default driver with the coding-agent preset on (turn cap with
   wrap-up, tool-result pruning, text tool-call fallback, compression, spend breaker): the
   figure the 500 µs budget is checked against;
-- ``engine_recording``: ``Engine`` with a session file written as the run goes, streamed
+- ``engine_recording``: ``Agent`` with a session file written as the run goes, streamed
   deltas on and interrupts armed;
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
   nothing else, for scale.
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm import (
+    Agent,
     AssistantMessage,
     ChatResult,
-    Engine,
     LoopParams,
     Message,
     ToolCall,
@@ -129,7 +129,7 @@ async def engine(
 async def engine_recording(turns: int) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     with tempfile.TemporaryDirectory() as folder:
-        outcome = await Engine(
+        outcome = await Agent(
             model,
             InstantTools(),
             system_prompt="You are a benchmark.",

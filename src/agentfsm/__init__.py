@@ -4,6 +4,8 @@ The names below are the public API; everything else is reachable through the sub
 (:mod:`agentfsm.engine`, :mod:`agentfsm.testing`).
 """
 
+from ._deprecated import deprecated_getattr as _deprecated_getattr
+from .agent import Agent, Hooks, WorkspacePreamble
 from .engine import (
     AbortController,
     AbortError,
@@ -36,7 +38,6 @@ from .engine import (
     run_conversation,
     seed_system_prompt,
 )
-from .runtime import Engine, Hooks, WorkspaceContext
 
 __version__ = "0.1.0.dev0"
 
@@ -44,13 +45,13 @@ __all__ = [
     "AbortController",
     "AbortError",
     "AbortSignal",
+    "Agent",
     "AgentEmitter",
     "AgentEvent",
     "AgentLoopMachine",
     "AssistantMessage",
     "ChatFn",
     "ChatResult",
-    "Engine",
     "FinalGate",
     "Hooks",
     "LoopOutcome",
@@ -69,9 +70,17 @@ __all__ = [
     "TurnGate",
     "Usage",
     "UserMessage",
-    "WorkspaceContext",
+    "WorkspacePreamble",
     "converter",
     "format_tool_result_content",
     "run_conversation",
     "seed_system_prompt",
 ]
+
+__getattr__ = _deprecated_getattr(
+    __name__,
+    {
+        "Engine": ("agentfsm.Agent", lambda: Agent),
+        "WorkspaceContext": ("agentfsm.WorkspacePreamble", lambda: WorkspacePreamble),
+    },
+)

@@ -14,9 +14,9 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import (
+    Agent,
     AssistantMessage,
     ChatResult,
-    Engine,
     Message,
     SystemMessage,
     ToolCall,
@@ -63,7 +63,7 @@ async def test_multi_run_session_round_trip(tmp_path: Path, snapshot: SnapshotAs
             ChatResult(tool_reply(("echo", {"text": "b"}), ("echo", {"text": "c"})), Usage(10, 1)),
         ]
     )
-    engine = Engine(
+    engine = Agent(
         chat,
         ScriptedTools({"echo": lambda text: text}),
         system_prompt="be brief",
@@ -71,7 +71,7 @@ async def test_multi_run_session_round_trip(tmp_path: Path, snapshot: SnapshotAs
         max_turns=1,
     )
     handle = engine.new_session(label="demo run")
-    engine_two_turns = Engine(chat, engine.tools, system_prompt="be brief", max_turns=2)
+    engine_two_turns = Agent(chat, engine.tools, system_prompt="be brief", max_turns=2)
     first = await engine_two_turns.run("hello", session=handle)
     second = await engine.run("again", session=handle)
 
@@ -241,7 +241,7 @@ def test_resolve_errors_name_the_ref_but_no_path(tmp_path: Path) -> None:
 
 
 async def test_resume_latest_goes_to_a_fresh_file(tmp_path: Path) -> None:
-    engine = Engine(ScriptedChat(["first", "second"]), session_dir=tmp_path, system_prompt="s")
+    engine = Agent(ScriptedChat(["first", "second"]), session_dir=tmp_path, system_prompt="s")
     first = await engine.run("one")
     resumed = await engine.run("two", resume="latest")
     assert resumed.session_path != first.session_path
@@ -267,7 +267,7 @@ async def test_write_errors_never_fail_the_run(
 ) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the session folder should be", "utf-8")
-    engine = Engine(ScriptedChat(["fine"]), session_dir=blocker / "sessions")
+    engine = Agent(ScriptedChat(["fine"]), session_dir=blocker / "sessions")
     with caplog.at_level(logging.WARNING, logger="agentfsm"):
         outcome = await engine.run("hi")
     assert outcome.stopped_reason == "final"

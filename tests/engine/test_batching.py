@@ -7,7 +7,7 @@ from pathlib import Path
 
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import Engine, LoopParams, ToolCall, ToolResult, UserMessage, run_conversation
+from agentfsm import Agent, LoopParams, ToolCall, ToolResult, UserMessage, run_conversation
 from agentfsm.adapters.tools import ToolBox, plan_tool_batches, tool, workspace_tools
 from agentfsm.engine.events import ToolCallEndEvent
 from agentfsm.engine.messages import ImagePart, ToolSpec
@@ -92,7 +92,7 @@ async def test_abort_mid_batch_closes_every_call(recorder: Recorder) -> None:
     chat = ScriptedChat(
         [tool_reply(("wait_forever", {"n": 1}), ("wait_forever", {"n": 2})), "unreachable"]
     )
-    engine = Engine(chat, ToolBox([wait_forever]))
+    engine = Agent(chat, ToolBox([wait_forever]))
     recorder = Recorder(engine.events)
     task = asyncio.create_task(engine.run("go"))
     await asyncio.wait_for(started.wait(), 5)

@@ -273,7 +273,7 @@ ENGINE_GRAMMAR = re.compile(
 async def test_engine_interrupts_follow_the_machine(
     specs: list[Any], max_turns: int, interrupt_at: int | None, refusals: int, stepper: Any
 ) -> None:
-    from agentfsm import Engine
+    from agentfsm import Agent
 
     calls = {"n": 0}
 
@@ -288,7 +288,7 @@ async def test_engine_interrupts_follow_the_machine(
             "", tool_calls=[ToolCall(f"c{i}", "ok", {}) for i, _ in enumerate(spec)]
         )
 
-    engine = Engine(
+    engine = Agent(
         ScriptedChat(model),
         ScriptedTools({"ok": lambda: "fine"}),
         policies=[RefuseTimes(refusals)],

@@ -1,1 +1,1 @@
-"""The fuzz suite: random runs of both drivers and ``Engine``, nine invariants on each."""
+"""The fuzz suite: random runs of both drivers and ``Agent``, nine invariants on each."""

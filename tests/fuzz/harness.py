@@ -17,11 +17,11 @@ from attrs import define, field
 
 from agentfsm import (
     AbortController,
+    Agent,
     AgentEmitter,
     AgentEvent,
     AssistantMessage,
     ChatResult,
-    Engine,
     LoopOutcome,
     LoopParams,
     Message,
@@ -337,8 +337,8 @@ async def _run_loop(obs: Observation) -> None:
     check_caller()
 
 
-def _engine(scenario: Scenario, chat: Any, root: Path) -> Engine:
-    return Engine(
+def _engine(scenario: Scenario, chat: Any, root: Path) -> Agent:
+    return Agent(
         chat,
         _tools(scenario),
         policies=_policies(scenario, root / "workspace"),

@@ -1,4 +1,4 @@
-"""Fuzzed runs of ``run_conversation`` (both drivers) and ``Engine`` (with and without the
+"""Fuzzed runs of ``run_conversation`` (both drivers) and ``Agent`` (with and without the
 coding-agent preset and sessions): random replies, unicode and malformed arguments,
 provider errors, slow, raising and blocking tools, tiny context budgets, aborts, interrupts
 and outside cancellation; the nine invariants of :mod:`tests.fuzz.invariants` on each run.

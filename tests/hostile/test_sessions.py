@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import Engine
+from agentfsm import Agent
 from agentfsm.adapters.sessions import (
     MAX_LINE_BYTES,
     MAX_SESSION_BYTES,
@@ -100,7 +100,7 @@ def test_fifo_named_like_a_session(folder: Path, capsys: pytest.CaptureFixture[s
             _one_line_error(*_cli([*argv, "--session-dir", str(folder)], capsys), command)
         code, out, _ = _cli(["sessions", "list", "--json", "--session-dir", str(folder)], capsys)
         assert (code, json.loads(out)) == (0, [])
-        engine = Engine(ScriptedChat(["x"]), session_dir=folder)
+        engine = Agent(ScriptedChat(["x"]), session_dir=folder)
         with pytest.raises(SessionNotFound):
             _bounded(lambda: __import__("asyncio").run(engine.run("go", resume="latest")))
         row.outcome = "refused: not a regular file / no sessions"
@@ -274,7 +274,7 @@ async def test_wrong_typed_policy_state_is_ignored(
             state = read_session_policy_state(path)
             from agentfsm.policies import presets
 
-            engine = Engine(
+            engine = Agent(
                 ScriptedChat(["done"]),
                 policies=presets.coding_agent(turns=5),
                 session_dir=folder,

@@ -152,7 +152,7 @@ async def test_broken_exceptions_and_results() -> None:
 
 BLOCKING_SCRIPT = """
 import asyncio, signal, sys, time
-from agentfsm import Engine
+from agentfsm import Agent
 from agentfsm.adapters.tools import ToolBox, tool
 from agentfsm.testing import ScriptedChat, tool_reply
 
@@ -164,7 +164,7 @@ def block() -> str:
     return "done"
 
 async def main() -> None:
-    engine = Engine(ScriptedChat([tool_reply(("block", {})), "finished"]), ToolBox([block]))
+    engine = Agent(ScriptedChat([tool_reply(("block", {})), "finished"]), ToolBox([block]))
     if sys.argv[1] == "handler":
         asyncio.get_running_loop().add_signal_handler(
             signal.SIGINT, lambda: engine.interrupt("ctrl-c")

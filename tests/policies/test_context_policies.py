@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import Engine, LoopParams, UserMessage, run_conversation
+from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.errors import ContextOverflowUnresolved
 from agentfsm.engine.messages import (
@@ -213,7 +213,7 @@ async def test_prune_state_survives_resume(tmp_path: Path) -> None:
     chat = ScriptedChat(
         [tool_reply(("read", {})), tool_reply(ToolCall("c2", "read", {})), "done", "resumed"]
     )
-    engine = Engine(
+    engine = Agent(
         chat,
         ScriptedTools({"read": lambda: next(outputs)}),
         session_dir=tmp_path,
@@ -235,7 +235,7 @@ async def test_prune_state_survives_resume(tmp_path: Path) -> None:
 
 async def test_reminders_reach_one_request_and_no_session_record(tmp_path: Path) -> None:
     chat = ScriptedChat([tool_reply(("t", {})), tool_reply(("t", {})), "done"])
-    engine = Engine(
+    engine = Agent(
         chat,
         ScriptedTools({"t": lambda: "x"}),
         session_dir=tmp_path,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import Engine, LoopParams, UserMessage, run_conversation
+from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm.engine.messages import (
     AssistantMessage,
     ChatResult,
@@ -183,7 +183,7 @@ async def test_verify_uses_the_runs_sandbox(tmp_path: Path) -> None:
             return super().command(command, cwd)
 
     sandbox = Recording()
-    engine = Engine(
+    engine = Agent(
         ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"]),
         tools(tmp_path),
         policies=[verify("true", workspace=tmp_path)],

@@ -23,7 +23,7 @@ import pytest
 
 from agentfsm import ToolCall, ToolResult
 from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
-from agentfsm.runtime import WorkspaceContext
+from agentfsm.agent import WorkspacePreamble
 
 from .tally import AttackTally
 
@@ -501,7 +501,7 @@ async def test_the_session_context_reads_only_beneath_its_root(
         started = time.monotonic()
         try:
             text = await asyncio.wait_for(
-                asyncio.to_thread(WorkspaceContext(world.root).render), 30
+                asyncio.to_thread(WorkspacePreamble(world.root).render), 30
             )
         except TimeoutError:
             attacks.record(kind, True, f"{case}: hung")
@@ -509,7 +509,7 @@ async def test_the_session_context_reads_only_beneath_its_root(
         slow = time.monotonic() - started > 10
         attacks.record(kind, "SECRET" in text or slow, case)
     _setup_git(world, "plain")
-    text = WorkspaceContext(world.root, max_depth=5).render()
+    text = WorkspacePreamble(world.root, max_depth=5).render()
     for marker in ("SECRET", ".agentfsm", "settings.json"):
         attacks.record(kind, marker in text, f"the tree shows {marker}")
     assert "git HEAD: (no commits on main)" in text

@@ -22,11 +22,11 @@ from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, res
 from agentfsm.adapters.tools import detect_sandbox, workspace_tools
 from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR
+from agentfsm.agent import Agent, WorkspacePreamble
 from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.policies import presets
-from agentfsm.runtime import Engine, WorkspaceContext
 
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 
@@ -196,7 +196,7 @@ async def _run(
                     sandbox=sandbox,
                 )
             )
-            engine = Engine(
+            engine = Agent(
                 chat,
                 workspace_tools(
                     workspace, sandbox=sandbox, protected=protected[1:], settings=settings
@@ -204,7 +204,7 @@ async def _run(
                 policies=policies,
                 system_prompt=SYSTEM_PROMPT,
                 session_dir=session_dir,
-                context=WorkspaceContext(workspace),
+                preamble=WorkspacePreamble(workspace),
                 max_turns=args.max_turns,
                 temperature=args.temperature,
                 max_tokens=max_tokens,

@@ -113,7 +113,7 @@ class RunContext:
     """The last call's input tokens, cleared when compression rewrites the history."""
     policy_state: dict[str, Any] = field(factory=dict)
     """Durable state of policies, one JSON-able entry per policy name (persisted by
-    ``Engine`` with the session, restored on resume). A policy writes only its own entry."""
+    ``Agent`` with the session, restored on resume). A policy writes only its own entry."""
     error: BaseException | None = None
     """The error that failed the run, if any."""
     stop: StopInfo | None = None
@@ -122,7 +122,7 @@ class RunContext:
     """The OS sandbox the run's commands go through (the verify gate uses it when it was
     given none of its own)."""
     interruptible: bool = False
-    """An aborted signal cuts the in-flight chat call and tools at once (``Engine``), instead
+    """An aborted signal cuts the in-flight chat call and tools at once (``Agent``), instead
     of being noticed only at the next turn's top (``run_conversation``)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic clock used for ``elapsed``."""

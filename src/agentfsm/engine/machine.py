@@ -142,7 +142,7 @@ class LoopGuards:
         return self.ctx.pending_retry is not None
 
     def interrupted(self) -> bool:
-        """An immediate interrupt (``Engine``) cut the chat call or the tools short."""
+        """An immediate interrupt (``Agent``) cut the chat call or the tools short."""
         return self.ctx.interruptible and self.ctx.signal_aborted
 
 

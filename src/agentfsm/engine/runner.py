@@ -50,7 +50,7 @@ from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
 __all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "run_conversation"]
 
-logger = logging.getLogger("agentfsm.loop")
+logger = logging.getLogger("agentfsm.engine")
 
 _Effect = Callable[[], Awaitable["str | LoopOutcome | None"]]
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Policies: plain objects consulted at fixed states of the machine.
 
 Each implements any subset of the hooks in :mod:`agentfsm.engine.policy`; pass them as
-``policies=[...]`` to ``run_conversation`` or ``Engine``.
+``policies=[...]`` to ``run_conversation`` or ``Agent``.
 """
 
 from . import presets

@@ -45,7 +45,7 @@ def coding_agent(
     overflow recovery and a spend breaker.
 
     ``verify_command`` replaces the check command found in the workspace; ``sandbox`` is the
-    OS sandbox the verify gate runs it in (by default the run's, ``Engine(sandbox=…)``).
+    OS sandbox the verify gate runs it in (by default the run's, ``Agent(sandbox=…)``).
     """
     policies: list[object] = [
         max_turns(turns),

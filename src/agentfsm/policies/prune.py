@@ -10,7 +10,7 @@ the model-visible total of tool results is under budget. Every result is recorde
 
 Results answering the latest assistant message are protected (the model has not read them
 yet) but recorded as seen, so they freeze. The record lives in
-``RunContext.policy_state["prune_tool_results"]``, which ``Engine`` persists with the
+``RunContext.policy_state["prune_tool_results"]``, which ``Agent`` persists with the
 session, so a resumed run keeps re-sending the same markers.
 """
 

@@ -176,7 +176,7 @@ class verify:
         max_output: Characters of output kept for the reminder.
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
-            (``Engine(sandbox=…)``), else the one found on this machine
+            (``Agent(sandbox=…)``), else the one found on this machine
             (:func:`~agentfsm.engine.sandbox.detect_sandbox`). When none works, the gate
             raises :class:`~agentfsm.engine.process.SandboxUnavailable` at the run's first
             turn, before the model acts, rather than ever run the command unconfined;

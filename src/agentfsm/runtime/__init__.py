@@ -1,18 +1,33 @@
-"""The front door: :class:`Engine`, its hooks and frozen session context."""
+"""Deprecated: the front door moved to :mod:`agentfsm.agent` (``Engine`` is now ``Agent``).
 
-from .context import ContextProvider, WorkspaceContext, context_message, is_context_message
-from .engine import DEFAULT_MAX_TURNS, Engine
-from .hooks import Hooks, PromptSubmit, RunStop, SessionStart
+Every name that was here still resolves, with an ``AgentfsmDeprecationWarning``.
+"""
 
-__all__ = [
-    "DEFAULT_MAX_TURNS",
-    "ContextProvider",
-    "Engine",
-    "Hooks",
-    "PromptSubmit",
-    "RunStop",
-    "SessionStart",
-    "WorkspaceContext",
-    "context_message",
-    "is_context_message",
-]
+from typing import Any
+
+from agentfsm._deprecated import warn_renamed
+
+__all__: list[str] = []
+
+_RENAMED = {
+    "Engine": "Agent",
+    "ContextProvider": "PreambleProvider",
+    "WorkspaceContext": "WorkspacePreamble",
+    "context_message": "preamble_message",
+    "is_context_message": "is_preamble_message",
+    "DEFAULT_MAX_TURNS": "DEFAULT_MAX_TURNS",
+    "Hooks": "Hooks",
+    "PromptSubmit": "PromptSubmit",
+    "RunStop": "RunStop",
+    "SessionStart": "SessionStart",
+}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'agentfsm.runtime' has no attribute {name!r}")
+    import agentfsm.agent as agent
+
+    warn_renamed(f"agentfsm.runtime.{name}", f"agentfsm.agent.{new}")
+    return getattr(agent, new)

@@ -1,11 +1,11 @@
-"""The loop on a real wire: Engine + OpenAIChat + FakeProviderServer."""
+"""The loop on a real wire: Agent + OpenAIChat + FakeProviderServer."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from agentfsm import Engine, ToolSpec
+from agentfsm import Agent, ToolSpec
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy, Timeouts
 from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
 from agentfsm.testing import FakeProviderServer, Pause, Reply, ScriptedTools
@@ -35,7 +35,7 @@ async def test_tool_loop_over_http(server: FakeProviderServer) -> None:
         {"add": lambda a, b: str(a + b)}, specs=[ToolSpec("add", "Add two numbers.")]
     )
     model = OpenAIChat("m", base_url=openai_url(server), retry=RetryPolicy(max_attempts=1))
-    engine = Engine(model, tools, system_prompt="You add.")
+    engine = Agent(model, tools, system_prompt="You add.")
     recorder = Recorder(engine.events)
     outcome = await engine.run("What is 2 + 3?")
     await model.aclose()
@@ -73,7 +73,7 @@ async def test_interrupt_cuts_a_streaming_http_call(server: FakeProviderServer) 
         retry=RetryPolicy(max_attempts=1),
         timeouts=Timeouts(idle=60),
     )
-    engine = Engine(model)
+    engine = Agent(model)
     first_delta = asyncio.Event()
     engine.events.on("text_delta", lambda e: first_delta.set())
     task = asyncio.create_task(engine.run("go"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm import AbortController, AgentEmitter, Engine, UserMessage
+from agentfsm import AbortController, Agent, AgentEmitter, UserMessage
 from agentfsm.adapters.providers import (
     AnthropicChat,
     OpenAIChat,
@@ -283,7 +283,7 @@ async def test_api_key_never_leaks(
     seen: list[str] = []
     emitter.on("*", lambda e: seen.append(dumps(e)))
     model = chat(server, api_key=SECRET)
-    engine = Engine(model)
+    engine = Agent(model)
     engine.events.on("*", lambda e: seen.append(dumps(e)))
     with caplog.at_level(logging.DEBUG):
         with pytest.raises(ProviderError) as first:

@@ -1,4 +1,4 @@
-"""The default client under concurrency: one adapter (so one Engine) serves many calls at
+"""The default client under concurrency: one adapter (so one Agent) serves many calls at
 once through one pool, without pool timeouts, and reuses its connections."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentfsm import Engine, UserMessage
+from agentfsm import Agent, UserMessage
 from agentfsm.adapters.providers import OpenAIChat, default_http_client
 from agentfsm.adapters.providers.http_adapter import (
     KEEPALIVE_EXPIRY,
@@ -122,7 +122,7 @@ async def test_many_concurrent_calls_share_one_pool(base_url: str) -> None:
 
 async def test_engine_runs_share_the_adapters_client(base_url: str) -> None:
     chat = OpenAIChat("m", base_url=base_url)
-    engine = Engine(chat)
+    engine = Agent(chat)
     try:
         outcomes = await asyncio.wait_for(
             asyncio.gather(*(engine.run(f"q{i}") for i in range(CONCURRENT))), HANG_GUARD

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm import Engine, LoopParams, UserMessage, run_conversation
+from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm.adapters.tools import workspace_tools
 from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.messages import AssistantMessage, Message, ToolCall, ToolMessage
@@ -32,7 +32,7 @@ def read(call_id: str) -> AssistantMessage:
 
 async def test_a_second_run_of_the_same_engine_starts_with_no_memory(tmp_path: Path) -> None:
     chat = ScriptedChat([read("r1"), read("r2"), "ok", read("r3"), "ok"])
-    engine = Engine(chat, workspace_tools(make_root(tmp_path)))
+    engine = Agent(chat, workspace_tools(make_root(tmp_path)))
     first = await engine.run("read notes.txt twice")
     assert "the secret is 42" in results(first.messages, "r1")[0]
     assert UNCHANGED in results(first.messages, "r2")[0]  # r1 is above, in the same run

@@ -47,7 +47,7 @@ def drop_trailing_user_messages(
     """Drop every user message at the end (a failed or aborted run can stack several).
 
     With ``keep``, dropping stops at the first user message (from the end) it accepts: the
-    Engine keeps its frozen session context that way.
+    Agent keeps its frozen session context that way.
     """
     end = len(messages)
     while end and isinstance(messages[end - 1], UserMessage):

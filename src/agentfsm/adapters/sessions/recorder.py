@@ -36,7 +36,7 @@ class SessionRecorder:
     ``run_end`` with the stop reason and the run's usage. Policy decisions (warnings, stops,
     gate refusals, redirections) are recorded as meta records too, without reminder or
     advice texts. Best effort: a write error logs a warning (once per run) and never reaches
-    the run. Give it an emitter that carries only this run's events: the ``Engine`` gives
+    the run. Give it an emitter that carries only this run's events: the ``Agent`` gives
     each run its own, forwarding to ``engine.events``.
     """
 

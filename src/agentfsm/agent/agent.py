@@ -1,4 +1,4 @@
-"""``Engine``: the front door for embedding the loop.
+"""``Agent``: the front door for embedding the loop.
 
 Built on the same machine and runner as :func:`agentfsm.run_conversation`, it adds session
 recording and resume, lifecycle hooks, frozen session context, streamed delta events and an
@@ -16,6 +16,7 @@ from typing import Any
 
 from attrs import evolve
 
+from agentfsm._deprecated import warn_renamed
 from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
@@ -37,18 +38,18 @@ from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.runner import LoopRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
 
-from .context import ContextProvider, context_message, is_context_message
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
+from .preamble import PreambleProvider, is_preamble_message, preamble_message
 
-__all__ = ["DEFAULT_MAX_TURNS", "Engine"]
+__all__ = ["DEFAULT_MAX_TURNS", "Agent"]
 
-logger = logging.getLogger("agentfsm.engine")
+logger = logging.getLogger("agentfsm.agent")
 
 DEFAULT_MAX_TURNS = 50
-"""Turn budget of an ``Engine`` run unless one is given."""
+"""Turn budget of an ``Agent`` run unless one is given."""
 
 
-class Engine:
+class Agent:
     """An agent you can run many times: model, tools, policies, sessions and hooks.
 
     Args:
@@ -58,7 +59,8 @@ class Engine:
         system_prompt: Seeded into every run's history.
         session_dir: Record every run as a JSONL session there; ``None`` records nothing.
         hooks: Lifecycle hooks (``session_start``, ``user_prompt_submit``, ``stop``).
-        context: A context provider rendered once per session (see ``WorkspaceContext``).
+        preamble: Rendered once per session into its first user message (see
+            ``WorkspacePreamble``). ``context=`` is its deprecated spelling.
         max_turns: LLM calls per run.
         temperature: Passed to every chat call.
         max_tokens: Passed to every chat call.
@@ -80,7 +82,7 @@ class Engine:
         system_prompt: str | None = None,
         session_dir: str | Path | None = None,
         hooks: Hooks | None = None,
-        context: ContextProvider | None = None,
+        preamble: PreambleProvider | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -88,14 +90,20 @@ class Engine:
         compress_threshold: float = 0.8,
         stepper: StepperKind = DEFAULT_STEPPER,
         sandbox: CommandSandbox | None = None,
+        context: PreambleProvider | None = None,
     ) -> None:
+        if context is not None:
+            warn_renamed("Agent(context=...)", "Agent(preamble=...)")
+            if preamble is not None:
+                raise TypeError("pass preamble= only (context= is its deprecated spelling)")
+            preamble = context
         self.chat = chat
         self.tools = tools
         self.policies = tuple(policies)
         self.system_prompt = system_prompt
         self.store = SessionStore(session_dir) if session_dir is not None else None
         self.hooks = hooks if hooks is not None else Hooks()
-        self.context = context
+        self.preamble = preamble
         self.stepper: StepperKind = stepper
         self.sandbox = sandbox
         self.events = AgentEmitter()
@@ -115,16 +123,16 @@ class Engine:
     def new_session(self, label: str | None = None) -> SessionHandle:
         """A session handle that several runs can share (pass it as ``session=``)."""
         if self.store is None:
-            raise ValueError("this Engine records no sessions: give it a session_dir")
+            raise ValueError("this Agent records no sessions: give it a session_dir")
         return self.store.new_handle(label)
 
     def load_session(self, ref: str) -> list[Message]:
         """The messages of session ``ref`` (``latest``, an id or a unique id prefix)."""
-        return read_session_messages(self._resolve(ref), keep=is_context_message)
+        return read_session_messages(self._resolve(ref), keep=is_preamble_message)
 
     def _resolve(self, ref: str) -> Path:
         if self.store is None:
-            raise ValueError("this Engine records no sessions: give it a session_dir")
+            raise ValueError("this Agent records no sessions: give it a session_dir")
         return resolve_session(self.store.session_dir, ref)
 
     # -- running -------------------------------------------------------------------------
@@ -176,7 +184,7 @@ class Engine:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
             resumed = self._resolve(resume)
-            history = read_session_messages(resumed, keep=is_context_message)
+            history = read_session_messages(resumed, keep=is_preamble_message)
             policy_state = read_session_policy_state(resumed)
         handle = session
         if handle is None and self.store is not None:
@@ -185,7 +193,7 @@ class Engine:
             prior = list(history)
         elif handle is not None and not handle.first_use:
             prior = drop_trailing_user_messages(
-                answer_open_tool_calls(handle.messages), keep=is_context_message
+                answer_open_tool_calls(handle.messages), keep=is_preamble_message
             )
             policy_state = dict(handle.policy_state)
         else:
@@ -211,8 +219,8 @@ class Engine:
             logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
 
         messages = prior
-        if new_session and self.context is not None:
-            messages = [*prior, context_message(await self._render_context())]
+        if new_session and self.preamble is not None:
+            messages = [*prior, preamble_message(await self._render_preamble())]
         history_list = seed_system_prompt([*messages, *new_input], system)
 
         controller = AbortController()
@@ -272,9 +280,9 @@ class Engine:
         )
         return outcome
 
-    async def _render_context(self) -> str:
-        assert self.context is not None
-        text = self.context.render()
+    async def _render_preamble(self) -> str:
+        assert self.preamble is not None
+        text = self.preamble.render()
         if inspect.isawaitable(text):
             text = await text
         return str(text)

@@ -1,4 +1,4 @@
-"""Engine: hooks, usage accounting, streaming, frozen context, interrupt, sync use."""
+"""Agent: hooks, usage accounting, streaming, frozen context, interrupt, sync use."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import (
     AbortController,
+    Agent,
     AssistantMessage,
     ChatResult,
-    Engine,
     Hooks,
     Message,
     Retry,
@@ -30,13 +30,13 @@ from agentfsm import (
     ToolSpec,
     Usage,
     UserMessage,
-    WorkspaceContext,
+    WorkspacePreamble,
 )
 from agentfsm.adapters.sessions import read_session_messages
+from agentfsm.agent import PromptSubmit, RunStop, SessionStart, is_preamble_message
 from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler
-from agentfsm.runtime import PromptSubmit, RunStop, SessionStart, is_context_message
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -65,7 +65,7 @@ class HookLog:
 async def test_hook_order_and_once_per_session(tmp_path: Path) -> None:
     log = HookLog()
     chat = ScriptedChat(["one", "two", "three"])
-    engine = Engine(chat, system_prompt="sys", session_dir=tmp_path, hooks=log.hooks(rewrite="SYS"))
+    engine = Agent(chat, system_prompt="sys", session_dir=tmp_path, hooks=log.hooks(rewrite="SYS"))
     handle = engine.new_session()
     await engine.run("a", session=handle)
     await engine.run("b", session=handle)
@@ -111,7 +111,7 @@ async def test_stop_hook_runs_on_every_exit_path(
     tmp_path: Path, script: list[Any], policies: list[object], signal_aborted: bool, expected: str
 ) -> None:
     log = HookLog()
-    engine = Engine(
+    engine = Agent(
         ScriptedChat(script),
         ScriptedTools({"t": lambda: "x"}),
         policies=policies,
@@ -141,7 +141,7 @@ async def test_hook_errors_are_logged_never_fatal(caplog: pytest.LogCaptureFixtu
     def broken(info: object) -> None:
         raise RuntimeError("hook bug")
 
-    engine = Engine(
+    engine = Agent(
         ScriptedChat(["ok"]),
         hooks=Hooks(session_start=broken, user_prompt_submit=broken, stop=broken),
     )
@@ -175,7 +175,7 @@ async def test_usage_totals_with_cache_and_reasoning(tmp_path: Path) -> None:
             return None
 
     log = HookLog()
-    engine = Engine(
+    engine = Agent(
         chat,
         ScriptedTools({"t": lambda: "x"}),
         policies=[Watch()],
@@ -196,7 +196,7 @@ async def test_usage_totals_with_cache_and_reasoning(tmp_path: Path) -> None:
 async def test_usage_is_reported_when_the_run_fails() -> None:
     log = HookLog()
     chat = ScriptedChat([ChatResult(tool_reply(("t", {})), Usage(10, 2)), Boom("down")])
-    engine = Engine(chat, ScriptedTools({"t": lambda: "x"}), hooks=log.hooks())
+    engine = Agent(chat, ScriptedTools({"t": lambda: "x"}), hooks=log.hooks())
     with pytest.raises(Boom):
         await engine.run("go")
     assert log.stops[0].usage == Usage(10, 2)
@@ -222,7 +222,7 @@ class StreamingChat:
 
 
 async def test_streaming_deltas_between_llm_start_and_llm_end(snapshot: SnapshotAssertion) -> None:
-    engine = Engine(StreamingChat())
+    engine = Agent(StreamingChat())
     recorder = Recorder(engine.events)
     await engine.run("hi")
     assert recorder.types == [
@@ -256,19 +256,19 @@ async def test_frozen_context_is_reused_byte_for_byte(tmp_path: Path) -> None:
     now = {"t": datetime(2026, 11, 29, 23, 41, 7, tzinfo=UTC)}
     renders = {"n": 0}
 
-    class Counting(WorkspaceContext):
+    class Counting(WorkspacePreamble):
         def render(self) -> str:
             renders["n"] += 1
             return super().render()
 
     context = Counting(workspace, clock=lambda: now["t"])
     chat = ScriptedChat([tool_reply(("t", {})), "one", "two", "three"])
-    engine = Engine(
+    engine = Agent(
         chat,
         ScriptedTools({"t": lambda: "x"}),
         system_prompt="sys",
         session_dir=tmp_path / "s",
-        context=context,
+        preamble=context,
     )
     handle = engine.new_session()
     await engine.run("first", session=handle)
@@ -277,7 +277,7 @@ async def test_frozen_context_is_reused_byte_for_byte(tmp_path: Path) -> None:
     await engine.run("second", session=handle)
     resumed = await engine.run("third", resume=handle.id)
 
-    context_texts = {m.content for r in chat.requests for m in r.messages if is_context_message(m)}
+    context_texts = {m.content for r in chat.requests for m in r.messages if is_preamble_message(m)}
     assert len(context_texts) == 1, "rendered once, replayed byte for byte"
     assert renders["n"] == 1
     (text,) = context_texts
@@ -289,17 +289,17 @@ async def test_frozen_context_is_reused_byte_for_byte(tmp_path: Path) -> None:
     assert "new.txt" not in text
     # Position: the conversation's first user message, in every request.
     for request in chat.requests:
-        assert is_context_message(request.messages[1])
+        assert is_preamble_message(request.messages[1])
     assert resumed.messages[1].content == text
 
 
 async def test_fresh_sessions_render_the_context_again(tmp_path: Path) -> None:
-    context = WorkspaceContext(tmp_path)
-    engine = Engine(ScriptedChat(["a", "b"]), context=context)
+    context = WorkspacePreamble(tmp_path)
+    engine = Agent(ScriptedChat(["a", "b"]), preamble=context)
     first = await engine.run("x")
     second = await engine.run("y")
-    assert is_context_message(first.messages[0])
-    assert is_context_message(second.messages[0])
+    assert is_preamble_message(first.messages[0])
+    assert is_preamble_message(second.messages[0])
 
 
 class SlowChat:
@@ -326,7 +326,7 @@ async def test_interrupt_during_a_slow_chat_call(
 ) -> None:
     chat = SlowChat()
     log = HookLog()
-    engine = Engine(chat, session_dir=tmp_path, hooks=log.hooks())
+    engine = Agent(chat, session_dir=tmp_path, hooks=log.hooks())
     recorder = Recorder(engine.events)
     controller = AbortController()
     task = asyncio.create_task(engine.run("hello", signal=controller.signal))
@@ -365,7 +365,7 @@ async def test_interrupt_cancels_running_tools(tmp_path: Path, snapshot: Snapsho
         return "x"
 
     tools = ScriptedTools({"slow": slow, "after": after})
-    engine = Engine(chat, tools, session_dir=tmp_path)
+    engine = Agent(chat, tools, session_dir=tmp_path)
     recorder = Recorder(engine.events)
     task = asyncio.create_task(engine.run("go"))
     await asyncio.wait_for(started.wait(), 5)
@@ -407,14 +407,14 @@ async def test_run_conversation_keeps_turn_boundary_abort_for_chat_calls() -> No
 
 
 def test_run_sync() -> None:
-    engine = Engine(ScriptedChat(["sync answer"]))
+    engine = Agent(ScriptedChat(["sync answer"]))
     outcome = engine.run_sync("hi")
     assert outcome.final == AssistantMessage("sync answer")
     assert outcome.session_path is None
 
 
 async def test_run_sync_refuses_inside_a_loop() -> None:
-    engine = Engine(ScriptedChat(["x"]))
+    engine = Agent(ScriptedChat(["x"]))
     with pytest.raises(RuntimeError, match=r"await engine\.run"):
         engine.run_sync("hi")
 
@@ -428,7 +428,7 @@ async def test_compression_marker_is_recorded(tmp_path: Path) -> None:
     history: list[Message] = [
         UserMessage(f"q{i}") if i % 2 == 0 else AssistantMessage(f"a{i}") for i in range(11)
     ]
-    engine = Engine(ScriptedChat(script), session_dir=tmp_path, context_budget_tokens=10)
+    engine = Agent(ScriptedChat(script), session_dir=tmp_path, context_budget_tokens=10)
     outcome = await engine.run("go", history=history)
     path = Path(outcome.session_path or "")
     metas = [
@@ -453,14 +453,14 @@ async def test_final_gate_retries_are_available_to_engine_users() -> None:
             return Retry("again")
 
     chat = ScriptedChat(["a", "b"])
-    outcome = await Engine(chat, policies=[Once()]).run("x")
+    outcome = await Agent(chat, policies=[Once()]).run("x")
     assert outcome.final == AssistantMessage("b")
     assert chat.requests[1].messages[-1].content.startswith("<system-reminder>")
 
 
 async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:
     chat = ScriptedChat([tool_reply(ToolCall("abc", "t", {"k": [1, {"x": None}]})), "ok"])
-    engine = Engine(
+    engine = Agent(
         chat, ScriptedTools({"t": lambda k: ToolResult(True, json.dumps(k))}), session_dir=tmp_path
     )
     outcome = await engine.run("go")
@@ -477,7 +477,7 @@ async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
         {"write": lambda: ToolResult(True, "ok", metadata={"path": "a"})},
         specs=[ToolSpec("write", "w", destructive=True)],
     )
-    engine = Engine(
+    engine = Agent(
         chat,
         tools,
         policies=[verify(f"sleep 30; touch {marker}", workspace=tmp_path)],

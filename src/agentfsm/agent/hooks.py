@@ -1,4 +1,4 @@
-"""Lifecycle hooks of an :class:`~agentfsm.runtime.engine.Engine` run.
+"""Lifecycle hooks of an :class:`~agentfsm.agent.agent.Agent` run.
 
 Each hook is an optional callable (sync or async) taking one payload object. A hook that
 raises is logged and ignored: hooks never fail a run.
@@ -18,7 +18,7 @@ from agentfsm.engine.params import LoopOutcome
 
 __all__ = ["ExitReason", "Hooks", "PromptSubmit", "RunStop", "SessionStart", "call_hook"]
 
-logger = logging.getLogger("agentfsm.hooks")
+logger = logging.getLogger("agentfsm.agent")
 
 ExitReason: TypeAlias = Literal["final", "budget", "aborted", "policy", "failed"]
 
@@ -59,7 +59,7 @@ class RunStop:
 
 @define
 class Hooks:
-    """Callables run at fixed points of every :class:`Engine` run."""
+    """Callables run at fixed points of every :class:`Agent` run."""
 
     session_start: Callable[[SessionStart], Any] | None = None
     """Once per session: before the first run of a session with no prior history."""

@@ -1,7 +1,7 @@
-"""Frozen session context: dynamic facts rendered once per session and reused byte for byte.
+"""The session preamble: dynamic facts rendered once per session and reused byte for byte.
 
 Prompt caches match on an exact prefix. Re-rendering a file tree or a clock on every turn
-would invalidate the whole conversation, so a context provider is asked once per session;
+would invalidate the whole conversation, so a preamble provider is asked once per session;
 its text becomes the conversation's first user message and is replayed unchanged on every
 later turn and run (resume included, since it is stored in the session file).
 """
@@ -18,16 +18,18 @@ from agentfsm.adapters.tools.fs import PathRefused, SafeRoot, open_subdir
 from agentfsm.engine.messages import Message, UserMessage
 
 __all__ = [
-    "CONTEXT_CLOSE",
-    "CONTEXT_OPEN",
-    "ContextProvider",
-    "WorkspaceContext",
-    "context_message",
-    "is_context_message",
+    "PREAMBLE_CLOSE",
+    "PREAMBLE_OPEN",
+    "PreambleProvider",
+    "WorkspacePreamble",
+    "is_preamble_message",
+    "preamble_message",
 ]
 
-CONTEXT_OPEN = "<session-context>"
-CONTEXT_CLOSE = "</session-context>"
+PREAMBLE_OPEN = "<session-context>"
+"""Opens the preamble message (the tag the model sees; kept so stored sessions resume)."""
+PREAMBLE_CLOSE = "</session-context>"
+"""Closes the preamble message."""
 
 SKIPPED_DIRS = frozenset(
     {
@@ -50,22 +52,22 @@ SKIPPED_DIRS = frozenset(
 )
 
 
-class ContextProvider(Protocol):
-    """Renders the session's dynamic context (sync or async)."""
+class PreambleProvider(Protocol):
+    """Renders the session preamble (sync or async)."""
 
     def render(self) -> str | Awaitable[str]:
-        """The context text."""
+        """The preamble text."""
         ...
 
 
-def context_message(text: str) -> UserMessage:
-    """The first user message that carries the frozen context."""
-    return UserMessage(f"{CONTEXT_OPEN}\n{text}\n{CONTEXT_CLOSE}")
+def preamble_message(text: str) -> UserMessage:
+    """The first user message, carrying the frozen preamble."""
+    return UserMessage(f"{PREAMBLE_OPEN}\n{text}\n{PREAMBLE_CLOSE}")
 
 
-def is_context_message(message: Message) -> bool:
-    """Whether ``message`` is a frozen-context message."""
-    return isinstance(message, UserMessage) and message.content.startswith(CONTEXT_OPEN)
+def is_preamble_message(message: Message) -> bool:
+    """Whether ``message`` is a preamble message."""
+    return isinstance(message, UserMessage) and message.content.startswith(PREAMBLE_OPEN)
 
 
 MAX_HEAD_BYTES = 4096
@@ -116,8 +118,8 @@ def _head(root: Path) -> str | None:
     return f"{sha[:12]} ({branch})" if sha else f"(no commits on {branch})"
 
 
-class WorkspaceContext:
-    """Context of a project folder: name, path, file tree, git HEAD, clock rounded to the hour.
+class WorkspacePreamble:
+    """The preamble of a project folder: name, path, file tree, git HEAD, clock rounded to the hour.
 
     Args:
         root: The workspace folder.

@@ -1,4 +1,4 @@
-"""Engine sessions under stress: any text, concurrent runs, cancellation, failed first turns."""
+"""Agent sessions under stress: any text, concurrent runs, cancellation, failed first turns."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from agentfsm import (
+    Agent,
     AssistantMessage,
-    Engine,
     Message,
     ToolMessage,
     ToolSpec,
     UserMessage,
 )
 from agentfsm.adapters.sessions import read_session_messages
+from agentfsm.agent import is_preamble_message
 from agentfsm.engine.cancellation import CANCELLED_BEFORE_TOOL, CANCELLED_DURING_TOOL
 from agentfsm.engine.events import ErrorEvent, ToolCallEndEvent
-from agentfsm.runtime import is_context_message
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -51,13 +51,13 @@ def assert_answered(messages: Sequence[Message]) -> None:
 async def test_any_text_is_recorded_and_reads_back_the_same(tmp_path: Path) -> None:
     chat = ScriptedChat([tool_reply(("ls", {"path": ODD})), f"found {ODD}"])
     tools = ScriptedTools({"ls": lambda path: f"entries: {path}"})
-    engine = Engine(chat, tools, system_prompt=f"system {ODD}", session_dir=tmp_path)
+    engine = Agent(chat, tools, system_prompt=f"system {ODD}", session_dir=tmp_path)
     outcome = await engine.run(f"list {ODD}")
     assert outcome.stopped_reason == "final"
     kinds = [r["kind"] for r in records(outcome.session_path or "")]
     assert kinds.count("message") == len(outcome.messages) == 5
     assert read_session_messages(outcome.session_path or "") == outcome.messages
-    resumed = await Engine(ScriptedChat(["again"]), tools, session_dir=tmp_path).run(
+    resumed = await Agent(ScriptedChat(["again"]), tools, session_dir=tmp_path).run(
         "more", resume="latest"
     )
     assert resumed.messages[:5] == outcome.messages
@@ -76,7 +76,7 @@ async def test_concurrent_runs_on_one_engine_keep_their_own_session_files(
         await asyncio.sleep(0.02 if job == "A" else 0.01)
         return f"done {job}"
 
-    engine = Engine(ScriptedChat(script), ScriptedTools({"work": work}), session_dir=tmp_path)
+    engine = Agent(ScriptedChat(script), ScriptedTools({"work": work}), session_dir=tmp_path)
     everything = Recorder(engine.events)
     a, b = await asyncio.gather(engine.run("A"), engine.run("B"))
     assert a.session_path != b.session_path
@@ -103,7 +103,7 @@ def _slow_tools(started: asyncio.Event) -> ScriptedTools:
 async def test_outside_cancellation_during_a_tool_closes_the_run(tmp_path: Path) -> None:
     started = asyncio.Event()
     chat = ScriptedChat([tool_reply(("slow", {}), ("after", {})), "unreachable"])
-    engine = Engine(chat, _slow_tools(started), session_dir=tmp_path)
+    engine = Agent(chat, _slow_tools(started), session_dir=tmp_path)
     recorder = Recorder(engine.events)
     task = asyncio.create_task(engine.run("go"))
     await asyncio.wait_for(started.wait(), 5)
@@ -129,7 +129,7 @@ async def test_outside_cancellation_during_a_tool_closes_the_run(tmp_path: Path)
     ]
     # Resume sends a valid history.
     chat2 = ScriptedChat(["resumed"])
-    await Engine(chat2, _slow_tools(asyncio.Event()), session_dir=tmp_path).run(
+    await Agent(chat2, _slow_tools(asyncio.Event()), session_dir=tmp_path).run(
         "go on", resume=path.stem
     )
     assert_answered(chat2.requests[0].messages)
@@ -143,7 +143,7 @@ async def test_outside_cancellation_during_the_chat_call_emits_error(tmp_path: P
         await asyncio.sleep(30)
         return "late"
 
-    engine = Engine(ScriptedChat(script), session_dir=tmp_path)
+    engine = Agent(ScriptedChat(script), session_dir=tmp_path)
     recorder = Recorder(engine.events)
     task = asyncio.create_task(engine.run("go"))
     await asyncio.wait_for(called.wait(), 5)
@@ -158,7 +158,7 @@ async def test_a_tool_raising_cancelled_error_is_a_failed_call() -> None:
         raise asyncio.CancelledError
 
     for specs in (None, [ToolSpec("rogue", "r", concurrency_safe=True)]):
-        engine = Engine(
+        engine = Agent(
             ScriptedChat([tool_reply(("rogue", {}), ("rogue", {})), "carried on"]),
             ScriptedTools({"rogue": rogue}, specs=specs),
         )
@@ -177,7 +177,7 @@ async def test_a_batch_cancelled_before_its_tools_start_leaves_no_coroutine_unaw
         return "ok"
 
     spec = ToolSpec("safe", "s", concurrency_safe=True)
-    engine = Engine(
+    engine = Agent(
         ScriptedChat([tool_reply(("safe", {"n": 1}), ("safe", {"n": 2})), "done"]),
         ScriptedTools({"safe": safe}, specs=[spec]),
     )
@@ -201,23 +201,23 @@ class FixedContext:
 async def test_resume_after_a_failed_first_turn_keeps_the_session_context(
     tmp_path: Path,
 ) -> None:
-    failing = Engine(
+    failing = Agent(
         ScriptedChat([RuntimeError("provider down")]),
         system_prompt="sys",
         session_dir=tmp_path,
-        context=FixedContext(),
+        preamble=FixedContext(),
     )
     with pytest.raises(RuntimeError, match="provider down"):
         await failing.run("first")
-    assert any(is_context_message(m) for m in failing.load_session("latest"))
+    assert any(is_preamble_message(m) for m in failing.load_session("latest"))
     chat = ScriptedChat(["hello"])
-    engine = Engine(chat, system_prompt="sys", session_dir=tmp_path, context=FixedContext())
+    engine = Agent(chat, system_prompt="sys", session_dir=tmp_path, preamble=FixedContext())
     outcome = await engine.run("second", resume="latest")
     sent = chat.requests[0].messages
     assert [m.role for m in sent] == ["system", "user", "user"]
-    assert is_context_message(sent[1])
+    assert is_preamble_message(sent[1])
     assert sent[2].content == "second"
-    assert sum(is_context_message(m) for m in outcome.messages) == 1
+    assert sum(is_preamble_message(m) for m in outcome.messages) == 1
     # The same holds when a failed run's handle is used again.
     failing.chat = ScriptedChat([RuntimeError("down again"), "ok"])
     handle = failing.new_session()
@@ -225,4 +225,4 @@ async def test_resume_after_a_failed_first_turn_keeps_the_session_context(
         await failing.run("x", session=handle)
     again = await failing.run("y", session=handle)
     assert [m.role for m in again.messages] == ["system", "user", "user", "assistant"]
-    assert is_context_message(again.messages[1])
+    assert is_preamble_message(again.messages[1])
