@@ -1,7 +1,8 @@
 """The event stream of a run: one attrs class per event, and :class:`AgentEmitter`.
 
-The seed events keep their order guarantees (see ``docs/events.md``); additions such as
-``policy_stop`` or ``gate`` slot in without reordering them.
+The seed events keep their order guarantees (see ``docs/engine.md#events``, generated from
+the class docstrings below); additions such as ``policy_stop`` or ``gate`` slot in without
+reordering them.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class LlmStartEvent:
 
 @frozen(kw_only=True)
 class LlmEndEvent:
-    """The chat call resolved; never fires when the call raised."""
+    """The chat call resolved; pairs with ``llm_start``, never fires when the call raised."""
 
     turn: int
     """The turn that made the call."""
@@ -94,7 +95,8 @@ class LlmEndEvent:
 
 @frozen(kw_only=True)
 class ToolCallStartEvent:
-    """Before a tool executes."""
+    """Before a tool executes: after ``llm_end``, one call at a time in call order (a batch of
+    concurrency-safe calls starts together)."""
 
     turn: int
     """The turn whose reply asked for the call."""
@@ -105,7 +107,8 @@ class ToolCallStartEvent:
 
 @frozen(kw_only=True)
 class ToolCallEndEvent:
-    """A tool resolved, or a call was skipped (``cancelled``, with no start)."""
+    """A tool resolved, pairing with its ``tool_call_start``; a call cut short has
+    ``cancelled=True``, and one that never ran (last-turn budget, interrupt) has no start."""
 
     turn: int
     """The turn whose reply asked for the call."""
@@ -131,7 +134,8 @@ class FinalEvent:
 
 @frozen(kw_only=True)
 class BudgetExhaustedEvent:
-    """The run used all its turns while the model kept asking for tools."""
+    """The run used all its turns while the model kept asking for tools; after the last
+    ``tool_call_end``, before ``turn_end``."""
 
     turns_used: int
     """LLM calls made (equals ``max_turns``)."""
@@ -153,7 +157,8 @@ def _same_error(a: BaseException, b: BaseException) -> bool:
 
 @frozen(kw_only=True)
 class ErrorEvent:
-    """The chat call failed (logged, then re-raised) or the loop was aborted. Nothing follows."""
+    """The chat call failed (logged, then re-raised) or the loop was aborted. Nothing follows;
+    an outside cancel first closes each open call with a cancelled ``tool_call_end``."""
 
     error: BaseException = field(eq=cmp_using(eq=_same_error, require_same_type=False))
     """The error; compared by name and message."""
@@ -162,7 +167,8 @@ class ErrorEvent:
 
 @frozen(kw_only=True)
 class PolicyStopEvent:
-    """A turn gate stopped the run at the top of a turn; ``turn_end`` follows."""
+    """A turn gate stopped the run at the top of a turn: after ``turn_start``, no
+    ``llm_start``; ``turn_end`` follows."""
 
     turn: int
     """The turn that did not start its LLM call."""
@@ -175,8 +181,8 @@ class PolicyStopEvent:
 
 @frozen(kw_only=True)
 class PolicyNoteEvent:
-    """A policy reports what it will use or did (e.g. the verify gate's command); the run
-    goes on and the model is not told."""
+    """A policy reports what it will use or did (e.g. the verify gate's command): after
+    ``turn_start``, before the turn's ``llm_start``; informational, the model is not told."""
 
     turn: int
     """The turn."""
@@ -191,7 +197,8 @@ class PolicyNoteEvent:
 
 @frozen(kw_only=True)
 class PolicyWarnEvent:
-    """A turn gate warned at the top of a turn; the run goes on."""
+    """A turn gate warned at the top of a turn: after ``turn_start``, before the turn's
+    ``llm_start``; the run goes on."""
 
     turn: int
     """The turn."""
@@ -206,7 +213,9 @@ class PolicyWarnEvent:
 
 @frozen(kw_only=True)
 class ReminderEvent:
-    """A policy queued a reminder for the next request (never stored in history)."""
+    """A policy queued a reminder for the next request (never stored in history): right after
+    the point that asked (a turn gate after ``turn_start``, an observer after ``llm_end`` or a
+    ``tool_call_end``); the next ``llm_start`` carries it."""
 
     turn: int
     """The turn that queued it."""
@@ -219,7 +228,8 @@ class ReminderEvent:
 
 @frozen(kw_only=True)
 class RedirectEvent:
-    """A supervisor suggested new directions after a loop-health warning.
+    """A supervisor suggested new directions after a loop-health warning: after the
+    ``policy_warn`` that triggered it, before the turn's ``llm_start``.
 
     Records sizes, cost and the evidence it saw, never the advice text itself (that is in
     the next request, and the history if the model repeats it).
@@ -244,7 +254,8 @@ class RedirectEvent:
 
 @frozen(kw_only=True)
 class RedirectSkippedEvent:
-    """A warning could have triggered a redirection, but none was made; the run goes on."""
+    """A warning could have triggered a redirection, but none was made: after ``turn_start``,
+    before the turn's ``llm_start``; the run goes on."""
 
     turn: int
     """The turn."""
@@ -258,7 +269,8 @@ class RedirectSkippedEvent:
 
 @frozen(kw_only=True)
 class GateEvent:
-    """A final gate refused a final answer: the run goes on with a reminder."""
+    """A final gate refused a final answer: after ``llm_end``, before the next ``turn_start``,
+    whose request carries the reminder."""
 
     turn: int
     """The turn whose answer was refused."""
