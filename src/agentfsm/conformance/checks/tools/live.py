@@ -1,8 +1,8 @@
-"""Live tool checks: raw requests to a real server, read with the adapter's own parsers."""
+"""Tool checks in live mode: raw requests to a real server, read with the adapter's own
+parsers."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -22,31 +22,37 @@ from agentfsm.engine.messages import (
     UserMessage,
 )
 
-from ..context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
-from ..model import CheckFailed, CheckSkipped, Normalized
+from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
+from ...model import CheckFailed, CheckSkipped, Normalized
+from .fixtures import (
+    FOREIGN_CALLS,
+    GET_TIME,
+    GET_WEATHER,
+    LONG_CALL_ID,
+    OPENAI_ONLY,
+    PARIS_ARGS,
+    PARIS_JSON,
+    SAY_HELLO,
+    SYSTEM_PROMPT,
+    TOKYO_ARGS,
+    WEATHER_IN_PARIS,
+    WEATHER_IN_PARIS_WITH_TOOL,
+    openai_call,
+)
 
 __all__ = [
-    "stream_auto_live",
-    "single_forced_live",
+    "agent_loop_live",
+    "foreign_ids_live",
     "no_args_live",
-    "stream_equals_nonstream_live",
+    "none_live",
+    "parallel_flag_live",
     "parallel_live",
     "parallel_results_live",
-    "parallel_flag_live",
-    "none_live",
+    "single_forced_live",
+    "stream_auto_live",
+    "stream_equals_nonstream_live",
     "unicode_args_live",
-    "foreign_ids_live",
-    "agent_loop_live",
 ]
-
-W, T = "get_weather", "get_time"
-PARIS, TOKYO = {"city": "Paris"}, {"city": "Tokyo"}
-P_TEXT, T_TEXT = json.dumps(PARIS), json.dumps(TOKYO)
-OPENAI_ONLY = "not applicable to the anthropic wire"
-
-
-def _oa_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 # -- live helpers --------------------------------------------------------------------------
@@ -160,13 +166,13 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     if not ctx.target.capabilities.has("tool_choice"):
         raise CheckSkipped("capability absent: tool_choice")
-    body = _body(ctx, "What is the weather in Paris?", TOOL_WEATHER, force=True)
+    body = _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER, force=True)
     seen: dict[str, str] = {}
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
         raw, result = await _probe(ctx, body, f"T1-{case}", stream=stream)
         calls = result.message.tool_calls
-        if [c.name for c in calls] != [W]:
+        if [c.name for c in calls] != [GET_WEATHER]:
             got = repr([c.name for c in calls] or result.message.content[:80])
             raise CheckFailed(f"{case}: one get_weather call (named tool_choice)", got)
         if calls[0].raw_arguments is not None:
@@ -191,7 +197,7 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
             )
             _model_miss(result, "'what time is it'")
         calls = result.message.tool_calls
-        if [c.name for c in calls] != [T] or calls[0].raw_arguments is not None:
+        if [c.name for c in calls] != [GET_TIME] or calls[0].raw_arguments is not None:
             got = repr([(c.name, c.raw_arguments) for c in calls])
             raise CheckFailed(
                 f"{case}: one get_time call with arguments {{}}", got, quirks=("Q13",)
@@ -203,7 +209,7 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
 
 async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     force = ctx.target.capabilities.has("tool_choice")
-    body = _body(ctx, "What is the weather in Paris? Use get_weather.", TOOL_WEATHER, force=force)
+    body = _body(ctx, WEATHER_IN_PARIS_WITH_TOOL, TOOL_WEATHER, force=force)
     _, plain = await _probe(ctx, body, "T7-unstreamed")
     if not force:
         _model_miss(plain, "the weather in Paris")
@@ -227,18 +233,15 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     return _verdict(seen, "; ".join(extra))
 
 
-_SYSTEM = "You are a helpful assistant that calls functions."
-
-
 async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
     """A streamed request with tools and automatic tool choice: what an agent loop sends."""
-    prompt = "What is the weather in Paris? Use get_weather."
+    prompt = WEATHER_IN_PARIS_WITH_TOOL
     body = _body(ctx, prompt, TOOL_WEATHER)
     body["tool_choice"] = {"type": "auto"} if ctx.wire == "anthropic" else "auto"
     if ctx.wire == "anthropic":
-        body["system"] = _SYSTEM
+        body["system"] = SYSTEM_PROMPT
     else:
-        body["messages"].insert(0, {"role": "system", "content": _SYSTEM})
+        body["messages"].insert(0, {"role": "system", "content": SYSTEM_PROMPT})
     raw = await ctx.raw({**body, "stream": True}, name="T16-streamed-auto")
     if raw.status != 200:
         raise CheckFailed("HTTP 200 for a streamed automatic tool choice", f"{raw.status}")
@@ -251,7 +254,7 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
         result = await ctx.ask(
             stream=True,
             quirks=quirks,
-            messages=[SystemMessage(_SYSTEM), UserMessage(prompt)],
+            messages=[SystemMessage(SYSTEM_PROMPT), UserMessage(prompt)],
             tools=[TOOL_WEATHER],
         )
     except ProviderError as error:
@@ -292,7 +295,10 @@ async def parallel_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def parallel_results_live(ctx: LiveContext) -> Normalized | None:
-    calls = [ToolCall("call_t9a", W, PARIS), ToolCall("call_t9b", W, TOKYO)]
+    calls = [
+        ToolCall("call_t9a", GET_WEATHER, PARIS_ARGS),
+        ToolCall("call_t9b", GET_WEATHER, TOKYO_ARGS),
+    ]
     history: list[Message] = [
         UserMessage("What is the weather in Paris and in Tokyo?"),
         AssistantMessage("", tool_calls=calls),
@@ -315,9 +321,9 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
     if ctx.wire == "anthropic":
         raise CheckSkipped(OPENAI_ONLY)
     probes = {
-        "with tools": _body(ctx, "What is the weather in Paris?", TOOL_WEATHER),
+        "with tools": _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER),
         "without tools": {
-            "messages": [{"role": "user", "content": "Say hello."}],
+            "messages": [{"role": "user", "content": SAY_HELLO}],
             "max_tokens": 32,
         },
     }
@@ -340,7 +346,7 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def none_live(ctx: LiveContext) -> Normalized | None:
-    result = await _ask(ctx, "an answer", prompt="Say hello.", tools=[TOOL_WEATHER], max_tokens=64)
+    result = await _ask(ctx, "an answer", prompt=SAY_HELLO, tools=[TOOL_WEATHER], max_tokens=64)
     if result.message.tool_calls:
         names = [c.name for c in result.message.tool_calls]
         raise CheckSkipped(f"model behaviour: called {names} for 'say hello'")
@@ -348,7 +354,7 @@ async def none_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("a text answer's finish reason", repr(result.finish_reason))
     if not ctx.target.capabilities.has("tool_choice"):
         return None
-    body = _body(ctx, "What is the weather in Paris?", TOOL_WEATHER)
+    body = _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER)
     body["tool_choice"] = {"type": "none"} if ctx.wire == "anthropic" else "none"
     answer = (await _probe(ctx, body, "T11-tool-choice-none"))[1]
     if answer.message.tool_calls:
@@ -376,14 +382,10 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     return _verdict(seen)
 
 
-_LONG_ID = "call_" + ("0123456789abcdef" * 4)[:55]
-_FOREIGN = (("abc123", "Paris"), ("toolu_01A09q90qw90lq917835lq9", "Tokyo"), (_LONG_ID, "Lima"))
-
-
 async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
     history: list[Message] = [UserMessage("What is the weather in Paris, Tokyo and Lima?")]
-    for call_id, city in _FOREIGN:
-        call = ToolCall(call_id, W, {"city": city})
+    for call_id, city in FOREIGN_CALLS:
+        call = ToolCall(call_id, GET_WEATHER, {"city": city})
         history += [
             AssistantMessage("", tool_calls=[call]),
             ToolMessage(call_id, f"{city}: sunny."),
@@ -411,9 +413,13 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
         return None
     content = None if quirks.null_assistant_content else ""
     messages = [
-        {"role": "user", "content": "What is the weather in Paris?"},
-        {"role": "assistant", "content": content, "tool_calls": [_oa_call(_LONG_ID, W, P_TEXT)]},
-        {"role": "tool", "tool_call_id": _LONG_ID, "content": "Sunny."},
+        {"role": "user", "content": WEATHER_IN_PARIS},
+        {
+            "role": "assistant",
+            "content": content,
+            "tool_calls": [openai_call(LONG_CALL_ID, GET_WEATHER, PARIS_JSON)],
+        },
+        {"role": "tool", "tool_call_id": LONG_CALL_ID, "content": "Sunny."},
     ]
     raw = await ctx.raw({"messages": messages, "max_tokens": 16}, name="T14-long-id")
     if raw.status in (400, 422):
@@ -423,7 +429,7 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
 
 async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
     history: list[Message] = [
-        SystemMessage(_SYSTEM),
+        SystemMessage(SYSTEM_PROMPT),
         UserMessage("What is the weather in Paris? Use the get_weather tool."),
     ]
     first = await _ask(ctx, "a first answer", messages=history, tools=[TOOL_WEATHER])
