@@ -51,7 +51,10 @@ bench: install
 	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/load.py --out benchmarks/results.json
 
+# The machine's diagrams, and the generated tables of docs/engine.md (states, transitions,
+# guards, events); tests fail when either is stale.
 diagrams: install
+	$(BIN)/python -m agentfsm.engine docs
 	$(BIN)/python -m agentfsm.engine diagrams
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python

@@ -1,4 +1,10 @@
-"""`python -m agentfsm.engine OUTDIR`: write the diagrams (what `make diagrams` runs)."""
+"""`python -m agentfsm.engine`: regenerate what is rendered from the machine (`make diagrams`).
+
+- ``diagrams [OUTDIR]`` writes ``agent_loop.mmd`` and ``agent_loop.svg`` (default
+  ``diagrams``); a lone OUTDIR that is not a subcommand does the same.
+- ``docs [--check] [PAGE]`` rewrites the generated tables of ``docs/engine.md`` (or PAGE);
+  with ``--check`` it writes nothing and exits 1 when the page is stale.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,10 @@ from pathlib import Path
 
 from .diagram import DiagramUnavailable, write_diagram
 
+DEFAULT_PAGE = Path("docs/engine.md")
 
-def main(argv: list[str]) -> int:
+
+def diagrams(argv: list[str]) -> int:
     outdir = Path(argv[0] if argv else "diagrams")
     outdir.mkdir(parents=True, exist_ok=True)
     print(write_diagram(outdir / "agent_loop.mmd"))
@@ -18,6 +26,35 @@ def main(argv: list[str]) -> int:
         print(f"agent_loop.svg not written: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def docs(argv: list[str]) -> int:
+    from .docgen import DocgenError, write_docs
+
+    check = "--check" in argv
+    rest = [a for a in argv if a != "--check"]
+    page = Path(rest[0]) if rest else DEFAULT_PAGE
+    try:
+        changed = write_docs(page, check=check)
+    except DocgenError as exc:
+        print(f"{page}: {exc}", file=sys.stderr)
+        return 1
+    if check:
+        if changed:
+            print(f"{page} is stale: run `make diagrams`", file=sys.stderr)
+            return 1
+        print(f"{page} is current")
+        return 0
+    print(f"{page} {'regenerated' if changed else 'already current'}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "docs":
+        return docs(argv[1:])
+    if argv and argv[0] == "diagrams":
+        return diagrams(argv[1:])
+    return diagrams(argv)
 
 
 if __name__ == "__main__":
