@@ -1,8 +1,7 @@
-"""The engine guide's policy example works as described."""
+"""The guides' examples behave as the text says (tests/test_doc_blocks.py runs every block)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +10,21 @@ import pytest
 from agentfsm import LoopParams, UserMessage, run_conversation
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
+from .test_doc_blocks import block_defining
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GUIDE = DOCS / "engine.md"
 
 
-def load_example() -> dict[str, Any]:
-    (block,) = re.findall(r"```python\n(.*?)```", GUIDE.read_text("utf-8"), re.S)
+def run_block(path: Path, name: str) -> dict[str, Any]:
+    """Run the block of ``path`` that defines ``name``; its namespace."""
     namespace: dict[str, Any] = {}
-    exec(compile(block, str(GUIDE), "exec"), namespace)
+    exec(compile(block_defining(path, name), str(path), "exec"), namespace)
     return namespace
+
+
+def load_example() -> dict[str, Any]:
+    return run_block(GUIDE, "StopAfterTools")
 
 
 async def test_guide_turn_gate_stops_after_twenty_tools() -> None:
@@ -54,9 +59,7 @@ async def test_guide_final_gate_asks_for_a_source() -> None:
 
 
 def test_embedding_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    path = DOCS / "embedding.md"
-    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
-    exec(compile(block, str(path), "exec"), {})
+    run_block(DOCS / "embedding.md", "agent")
     assert capsys.readouterr().out == "It has 2 words."
 
 
@@ -66,10 +69,7 @@ async def test_policies_guide_custom_stop_policy() -> None:
 
     from .helpers import Recorder
 
-    path = DOCS / "policies.md"
-    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
-    namespace: dict[str, Any] = {}
-    exec(compile(block, str(path), "exec"), namespace)
+    namespace = run_block(DOCS / "policies.md", "StopOnRepeatedFetch")
     policy = namespace["StopOnRepeatedFetch"]()
     url = "https://example.org/a"
     chat = ScriptedChat([tool_reply(("fetch", {"url": url}))] * 5)
@@ -92,22 +92,15 @@ async def test_policies_guide_custom_stop_policy() -> None:
 def test_providers_guide_example_builds() -> None:
     from agentfsm.adapters.providers import Router
 
-    path = DOCS / "providers.md"
-    (block,) = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)
-    namespace: dict[str, Any] = {}
-    exec(compile(block, str(path), "exec"), namespace)
-    assert isinstance(namespace["engine"].chat, Router)
+    namespace = run_block(DOCS / "providers.md", "agent")
+    assert isinstance(namespace["agent"].chat, Router)
     assert namespace["llama"].quirks.stream_with_tools is False
 
 
 async def test_tools_guide_example() -> None:
     from agentfsm import ToolCall
 
-    path = DOCS / "tools.md"
-    block = re.findall(r"```python\n(.*?)```", path.read_text("utf-8"), re.S)[0]
-    namespace: dict[str, Any] = {}
-    exec(compile(block, str(path), "exec"), namespace)
-    tools = namespace["tools"]
+    tools = run_block(DOCS / "tools.md", "tools")["tools"]
     result = await tools.run(ToolCall("1", "forecast", {"city": "Oslo", "days": "many"}))
     assert (
         result.error

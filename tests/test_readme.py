@@ -1,9 +1,10 @@
-"""The README's examples run as written."""
+"""The README's examples run as written (tests/test_doc_blocks.py runs every doc block)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from .test_doc_blocks import python_blocks, run_blocks
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -16,7 +17,10 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 
 def test_readme_python_examples_run() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
+    blocks = python_blocks(README)
     assert len(blocks) == 2
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
+    assert all(block.skip is None for block in blocks)
+    namespace, ran = run_blocks(blocks, "readme_examples")
+    assert ran == 2
+    assert namespace["outcome"].stopped_reason == "policy"
+    assert namespace["local"].model == "qwen3"
