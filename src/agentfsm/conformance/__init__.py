@@ -11,6 +11,7 @@ from typing import Any
 
 from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
 from .corpus import corpus_files, run_corpus
+from .exchange import RecordedExchange, Verdict
 from .model import (
     Capabilities,
     Check,
@@ -35,7 +36,9 @@ __all__ = [
     "Normalized",
     "ProviderConformance",
     "RecordedContext",
+    "RecordedExchange",
     "Report",
+    "Verdict",
     "corpus_files",
     "matrix_markdown",
     "report_markdown",

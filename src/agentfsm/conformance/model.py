@@ -9,6 +9,7 @@ from attrs import asdict, define, field, frozen
 
 if TYPE_CHECKING:
     from .context import LiveContext, RecordedContext
+    from .exchange import RecordedExchange, Verdict
 
 __all__ = [
     "GROUPS",
@@ -19,6 +20,7 @@ __all__ = [
     "CheckResult",
     "CheckSkipped",
     "Group",
+    "Mode",
     "Normalized",
     "Outcome",
     "Report",
@@ -114,9 +116,12 @@ class Check:
     quirks: tuple[str, ...] = ()
     """Known quirks this check is about."""
     recorded: Callable[[RecordedContext], Awaitable[Normalized | None]] | None = None
-    """The recorded-bytes procedure, if the check has one."""
+    """The recorded-mode procedure (scripted bytes), if the check has one."""
     live: Callable[[LiveContext], Awaitable[Normalized | None]] | None = None
-    """The live procedure, if the check has one."""
+    """The live-mode procedure, if the check has one."""
+    corpus: Callable[[RecordedExchange], Verdict | None] | None = None
+    """The check's invariant on one exchange of a recorded corpus (see :mod:`.exchange`), if
+    it has one: a verdict, or ``None`` when the exchange does not exercise the check."""
 
     @property
     def modes(self) -> tuple[Mode, ...]:

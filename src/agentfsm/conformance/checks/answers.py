@@ -17,6 +17,7 @@ from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import Reply
 
 from ..context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
+from ..exchange import RecordedExchange, Verdict, on_success, verdict
 from ..frames import DONE, chunk, completion, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
 
@@ -243,6 +244,51 @@ async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
     return None
 
 
+# -- invariants on a recorded corpus -------------------------------------------------------
+
+_LENGTH_FINISHES = frozenset({"length", "max_tokens"})
+_STOP_FINISHES = frozenset({"stop", "end_turn", "stop_sequence"})
+
+
+@on_success
+def basic_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """A text answer: the recorded text, its finish and the model name."""
+    reply, result = exchange.reply, exchange.result
+    if _LENGTH_FINISHES & set(reply.finish) or reply.calls:
+        return None
+    content = result.message.content if result else None
+    finish = result.finish_reason if result else None
+    stop = "stop" if _STOP_FINISHES & set(reply.finish) else None
+    holds = isinstance(content, str) and finish is not None and finish == (stop or finish)
+    holds = holds and content == reply.text and bool(result and (result.model or not reply.model))
+    summary = result if result is not None else exchange.outcome
+    return verdict(holds, f"the recorded text, finish {stop or 'set'}, the model", summary)
+
+
+@on_success
+def text_conservation_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """A stream's text deltas add up to the final text."""
+    if not exchange.reply.streamed:
+        return None
+    result, streamed = exchange.result, exchange.streamed
+    content = result.message.content if result else None
+    got = f"deltas {streamed!r:.80}, final {content!r:.80}" if result else exchange.outcome
+    return verdict(result is not None and streamed == (content or ""), "equal texts", got)
+
+
+@on_success
+def length_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """A ``length`` finish stays one, with the partial text kept."""
+    reply, result = exchange.reply, exchange.result
+    if not _LENGTH_FINISHES & set(reply.finish):
+        return None
+    content = result.message.content if result else None
+    finish = result.finish_reason if result else None
+    holds = finish == "length" and bool(content or not reply.text)
+    summary = result if result is not None else exchange.outcome
+    return verdict(holds, "finish 'length', the partial text kept", summary)
+
+
 CHECKS = [
     Check(
         "A1",
@@ -252,6 +298,7 @@ CHECKS = [
         "non-empty text, finish_reason 'stop', the model name",
         recorded=basic,
         live=basic_live,
+        corpus=basic_corpus,
     ),
     Check(
         "A2",
@@ -262,6 +309,7 @@ CHECKS = [
         needs=("streaming",),
         recorded=text_conservation,
         live=text_conservation_live,
+        corpus=text_conservation_corpus,
     ),
     Check(
         "A3",
@@ -272,6 +320,7 @@ CHECKS = [
         needs=("max_tokens",),
         recorded=length,
         live=length_live,
+        corpus=length_corpus,
     ),
     Check(
         "A4",

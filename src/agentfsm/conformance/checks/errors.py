@@ -7,17 +7,20 @@ stays fast whatever the adapter's backoff.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from attrs import evolve, frozen
 
 from agentfsm.adapters.providers import ProviderError
+from agentfsm.adapters.providers.errors import is_overflow_message
 from agentfsm.engine.messages import ChatResult, UserMessage
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import Drop, Reply
 
 from ..context import LiveContext, RecordedContext
+from ..exchange import CorpusJudge, RecordedExchange, RecordedReply, Verdict, on_error, verdict
 from ..frames import chunk, completion, data, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
 
@@ -377,6 +380,62 @@ async def overflow_silent_live(ctx: LiveContext) -> Normalized | None:
     return None
 
 
+# -- invariants on a recorded corpus -------------------------------------------------------
+
+_QUOTA = re.compile(r"insufficient[_ ]quota|exceeded your current quota|billing|credit", re.I)
+_NEVER_RETRIED = frozenset({"auth", "bad_request", "context_overflow", "quota"})
+
+
+def _recorded_kind(reply: RecordedReply) -> str | None:
+    """The error kind the recorded bytes call for; ``None`` for another in-stream error."""
+    words, status = reply.error or "", reply.status
+    if status == 429:
+        return "quota" if _QUOTA.search(words) else "rate_limit"
+    if is_overflow_message(words) or "context_length_exceeded" in words:
+        return "context_overflow"
+    if status in (401, 403):
+        return "auth"
+    if status in (503, 529) or "overloaded_error" in words:
+        return "overloaded"
+    if status >= 400:
+        return "server" if status >= 500 else "bad_request"
+    return None
+
+
+def _kind_verdict(exchange: RecordedExchange, kind: str) -> Verdict:
+    """The adapter raised ``kind``, after exactly one request when it is never retried."""
+    error, requests = exchange.error, exchange.requests
+    once = kind in _NEVER_RETRIED
+    holds = error is not None and error.kind == kind and (requests == 1 or not once)
+    got = exchange.outcome if error is None or error.kind != kind else f"{requests} requests"
+    return verdict(holds, f"kind {kind}" + (" after exactly 1 request" if once else ""), got)
+
+
+def _kind_corpus(kind: str) -> CorpusJudge:
+    """The invariant of the check about errors of ``kind``."""
+
+    @on_error
+    def judge(exchange: RecordedExchange) -> Verdict | None:
+        if _recorded_kind(exchange.reply) != kind:
+            return None
+        return _kind_verdict(exchange, kind)
+
+    judge.__name__ = judge.__qualname__ = f"{kind}_corpus"
+    return judge
+
+
+@on_error
+def overflow_classified_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Throttling is never an overflow; an overflow is ``context_overflow``, not retried."""
+    if exchange.reply.status == 429:
+        error = exchange.error
+        holds = error is not None and error.kind != "context_overflow"
+        return verdict(holds, "throttling is not an overflow", exchange.outcome)
+    if _recorded_kind(exchange.reply) != "context_overflow":
+        return None
+    return _kind_verdict(exchange, "context_overflow")
+
+
 CHECKS = [
     Check(
         "E1",
@@ -386,6 +445,7 @@ CHECKS = [
         "kind auth, exactly 1 request",
         recorded=auth,
         live=auth_live,
+        corpus=_kind_corpus("auth"),
     ),
     Check(
         "E2",
@@ -396,6 +456,7 @@ CHECKS = [
         quirks=("Q23",),
         recorded=bad_request,
         live=bad_request_live,
+        corpus=_kind_corpus("bad_request"),
     ),
     Check(
         "E3",
@@ -404,6 +465,7 @@ CHECKS = [
         "429 with Retry-After, retry-after-ms, 'try again in 0.398s', x-should-retry",
         "retried once with the delay asked; x-should-retry honoured both ways",
         recorded=rate_limit,
+        corpus=_kind_corpus("rate_limit"),
     ),
     Check(
         "E4",
@@ -413,6 +475,7 @@ CHECKS = [
         "kind quota after 1 request; the per-minute 429 is retried",
         quirks=("Q32",),
         recorded=quota,
+        corpus=_kind_corpus("quota"),
     ),
     Check(
         "E5",
@@ -422,6 +485,7 @@ CHECKS = [
         "retried before the first delta, surfaced after it",
         quirks=("Q28",),
         recorded=overloaded,
+        corpus=_kind_corpus("overloaded"),
     ),
     Check(
         "E6",
@@ -430,6 +494,7 @@ CHECKS = [
         "500/502/504/408/409 and a connection reset before output",
         "retried; a persistent reset is a connection error with its phase",
         recorded=transient_5xx,
+        corpus=_kind_corpus("server"),
     ),
     Check(
         "E7",
@@ -441,6 +506,7 @@ CHECKS = [
         quirks=("Q30", "Q31"),
         recorded=overflow_classified,
         live=overflow_classified_live,
+        corpus=overflow_classified_corpus,
     ),
     Check(
         "E8",

@@ -12,6 +12,7 @@ from agentfsm.engine.messages import Usage
 from agentfsm.testing import Reply
 
 from ..context import LiveContext, RecordedContext
+from ..exchange import RecordedExchange, Verdict, ints, on_success, verdict
 from ..frames import DONE, chunk, completion, data, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
 
@@ -335,6 +336,68 @@ async def stream_vs_nonstream_live(ctx: LiveContext) -> Normalized | None:
     return None
 
 
+# -- invariants on a recorded corpus -------------------------------------------------------
+
+
+def _usage(exchange: RecordedExchange) -> tuple[Usage | None, object]:
+    """The adapter's usage, and what to report as got (the outcome when there is no result)."""
+    result = exchange.result
+    usage = result.usage if result else None
+    return usage, usage if result is not None else exchange.outcome
+
+
+@on_success
+def present_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Recorded token counts come out as non-negative integers."""
+    keys = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+    if not ints(exchange.reply.usages, *keys):
+        return None
+    usage, got = _usage(exchange)
+    kinds = ("input", "output", "cache_read", "cache_write", "reasoning")
+    counts = [getattr(usage, f"{kind}_tokens", None) for kind in kinds]
+    holds = all(isinstance(n, int) and n >= 0 for n in counts)
+    return verdict(holds, "usage with non-negative integer counts", got)
+
+
+@on_success
+def no_double_count_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Usage repeated along a stream is the last cumulative count, never a sum."""
+    reply = exchange.reply
+    outputs = [n for u in reply.usages for n in ints(u, "completion_tokens", "output_tokens")[:1]]
+    if not reply.streamed or len(reply.usages) <= 1 or not outputs:
+        return None
+    usage, got = _usage(exchange)
+    # The last cumulative count (plus reasoning, where the provider leaves it out).
+    extra = max(ints(reply.usages[-1], "reasoning_tokens"), default=0)
+    holds = usage is not None and usage.output_tokens in (outputs[-1], outputs[-1] + extra)
+    return verdict(holds, f"output_tokens the last cumulative count ({outputs[-1]})", got)
+
+
+@on_success
+def inclusive_cache_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Recorded cache reads and writes are reported, inside the input count."""
+    usages = exchange.reply.usages
+    read = max(ints(usages, "cached_tokens", "cache_read_input_tokens"), default=0)
+    written = max(ints(usages, "cache_creation_input_tokens", "cache_write_tokens"), default=0)
+    if not read and not written:
+        return None
+    usage, got = _usage(exchange)
+    cache = (usage.cache_read_tokens, usage.cache_write_tokens) if usage else (0, 0)
+    holds = usage is not None and sum(cache) <= usage.input_tokens
+    holds = holds and all(n > 0 for n, raw in zip(cache, (read, written), strict=True) if raw)
+    return verdict(holds, f"cache read {read} / written {written} inside input_tokens", got)
+
+
+@on_success
+def reasoning_inside_output_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Recorded reasoning tokens are reported, inside the output count."""
+    if max(ints(exchange.reply.usages, "reasoning_tokens"), default=0) <= 0:
+        return None
+    usage, got = _usage(exchange)
+    holds = usage is not None and 0 < usage.reasoning_tokens <= usage.output_tokens
+    return verdict(holds, "0 < reasoning_tokens <= output_tokens", got)
+
+
 CHECKS = [
     Check(
         "U1",
@@ -344,6 +407,7 @@ CHECKS = [
         "integer counts; total == in + out",
         recorded=present,
         live=present_live,
+        corpus=present_corpus,
     ),
     Check(
         "U2",
@@ -366,6 +430,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q17", "Q19"),
         recorded=no_double_count,
+        corpus=no_double_count_corpus,
     ),
     Check(
         "U4",
@@ -378,6 +443,7 @@ CHECKS = [
         quirks=("Q20", "Q21"),
         recorded=inclusive_cache,
         live=inclusive_cache_live,
+        corpus=inclusive_cache_corpus,
     ),
     Check(
         "U5",
@@ -388,6 +454,7 @@ CHECKS = [
         quirks=("Q21", "Q22"),
         recorded=reasoning_inside_output,
         live=reasoning_inside_output_live,
+        corpus=reasoning_inside_output_corpus,
     ),
     Check(
         "U6",

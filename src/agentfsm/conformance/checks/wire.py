@@ -8,6 +8,7 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.testing import Pause, Reply
 
 from ..context import RecordedContext
+from ..exchange import CALL_TIMEOUT, RecordedExchange, Verdict, ints, on_error, on_success, verdict
 from ..frames import DONE, chunk, data, event
 from ..model import Check, CheckFailed, Normalized
 
@@ -167,6 +168,64 @@ async def unframed_error_body(ctx: RecordedContext) -> Normalized | None:
     )
 
 
+# -- invariants on a recorded corpus -------------------------------------------------------
+
+
+def field_tolerance_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """Every call that comes back gives a result or a typed error."""
+    if exchange.hung:
+        return None
+    outcome = exchange.outcome
+    crash = f"unexpected {type(outcome).__name__}: {str(outcome)[:200]}"
+    return verdict(not exchange.crashed, "a ChatResult or a ProviderError", crash)
+
+
+def terminal_without_done_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """No call hangs; a stream without its terminal record still completes."""
+    if exchange.hung:
+        return Verdict(False, "the call completes (no hang)", f"no answer in {CALL_TIMEOUT:g} s")
+    reply = exchange.reply
+    if exchange.crashed or not reply.streamed or reply.terminal:
+        return None
+    return Verdict(True, "the call completes (no hang)")
+
+
+@on_success
+def empty_choices_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """The usage of a chunk without choices is kept."""
+    usage_chunk = exchange.reply.empty_choices_usage
+    if usage_chunk is None:
+        return None
+    result = exchange.result
+    usage = result.usage if result else None
+    got = usage if result is not None else exchange.outcome
+    prompt = ints(usage_chunk, "prompt_tokens")[:1]
+    holds = usage is not None and [usage.input_tokens] == (prompt or [usage.input_tokens])
+    return verdict(holds, f"the usage of the chunk without choices (prompt {prompt})", got)
+
+
+@on_error
+def error_in_200_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """An error inside a 200 (an empty 200 stream included) is a typed in-stream error."""
+    if exchange.reply.status >= 400:
+        return None
+    error = exchange.error
+    holds = error is not None and error.in_stream
+    expected = "a ProviderError marked in_stream, never a success"
+    return verdict(holds, expected, exchange.outcome)
+
+
+@on_error
+def unframed_error_body_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """An HTTP error is a typed error carrying its status."""
+    status = exchange.reply.status
+    if status < 400:
+        return None
+    error = exchange.error
+    holds = error is not None and error.status == status and not error.in_stream
+    return verdict(holds, f"a ProviderError with status {status}", exchange.outcome)
+
+
 CHECKS = [
     Check(
         "W1",
@@ -177,6 +236,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q24",),
         recorded=field_tolerance,
+        corpus=field_tolerance_corpus,
     ),
     Check(
         "W2",
@@ -187,6 +247,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q25",),
         recorded=terminal_without_done,
+        corpus=terminal_without_done_corpus,
     ),
     Check(
         "W3",
@@ -197,6 +258,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q18", "Q21"),
         recorded=empty_choices,
+        corpus=empty_choices_corpus,
     ),
     Check(
         "W4",
@@ -207,6 +269,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q26", "Q28"),
         recorded=error_in_200,
+        corpus=error_in_200_corpus,
     ),
     Check(
         "W5",
@@ -216,5 +279,6 @@ CHECKS = [
         "an error carrying the status and the body",
         quirks=("Q27",),
         recorded=unframed_error_body,
+        corpus=unframed_error_body_corpus,
     ),
 ]

@@ -1,13 +1,13 @@
 """Tool checks: how calls are streamed, indexed, named, argued and sent back.
 
 One check of the group is one entry below, holding its procedures: recorded mode
-(:mod:`.recorded`, on the bytes a scripted server sends) and live mode (:mod:`.live`).
-:mod:`.fixtures` names what they ask with; :mod:`.scripted` builds the scripted server's
-replies.
+(:mod:`.recorded`, on the bytes a scripted server sends), live mode (:mod:`.live`), and its
+invariant on a recorded corpus (:mod:`.invariants`). :mod:`.fixtures` names what they ask
+with; :mod:`.scripted` builds the scripted server's replies.
 """
 
 from ...model import Check as _Check
-from . import live, recorded
+from . import invariants, live, recorded
 
 __all__ = ["CHECKS"]
 
@@ -22,6 +22,7 @@ CHECKS = [
         quirks=("Q8", "Q10"),
         recorded=recorded.single_forced,
         live=live.single_forced_live,
+        corpus=invariants.single_forced_corpus,
     ),
     _Check(
         "T2",
@@ -32,6 +33,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q9", "Q10"),
         recorded=recorded.stop_reason_inferred,
+        corpus=invariants.stop_reason_inferred_corpus,
     ),
     _Check(
         "T3",
@@ -42,6 +44,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q1", "Q2"),
         recorded=recorded.no_index,
+        corpus=invariants.no_index_corpus,
     ),
     _Check(
         "T4",
@@ -62,6 +65,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q3", "Q4", "Q13"),
         recorded=recorded.args_shapes,
+        corpus=invariants.args_shapes_corpus,
     ),
     _Check(
         "T6",
@@ -73,6 +77,7 @@ CHECKS = [
         quirks=("Q13",),
         recorded=recorded.no_args,
         live=live.no_args_live,
+        corpus=invariants.no_args_corpus,
     ),
     _Check(
         "T7",
@@ -94,6 +99,7 @@ CHECKS = [
         quirks=("Q7",),
         recorded=recorded.parallel,
         live=live.parallel_live,
+        corpus=invariants.parallel_corpus,
     ),
     _Check(
         "T9",
@@ -123,6 +129,7 @@ CHECKS = [
         "no calls",
         needs=("tools",),
         live=live.none_live,
+        corpus=invariants.none_corpus,
     ),
     _Check(
         "T12",
@@ -142,6 +149,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q11",),
         recorded=recorded.trailing_empty_delta,
+        corpus=invariants.trailing_empty_delta_corpus,
     ),
     _Check(
         "T14",
