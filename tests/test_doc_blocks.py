@@ -22,6 +22,7 @@ import asyncio
 import inspect
 import re
 import sys
+import textwrap
 import types
 import warnings
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from agentfsm._deprecated import AgentfsmDeprecationWarning
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = frozenset({"python", "py", "python3"})
 
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
+_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
 _MARKER = re.compile(r"^\s*<!--\s*not-run\b(?P<rest>.*?)-->\s*$")
 
 
@@ -97,7 +98,9 @@ def parse(path: Path, root: Path = ROOT) -> Page:
             end += 1
         marker_reason = markers.pop(last_text, None) if last_text is not None else None
         if info in PYTHON:
-            blocks.append(Block(path, i + 2, "\n".join(lines[i + 1 : end]) + "\n", marker_reason))
+            # A fence indented inside a list item: its lines carry the same indent.
+            body = textwrap.dedent("\n".join(lines[i + 1 : end]) + "\n")
+            blocks.append(Block(path, i + 2, body, marker_reason))
         elif marker_reason is not None:
             problems.append(
                 f"{name}:{i + 1}: a not-run marker sits above a {info or 'plain'} block"
@@ -188,7 +191,8 @@ def test_parser_reads_markers_and_fences(tmp_path: Path) -> None:
     page.write_text(
         "# t\n\n```python\nx = 1\n```\n\n<!-- not-run: needs a real API key -->\n"
         "```python\nraise SystemExit\n```\n\n<!-- not-run -->\n```py\ny = 2\n```\n"
-        "````sh\n```python\nnot python\n```\n````\n\n<!-- not-run: wrong -->\n```json\n{}\n```\n",
+        "````sh\n```python\nnot python\n```\n````\n\n<!-- not-run: wrong -->\n```json\n{}\n```\n"
+        "- a list item:\n\n    ```python\n    z = 3\n    ```\n",
         "utf-8",
     )
     parsed = parse(page, tmp_path)
@@ -196,6 +200,7 @@ def test_parser_reads_markers_and_fences(tmp_path: Path) -> None:
         (4, "x = 1\n", None),
         (9, "raise SystemExit\n", "needs a real API key"),
         (14, "y = 2\n", ""),
+        (29, "z = 3\n", None),
     ]
     assert [p.split(": ", 1)[1] for p in parsed.problems] == [
         "a not-run marker must give its reason",
