@@ -1,10 +1,14 @@
-"""Shared test helpers: event recording and compact event views for snapshots."""
+"""Shared test helpers: event recording (:class:`agentfsm.testing.EventRecorder`) and compact
+event views for snapshots."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 from agentfsm import AgentEmitter, AgentEvent
+from agentfsm.engine import events as events_module
 from agentfsm.engine.errors import error_name
 from agentfsm.engine.events import (
     BudgetExhaustedEvent,
@@ -28,26 +32,42 @@ from agentfsm.engine.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from agentfsm.testing import EventRecorder
 
 
-class Recorder:
-    """Subscribes to every event of an emitter and keeps them."""
+class Recorder(EventRecorder):
+    """An :class:`EventRecorder` following an emitter (a new one by default), with the
+    compact views the snapshots store."""
 
     def __init__(self, emitter: AgentEmitter | None = None) -> None:
+        super().__init__()
         self.emitter = emitter if emitter is not None else AgentEmitter()
-        self.events: list[AgentEvent] = []
-        self.emitter.on("*", self.events.append)
-
-    @property
-    def types(self) -> list[str]:
-        return [e.type for e in self.events]
+        self.emitter.on("*", self)
 
     def of(self, kind: type[Any]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
+        return self.of_type(kind)
 
     def view(self) -> list[dict[str, Any]]:
         """Event types with their key payload fields, for snapshots."""
         return [summarize(e) for e in self.events]
+
+
+def event_type_literals() -> dict[str, str]:
+    """Each event class's ``type`` literal and the class's name, read from the events module."""
+    tree = ast.parse(Path(events_module.__file__).read_text("utf-8"))
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for statement in node.body:
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and statement.target.id == "type"
+                and isinstance(statement.annotation, ast.Subscript)
+            ):
+                found[ast.literal_eval(statement.annotation.slice)] = node.name
+    return found
 
 
 def summarize(event: AgentEvent) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from .fake_server import (
     Reply,
     ReplyHandler,
 )
+from .recorder import EventRecorder
 from .scripted import (
     ChatRequest,
     ScriptedChat,
@@ -23,6 +24,7 @@ from .scripted import (
 __all__ = [
     "ChatRequest",
     "Drop",
+    "EventRecorder",
     "FakeProviderServer",
     "Filler",
     "Frame",
