@@ -135,3 +135,10 @@ def test_docs_command_rewrites_and_checks(
     assert main(["docs", str(page)]) == 0
     assert page.read_text("utf-8") == docgen.update_markdown(text, docgen.render_sections())
     assert main(["docs", "--check", str(page)]) == 0
+
+
+def test_source_points_to_pages_that_exist() -> None:
+    root = PAGE.parents[1]
+    for path in (root / "src").rglob("*.py"):
+        for page in re.findall(r"\bdocs/[\w/.-]+\.md", path.read_text("utf-8")):
+            assert (root / page).is_file(), f"{path.relative_to(root)} points to missing {page}"
