@@ -17,7 +17,9 @@ from .scripted import (
     ScriptedChat,
     ScriptedTools,
     ScriptExhausted,
+    ScriptFn,
     ScriptItem,
+    Streamed,
     tool_reply,
 )
 
@@ -34,8 +36,10 @@ __all__ = [
     "Reply",
     "ReplyHandler",
     "ScriptExhausted",
+    "ScriptFn",
     "ScriptItem",
     "ScriptedChat",
     "ScriptedTools",
+    "Streamed",
     "tool_reply",
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeAlias
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TypeAlias, overload
 
-from attrs import frozen
+from attrs import evolve, field, frozen
 
 from agentfsm.engine.messages import (
     AssistantMessage,
@@ -22,16 +23,87 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 __all__ = [
     "ChatRequest",
     "ScriptExhausted",
+    "ScriptFn",
     "ScriptItem",
     "ScriptedChat",
     "ScriptedTools",
+    "Streamed",
     "tool_reply",
 ]
 
-ScriptItem: TypeAlias = ChatResult | AssistantMessage | str | BaseException
-"""One scripted reply: a full result, a message, plain text, or an error to raise."""
 
-ScriptFn: TypeAlias = Callable[[Sequence[Message]], "ScriptItem | Awaitable[ScriptItem]"]
+def _pieces(value: Iterable[str | ChatDelta]) -> tuple[str | ChatDelta, ...]:
+    return tuple(value)
+
+
+def _texts(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@frozen
+class Streamed:
+    """A scripted reply delivered in pieces through ``on_delta`` before the call returns.
+
+    The ``thinking`` pieces are streamed first (as ``ChatDelta("thinking", ...)``), then the
+    ``chunks`` (a string is a ``ChatDelta("text", ...)``; a :class:`ChatDelta` is sent as it
+    is, so text and thinking can interleave). The call then returns ``then`` with the
+    streamed text as its content and the streamed reasoning (if any) as its reasoning::
+
+        ScriptedChat([
+            Streamed(["Hel", "lo"], thinking=["Greet."]),
+            Streamed(["Let me look."], then=tool_reply(("search", {"q": "x"}))),
+        ])
+
+    Args:
+        chunks: The answer text, in pieces.
+        thinking: Reasoning text, in pieces, streamed before the answer.
+        then: The rest of the reply: tool calls, usage, finish reason. Its content (and
+            reasoning) must be empty or equal the streamed text. ``None`` is a plain answer.
+
+    Raises:
+        ValueError: ``then`` carries a different text than the one streamed.
+    """
+
+    chunks: tuple[str | ChatDelta, ...] = field(default=(), converter=_pieces)
+    thinking: tuple[str, ...] = field(default=(), converter=_texts)
+    then: ChatResult | AssistantMessage | None = None
+
+    def __attrs_post_init__(self) -> None:
+        message = self.then.message if isinstance(self.then, ChatResult) else self.then
+        if message is None:
+            return
+        if message.content and message.content != self.text:
+            raise ValueError(
+                f"Streamed: then's content {message.content!r} is not the streamed text "
+                f"{self.text!r}; leave it empty"
+            )
+        if message.reasoning and message.reasoning != (self.reasoning or ""):
+            raise ValueError(
+                f"Streamed: then's reasoning {message.reasoning!r} is not the streamed "
+                f"reasoning {self.reasoning!r}; leave it empty"
+            )
+
+    def deltas(self) -> tuple[ChatDelta, ...]:
+        """What ``on_delta`` receives, in order."""
+        return tuple(ChatDelta("thinking", piece) for piece in self.thinking) + tuple(
+            ChatDelta("text", piece) if isinstance(piece, str) else piece for piece in self.chunks
+        )
+
+    @property
+    def text(self) -> str:
+        """The streamed answer text, joined."""
+        return "".join(d.text for d in self.deltas() if d.kind == "text")
+
+    @property
+    def reasoning(self) -> str | None:
+        """The streamed reasoning, joined; ``None`` when nothing was streamed as thinking."""
+        thinking = [d.text for d in self.deltas() if d.kind == "thinking"]
+        return "".join(thinking) if thinking else None
+
+
+ScriptItem: TypeAlias = ChatResult | AssistantMessage | str | Streamed | BaseException
+"""One scripted reply: a full result, a message, plain text, a :class:`Streamed` reply, or an
+error to raise."""
 
 
 class ScriptExhausted(AssertionError):
@@ -39,15 +111,58 @@ class ScriptExhausted(AssertionError):
 
 
 @frozen
-class ChatRequest:
-    """One call ``ScriptedChat`` received."""
+class ChatRequest(Sequence[Message]):
+    """One call ``ScriptedChat`` received: what a script function is given, and what
+    :attr:`ScriptedChat.requests` keeps.
+
+    It is also the sequence of its messages, so a script function written for the messages
+    alone (``messages[0]``, ``len(messages)``, ``list(messages)``) works unchanged.
+    """
 
     messages: tuple[Message, ...]
     """The messages, as they were at call time."""
-    tools: tuple[ToolSpec, ...]
+    tools: tuple[ToolSpec, ...] = ()
     """The tools offered."""
-    temperature: float | None
-    max_tokens: int | None
+    temperature: float | None = None
+    """The call's ``temperature``."""
+    max_tokens: int | None = None
+    """The call's ``max_tokens``."""
+    signal: SupportsAbort | None = field(default=None, eq=False, repr=False)
+    """The call's abort signal, if it got one (not compared)."""
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        return self.messages[index]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+
+def _wants_request(fn: Callable[..., object]) -> bool:
+    """Whether ``fn`` takes a :class:`ChatRequest`: its first parameter is unannotated or
+    annotated ``ChatRequest``, rather than e.g. ``Sequence[Message]``."""
+    try:
+        parameter = next(iter(inspect.signature(fn).parameters.values()), None)
+    except (TypeError, ValueError):
+        return True
+    if parameter is None or parameter.annotation is inspect.Parameter.empty:
+        return True
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        return annotation.strip("'\" ").rsplit(".", 1)[-1] == "ChatRequest"
+    return isinstance(annotation, type) and issubclass(annotation, ChatRequest)
+
+
+ScriptFn: TypeAlias = Callable[[ChatRequest], "ScriptItem | Awaitable[ScriptItem]"]
+"""A script as a function: gets the :class:`ChatRequest`, returns (or awaits) the reply."""
 
 
 def tool_reply(
@@ -67,9 +182,24 @@ def tool_reply(
 class ScriptedChat:
     """A chat model that answers from a script.
 
-    ``script`` is either a sequence of replies, used in order, or a function of the messages
-    returning the next reply (sync or async). A reply that is an exception is raised. Every
-    call is recorded in :attr:`requests` (set ``record=False`` to skip the copy).
+    ``script`` is either a sequence of replies, used in order, or a function returning the
+    next reply (sync or async). The function gets a :class:`ChatRequest`: the messages, the
+    tools offered and the call parameters (it is also the sequence of the messages). A
+    function whose parameter is annotated with another type than ``ChatRequest`` (such as
+    ``Sequence[Message]``, the older form) gets the messages exactly as the caller passed
+    them. A reply that is an exception is raised; a
+    :class:`Streamed` reply is delivered in pieces through ``on_delta``; any other reply is
+    delivered whole, as one thinking and one text delta. Every call is recorded in
+    :attr:`requests` (set ``record=False`` to skip the copy).
+
+    Example::
+
+        def answer(request: ChatRequest) -> ScriptItem:
+            if any(spec.name == "search" for spec in request.tools):
+                return tool_reply(("search", {"q": request.messages[-1].content}))
+            return Streamed(["No tools", ", sorry."])
+
+        chat = ScriptedChat(answer)
 
     Args:
         script: Replies, or a function producing them.
@@ -88,9 +218,11 @@ class ScriptedChat:
     ) -> None:
         if callable(script):
             self._fn: ScriptFn | None = script
+            self._wants_request = _wants_request(script)
             self._items: list[ScriptItem] = []
         else:
             self._fn = None
+            self._wants_request = True
             self._items = list(script)
         self._usage = usage
         self._model = model
@@ -113,14 +245,14 @@ class ScriptedChat:
         signal: SupportsAbort | None = None,
         on_delta: DeltaHandler | None = None,
     ) -> ChatResult:
+        request = ChatRequest(tuple(messages), tuple(tools), temperature, max_tokens, signal)
         if self._record:
-            self.requests.append(
-                ChatRequest(tuple(messages), tuple(tools), temperature, max_tokens)
-            )
+            self.requests.append(request)
         index = self._next
         self._next += 1
         if self._fn is not None:
-            item = self._fn(messages)
+            # A function of the messages (the older form) gets the caller's very sequence.
+            item = self._fn(request if self._wants_request else messages)  # type: ignore[arg-type]
             if inspect.isawaitable(item):
                 item = await item
         elif index < len(self._items):
@@ -131,6 +263,8 @@ class ScriptedChat:
             )
         if isinstance(item, BaseException):
             raise item
+        if isinstance(item, Streamed):
+            return await self._stream(item, on_delta)
         result = self._to_result(item)
         if on_delta is not None:
             if result.message.reasoning:
@@ -138,6 +272,20 @@ class ScriptedChat:
             if result.message.content:
                 on_delta(ChatDelta("text", result.message.content))
         return result
+
+    async def _stream(self, item: Streamed, on_delta: DeltaHandler | None) -> ChatResult:
+        for number, delta in enumerate(item.deltas()):
+            if number:
+                await asyncio.sleep(0)  # let the caller's other tasks run between pieces
+            if on_delta is not None:
+                on_delta(delta)
+        result = self._to_result(item.then if item.then is not None else "")
+        message = evolve(
+            result.message,
+            content=item.text,
+            reasoning=item.reasoning if item.reasoning is not None else result.message.reasoning,
+        )
+        return evolve(result, message=message)
 
     def _to_result(self, item: ChatResult | AssistantMessage | str) -> ChatResult:
         if isinstance(item, ChatResult):
