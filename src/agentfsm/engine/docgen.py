@@ -28,8 +28,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import attrs
-
 from . import events as events_module
 from .machine import AgentLoopMachine, LoopGuards
 from .runner import LoopRunner
@@ -134,9 +132,9 @@ def event_docs(module: ModuleType = events_module) -> list[EventDoc]:
     the module defines them."""
     docs = []
     for cls in vars(module).values():
-        if not (isinstance(cls, type) and cls.__module__ == module.__name__ and attrs.has(cls)):
+        fields = getattr(cls, "__attrs_attrs__", None)  # set on every attrs class
+        if not isinstance(cls, type) or cls.__module__ != module.__name__ or fields is None:
             continue
-        fields = attrs.fields(cls)
         type_field = next((f for f in fields if f.name == "type"), None)
         if type_field is None or not isinstance(type_field.default, str):
             continue
