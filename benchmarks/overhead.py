@@ -160,7 +160,7 @@ VARIANTS = {
     "coding_agent": lambda n: engine(
         n,
         "compiled",
-        presets.coding_agent(turns=n, context_budget_tokens=10**9, spend_tokens=10**12),
+        presets.coding_agent(context_budget_tokens=10**9, spend_tokens=10**12),
     ),
     "engine_recording": engine_recording,
     "bare_statechart": bare_statechart,

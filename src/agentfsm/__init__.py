@@ -1,11 +1,14 @@
 """agentfsm: an LLM agent loop as an explicit, declared state machine with pluggable policies.
 
-The names below are the public API; everything else is reachable through the subpackages
-(:mod:`agentfsm.engine`, :mod:`agentfsm.testing`).
+The names below are the public API: the front door (:class:`Agent`, :func:`run_conversation`),
+the messages and events, the policy hooks and their verdicts, and :func:`render_diagram`.
+Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
+:mod:`agentfsm.policies` and :mod:`agentfsm.testing`.
 """
 
+from ._deprecated import AgentfsmDeprecationWarning
 from ._deprecated import deprecated_getattr as _deprecated_getattr
-from .agent import Agent, Hooks, WorkspacePreamble
+from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
 from .engine import (
     AbortController,
     AbortError,
@@ -14,12 +17,23 @@ from .engine import (
     AgentEvent,
     AgentLoopMachine,
     AssistantMessage,
+    ChatDelta,
     ChatFn,
     ChatResult,
+    Compressor,
     FinalGate,
+    LlmObserver,
     LoopOutcome,
     LoopParams,
     Message,
+    Notice,
+    OutcomeShaper,
+    Policy,
+    PolicyError,
+    PolicyVerdictError,
+    Remind,
+    ReplyShaper,
+    RequestShaper,
     Retry,
     RunContext,
     Stop,
@@ -27,17 +41,22 @@ from .engine import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    ToolObserver,
+    ToolOutcome,
     ToolResult,
     ToolRunner,
     ToolSpec,
     TurnGate,
+    TurnObserver,
     Usage,
     UserMessage,
+    Warn,
     converter,
     format_tool_result_content,
     run_conversation,
     seed_system_prompt,
 )
+from .engine.diagram import render_diagram
 
 __version__ = "0.1.0.dev0"
 
@@ -49,14 +68,27 @@ __all__ = [
     "AgentEmitter",
     "AgentEvent",
     "AgentLoopMachine",
+    "AgentfsmDeprecationWarning",
     "AssistantMessage",
+    "ChatDelta",
     "ChatFn",
     "ChatResult",
+    "Compressor",
     "FinalGate",
     "Hooks",
+    "LlmObserver",
     "LoopOutcome",
     "LoopParams",
     "Message",
+    "Notice",
+    "OutcomeShaper",
+    "Policy",
+    "PolicyError",
+    "PolicyVerdictError",
+    "PreambleProvider",
+    "Remind",
+    "ReplyShaper",
+    "RequestShaper",
     "Retry",
     "RunContext",
     "Stop",
@@ -64,15 +96,20 @@ __all__ = [
     "SystemMessage",
     "ToolCall",
     "ToolMessage",
+    "ToolObserver",
+    "ToolOutcome",
     "ToolResult",
     "ToolRunner",
     "ToolSpec",
     "TurnGate",
+    "TurnObserver",
     "Usage",
     "UserMessage",
+    "Warn",
     "WorkspacePreamble",
     "converter",
     "format_tool_result_content",
+    "render_diagram",
     "run_conversation",
     "seed_system_prompt",
 ]

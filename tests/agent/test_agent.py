@@ -34,7 +34,7 @@ from agentfsm import (
 )
 from agentfsm.adapters.sessions import read_session_messages
 from agentfsm.agent import PromptSubmit, RunStop, SessionStart, is_preamble_message
-from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply

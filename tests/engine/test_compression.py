@@ -21,7 +21,7 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.compaction import (
+from agentfsm.engine.compression import (
     COMPRESSION_SYSTEM_PROMPT,
     KEEP_RECENT_TURNS,
     TRANSCRIPT_MAX_CHARS,

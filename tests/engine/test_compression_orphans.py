@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.compaction import (
+from agentfsm.engine.compression import (
     COMPRESSION_SYSTEM_PROMPT,
     SUMMARY_PREFIX,
     compress_messages,

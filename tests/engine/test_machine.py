@@ -38,6 +38,7 @@ def test_states_and_final_states() -> None:
         "llm_end",
         "run_tools",
         "final_check",
+        "retry",
         "final",
         "budget",
         "aborted",
@@ -91,9 +92,10 @@ def test_transitions_are_ordered_with_named_guards() -> None:
         ],
         ("final_check", "decide"): [
             ("aborted", (("interrupted", True),)),
-            ("turn_start", (("gate_retry", True), ("last_turn", False))),
+            ("retry", (("gate_retry", True), ("last_turn", False))),
             ("final", ()),
         ],
+        ("retry", "retried"): [("turn_start", ())],
     }
     named = {name for ts in flat.values() for _, guards in ts for name, _ in guards}
     assert named == set(GUARD_NAMES)
@@ -154,7 +156,17 @@ class FakeGuards:
         return self.values["overflow_recoverable"]
 
 
-EVENTS = ["begin", "check", "compacted", "replied", "raised", "route", "tools_done", "decide"]
+EVENTS = [
+    "begin",
+    "check",
+    "compacted",
+    "replied",
+    "raised",
+    "route",
+    "tools_done",
+    "decide",
+    "retried",
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -258,9 +270,9 @@ def test_diagram_names_the_policies_behind_each_guard() -> None:
         "    compress_check --> compress : check "
         "[compression_needed ← compress(100000, threshold=0.8)]"
     ) in lines
-    assert (
-        "    llm_end --> run_tools : route [has_tool_calls, !last_turn ← max_turns(50)]"
-    ) in lines
+    # The budget is the run's own max_turns: no policy feeds last_turn.
+    assert "    llm_end --> run_tools : route [has_tool_calls, !last_turn]" in lines
+    assert "    retry --> turn_start : retried" in lines
     assert (
         "gate_retry ← verify('auto'), verifier(max_turns=15), "
         "require(text_matches('DONE'), max_retries=3)"

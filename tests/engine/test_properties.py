@@ -27,7 +27,7 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.errors import ContextOverflowUnresolved
 from agentfsm.engine.events import ToolCallEndEvent
 from agentfsm.policies import compress

@@ -37,7 +37,7 @@ from agentfsm import (
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.sessions import iter_session_records, read_session_messages
 from agentfsm.adapters.tools import FunctionTool, ToolBox, tool
-from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.process import Unsandboxed
 from agentfsm.engine.protocols import SupportsAbort
 from agentfsm.policies import presets
@@ -228,7 +228,6 @@ def _policies(scenario: Scenario, workspace: Path) -> list[object]:
     if not scenario.preset:
         return []
     return presets.coding_agent(
-        turns=scenario.preset_turns,
         workspace=workspace,
         context_budget_tokens=scenario.context_budget,
         spend_tokens=scenario.spend_tokens,

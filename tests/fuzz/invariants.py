@@ -128,7 +128,7 @@ def _requests(obs: Observation) -> list[str]:
 
 def _budgets(obs: Observation) -> list[str]:
     scenario = obs.scenario
-    budget = min(scenario.max_turns, scenario.preset_turns)
+    budget = scenario.max_turns
     problems: list[str] = []
     replies = sum(isinstance(e, LlmEndEvent) for e in obs.events)
     turns = sum(e.type == "turn_start" for e in obs.events)

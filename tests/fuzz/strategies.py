@@ -113,7 +113,6 @@ class Scenario:
     toolbox: bool
     max_turns: int
     preset: bool
-    preset_turns: int
     prune_chars: int
     spend_tokens: int | None
     sessions: bool
@@ -248,7 +247,6 @@ def scenarios(draw: st.DrawFn, driver: Driver) -> Scenario:
         toolbox=draw(st.booleans()),
         max_turns=max_turns,
         preset=preset,
-        preset_turns=draw(st.integers(1, 6)) if preset else max_turns,
         prune_chars=draw(st.sampled_from([20, 200, 2000, 60_000])),
         spend_tokens=draw(st.none() | st.none() | st.integers(1, 1500)) if preset else None,
         sessions=driver == "engine" and draw(st.booleans() | st.just(True)),

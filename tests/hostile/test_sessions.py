@@ -276,7 +276,8 @@ async def test_wrong_typed_policy_state_is_ignored(
 
             engine = Agent(
                 ScriptedChat(["done"]),
-                policies=presets.coding_agent(turns=5),
+                policies=presets.coding_agent(),
+                max_turns=5,
                 session_dir=folder,
             )
             outcome = await __import__("asyncio").wait_for(

@@ -11,7 +11,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, LoopParams, UserMessage, run_conversation
-from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm._deprecated import AgentfsmDeprecationWarning
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.errors import ContextOverflowUnresolved
 from agentfsm.engine.messages import (
     AssistantMessage,
@@ -303,7 +304,7 @@ def test_coding_agent_preset() -> None:
         repr(p) for p in presets.coding_agent(context_budget_tokens=100_000, spend_tokens=10**6)
     ]
     assert names == [
-        "max_turns(50)",
+        "wrap_up()",
         "prune_tool_results(200000)",
         "text_tool_calls()",
         "loop_health(repeated_calls=3, stagnant_turns=8, oscillations=2, similar_reasoning=3)",
@@ -312,6 +313,8 @@ def test_coding_agent_preset() -> None:
         "compress(100000, threshold=0.8)",
         "spend_limit(1000000)",
     ]
-    assert [repr(p) for p in presets.minimal(7)] == ["max_turns(7, wrap_up=False)"]
+    assert presets.minimal() == []
+    with pytest.warns(AgentfsmDeprecationWarning):
+        assert [repr(p) for p in presets.minimal(7)] == ["max_turns(7, wrap_up=False)"]
     without_review = presets.coding_agent(review=False)
     assert "verifier(max_turns=15)" not in [repr(p) for p in without_review]

@@ -9,10 +9,11 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import AbortController, LoopParams, UserMessage, run_conversation
+from agentfsm._deprecated import AgentfsmDeprecationWarning
 from agentfsm.cli.render import last_words
-from agentfsm.engine.compaction import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
-from agentfsm.policies import WRAP_UP_REMINDER, max_turns, presets, spend_limit
+from agentfsm.policies import WRAP_UP_REMINDER, max_turns, presets, spend_limit, wrap_up
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -30,9 +31,9 @@ async def test_wrap_up_on_the_last_turn_and_note_on_the_capped_text(
         chat,
         tools(),
         [UserMessage("go")],
-        LoopParams(max_turns=100),
+        LoopParams(max_turns=3),
         emitter=recorder.emitter,
-        policies=[max_turns(3)],
+        policies=[wrap_up()],
     )
     # Only the last allowed turn's request carries the wrap-up reminder.
     carries = [WRAP_UP_REMINDER in r.messages[-1].content for r in chat.requests]
@@ -49,7 +50,7 @@ async def test_wrap_up_on_the_last_turn_and_note_on_the_capped_text(
 async def test_capped_run_that_still_calls_tools() -> None:
     chat = ScriptedChat([ChatResult(tool_reply(("t", {}), content="Still working on it."))] * 2)
     outcome = await run_conversation(
-        chat, tools(), [UserMessage("go")], LoopParams(max_turns=100), policies=[max_turns(2)]
+        chat, tools(), [UserMessage("go")], LoopParams(max_turns=2), policies=[wrap_up()]
     )
     assert outcome.stopped_reason == "budget"
     assert outcome.turns_used == 2
@@ -64,23 +65,30 @@ async def test_an_early_final_answer_gets_no_note() -> None:
         ScriptedChat(["done"]),
         tools(),
         [UserMessage("go")],
-        LoopParams(max_turns=9),
-        policies=[max_turns(3)],
+        LoopParams(max_turns=3),
+        policies=[wrap_up()],
     )
     assert outcome.final == AssistantMessage("done")
 
 
-async def test_tightest_budget_wins() -> None:
+async def test_deprecated_max_turns_policy_still_tightens_the_budget() -> None:
+    with pytest.warns(AgentfsmDeprecationWarning, match="max_turns"):
+        loose = max_turns(4, wrap_up=False)
+    with pytest.warns(AgentfsmDeprecationWarning):
+        tight = max_turns(2)
     chat = ScriptedChat([tool_reply(("t", {}))] * 5)
     outcome = await run_conversation(
-        chat,
-        tools(),
-        [UserMessage("go")],
-        LoopParams(max_turns=2),
-        policies=[max_turns(4, wrap_up=False)],
+        chat, tools(), [UserMessage("go")], LoopParams(max_turns=3), policies=[loose]
+    )
+    assert outcome.turns_used == 3
+    assert outcome.stopped_reason == "budget"
+    chat = ScriptedChat([tool_reply(("t", {})), "Summary."])
+    outcome = await run_conversation(
+        chat, tools(), [UserMessage("go")], LoopParams(max_turns=9), policies=[tight]
     )
     assert outcome.turns_used == 2
-    assert outcome.stopped_reason == "budget"
+    assert outcome.final == AssistantMessage("Summary.\n\n[Stopped at the limit of 2 turns.]")
+    assert WRAP_UP_REMINDER in chat.requests[1].messages[-1].content
 
 
 async def test_spend_breaker(recorder: Recorder, snapshot: SnapshotAssertion) -> None:

@@ -28,14 +28,13 @@ from agentfsm.adapters.sessions import (
     resolve_session,
 )
 from agentfsm.engine.abort import AbortController
-from agentfsm.engine.context import RunContext
 from agentfsm.engine.events import AgentEmitter
-from agentfsm.engine.history import seed_system_prompt
+from agentfsm.engine.loop import build_run
 from agentfsm.engine.messages import Message, UserMessage
 from agentfsm.engine.params import LoopOutcome, LoopParams
+from agentfsm.engine.policy import Policy, loop_policies
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
-from agentfsm.engine.runner import LoopRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
 
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
@@ -78,7 +77,7 @@ class Agent:
         chat: ChatFn,
         tools: ToolRunner | None = None,
         *,
-        policies: Sequence[object] = (),
+        policies: Sequence[Policy] = (),
         system_prompt: str | None = None,
         session_dir: str | Path | None = None,
         hooks: Hooks | None = None,
@@ -99,7 +98,6 @@ class Agent:
             preamble = context
         self.chat = chat
         self.tools = tools
-        self.policies = tuple(policies)
         self.system_prompt = system_prompt
         self.store = SessionStore(session_dir) if session_dir is not None else None
         self.hooks = hooks if hooks is not None else Hooks()
@@ -116,6 +114,10 @@ class Agent:
             context_budget_tokens=context_budget_tokens,
             compress_threshold=compress_threshold,
         )
+        self._policy_set = loop_policies(policies, self._params)
+        self.policies = self._policy_set.all
+        """The policies, checked at construction (a ``TypeError`` names an object that
+        implements no hook)."""
         self._active: set[AbortController] = set()
 
     # -- sessions ------------------------------------------------------------------------
@@ -221,23 +223,27 @@ class Agent:
         messages = prior
         if new_session and self.preamble is not None:
             messages = [*prior, preamble_message(await self._render_preamble())]
-        history_list = seed_system_prompt([*messages, *new_input], system)
-
         controller = AbortController()
-        unlink = _link(signal, controller)
         params = evolve(self._params, system_prompt=system, signal=controller.signal)
-        specs = tuple(self.tools.specs()) if self.tools is not None else ()
-        ctx = RunContext(
-            params=params,
-            history=history_list,
-            tool_specs=specs,
-            interruptible=True,
-            policy_state=policy_state,
-            sandbox=self.sandbox,
-        )
         # This run's events only (concurrent runs share ``self.events``), forwarded there.
         run_events = AgentEmitter()
         run_events.on("*", self.events.emit)
+        runner = build_run(
+            self.chat,
+            self.tools,
+            [*messages, *new_input],
+            params,
+            policies=self._policy_set,
+            emitter=run_events,
+            stepper=self.stepper,
+            interruptible=True,
+            deltas=True,
+            policy_state=policy_state,
+            sandbox=self.sandbox,
+        )
+        ctx = runner.ctx
+        history_list = ctx.history
+        unlink = _link(signal, controller)
         recorder = None
         if handle is not None:
             recorder = SessionRecorder(handle)
@@ -251,15 +257,6 @@ class Agent:
                 history_size=len(prior),
                 sandbox=self.sandbox.describe() if self.sandbox is not None else None,
             )
-        runner = LoopRunner(
-            self.chat,
-            self.tools,
-            ctx,
-            emitter=run_events,
-            policies=self.policies,
-            stepper=self.stepper,
-            deltas=True,
-        )
         self._active.add(controller)
         try:
             outcome = await runner.run()

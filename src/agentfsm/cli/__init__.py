@@ -92,7 +92,7 @@ def _diagram(args: argparse.Namespace) -> int:
 
     policies = None
     if args.policies:
-        policies = presets.minimal(20) if args.preset == "minimal" else presets.coding_agent()
+        policies = presets.minimal() if args.preset == "minimal" else presets.coding_agent()
     try:
         rendered = render_diagram(args.format, policies=policies)
     except DiagramUnavailable as error:

@@ -186,10 +186,9 @@ async def _run(
         max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
         try:
             policies = (
-                presets.minimal(args.max_turns)
+                presets.minimal()
                 if args.preset == "minimal"
                 else presets.coding_agent(
-                    turns=args.max_turns,
                     workspace=workspace,
                     context_budget_tokens=budget,
                     verify_command=args.verify_command,

@@ -4,10 +4,11 @@ Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`.
 """
 
 from .abort import AbortController, AbortSignal
-from .compaction import (
+from .compression import (
     COMPRESSION_SYSTEM_PROMPT,
     KEEP_RECENT_TURNS,
     TRANSCRIPT_MAX_CHARS,
+    Compression,
     CompressionResult,
     compress_messages,
     render_transcript,
@@ -19,6 +20,8 @@ from .errors import (
     MAX_OVERFLOW_COMPACTIONS,
     AbortError,
     ContextOverflowUnresolved,
+    PolicyError,
+    PolicyVerdictError,
     RecordedError,
     is_context_overflow,
 )
@@ -51,6 +54,7 @@ from .history import (
     seed_system_prompt,
     tool_message_from_result,
 )
+from .loop import build_run, run_conversation
 from .machine import AgentLoopMachine, LoopGuards
 from .messages import (
     AssistantMessage,
@@ -66,10 +70,12 @@ from .messages import (
 )
 from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
 from .policy import (
-    Compactor,
+    Compressor,
     FinalGate,
     LlmObserver,
+    Notice,
     OutcomeShaper,
+    Policy,
     PolicySet,
     Remind,
     ReplyShaper,
@@ -80,11 +86,12 @@ from .policy import (
     TurnBudget,
     TurnGate,
     TurnObserver,
+    TurnVerdict,
     Warn,
     policy_name,
 )
 from .protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunner
-from .runner import LoopRunner, run_conversation
+from .runner import LoopRunner
 from .serialization import converter
 from .stepper import StepperKind
 from .tokens import estimate_message_tokens, estimate_messages_tokens, estimate_text_tokens
@@ -103,10 +110,11 @@ __all__ = [
     "ChatDelta",
     "ChatFn",
     "ChatResult",
-    "Compactor",
     "CompressEndEvent",
     "CompressStartEvent",
+    "Compression",
     "CompressionResult",
+    "Compressor",
     "ContextOverflowUnresolved",
     "DeltaHandler",
     "ErrorEvent",
@@ -124,10 +132,14 @@ __all__ = [
     "LoopRunner",
     "MAX_OVERFLOW_COMPACTIONS",
     "Message",
+    "Notice",
     "OutcomeShaper",
+    "Policy",
+    "PolicyError",
+    "PolicyNoteEvent",
     "PolicySet",
     "PolicyStopEvent",
-    "PolicyNoteEvent",
+    "PolicyVerdictError",
     "PolicyWarnEvent",
     "RecordedError",
     "Remind",
@@ -160,9 +172,11 @@ __all__ = [
     "TurnGate",
     "TurnObserver",
     "TurnStartEvent",
+    "TurnVerdict",
     "Usage",
     "UserMessage",
     "Warn",
+    "build_run",
     "compress_messages",
     "converter",
     "estimate_message_tokens",
@@ -177,3 +191,12 @@ __all__ = [
     "should_compress",
     "tool_message_from_result",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Compactor":
+        from agentfsm._deprecated import warn_renamed
+
+        warn_renamed("agentfsm.engine.Compactor", "agentfsm.engine.Compressor")
+        return Compressor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,148 +1,16 @@
-"""History compression: summarize the older part of the history with the run's own model.
+"""Deprecated: history compression lives in :mod:`agentfsm.engine.compression`."""
 
-Compression is an optimization, never a correctness requirement: when the summarizer
-fails, the history is returned unchanged and the run goes on.
+from typing import Any
 
-The kept messages form a valid provider history on their own: a tool result among them
-whose assistant call was summarized away (at most the head of the kept slice) becomes a
-user message ``[result of tool call <id>]\n<content>`` in its place, so no chat function,
-shipped or the user's own, ever receives a tool message without its call.
-"""
-
-from __future__ import annotations
-
-import logging
-from collections.abc import Sequence
-
-from attrs import frozen
-
-from .messages import AssistantMessage, Message, SystemMessage, ToolMessage, Usage, UserMessage
-from .protocols import ChatFn, SupportsAbort
-from .tokens import tool_calls_json
-
-__all__ = [
-    "COMPRESSION_SYSTEM_PROMPT",
-    "KEEP_RECENT_TURNS",
-    "SUMMARY_PREFIX",
-    "SUMMARY_SUFFIX",
-    "TRANSCRIPT_MAX_CHARS",
-    "CompressionResult",
-    "compress_messages",
-    "detach_orphaned_results",
-    "render_transcript",
-    "should_compress",
-]
-
-logger = logging.getLogger("agentfsm.compaction")
-
-COMPRESSION_SYSTEM_PROMPT = (
-    "You compress agent conversation history into terse factual summaries. Preserve: goals, "
-    "decisions, file paths, commands run, errors, open questions. Output plain text only."
-)
-"""The summarizer's system prompt."""
-
-KEEP_RECENT_TURNS = 8
-"""Non-system messages kept verbatim at the end of the history."""
-
-TRANSCRIPT_MAX_CHARS = 24_000
-"""The rendered transcript sent to the summarizer is cut at this length."""
-
-SUMMARY_PREFIX = "[context summary of earlier turns]\n"
-SUMMARY_SUFFIX = "\n[end summary]"
+__all__: list[str] = []
 
 
-def should_compress(
-    estimated_tokens: int,
-    non_system_count: int,
-    budget_tokens: int | None,
-    threshold: float,
-) -> bool:
-    """The compression gate.
+def __getattr__(name: str) -> Any:
+    from agentfsm._deprecated import warn_renamed
 
-    Skipped when there is no budget, when the estimate is below ``budget * threshold``, or
-    when the history has :data:`KEEP_RECENT_TURNS` or fewer non-system messages.
-    """
-    if budget_tokens is None:
-        return False
-    if estimated_tokens < budget_tokens * threshold:
-        return False
-    return non_system_count > KEEP_RECENT_TURNS
+    from . import compression
 
-
-def render_transcript(messages: Sequence[Message]) -> str:
-    """One ``[role] content tool_calls=…`` line per message, cut at 24,000 characters."""
-    lines = []
-    for message in messages:
-        line = f"[{message.role}] {message.content}"
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            line += f" tool_calls={tool_calls_json(message.tool_calls)}"
-        lines.append(line)
-    return "\n".join(lines)[:TRANSCRIPT_MAX_CHARS]
-
-
-def detach_orphaned_results(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` with every tool result whose call is not in the assistant message before
-    it turned into a user message ``[result of tool call <id>]\n<content>`` (the text the
-    shipped adapters used to send for it)."""
-    out: list[Message] = []
-    open_calls: set[str] = set()
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            open_calls = {call.id for call in message.tool_calls}
-        elif isinstance(message, ToolMessage) and message.tool_call_id not in open_calls:
-            message = UserMessage(
-                f"[result of tool call {message.tool_call_id}]\n{message.content}"
-            )
-        elif not isinstance(message, ToolMessage):
-            open_calls = set()
-        out.append(message)
-    return out
-
-
-@frozen
-class CompressionResult:
-    """What :func:`compress_messages` produced."""
-
-    messages: list[Message]
-    """``[*system, summary, *recent]``, or the input unchanged when summarizing failed."""
-    summary_chars: int
-    """Length of the summary text; 0 on fallback."""
-    usage: Usage | None = None
-    """Tokens the summarizer call used."""
-
-
-async def compress_messages(
-    chat: ChatFn,
-    messages: Sequence[Message],
-    *,
-    signal: SupportsAbort | None = None,
-) -> CompressionResult:
-    """Summarize all but the last :data:`KEEP_RECENT_TURNS` non-system messages.
-
-    The older slice goes to ``chat`` with :data:`COMPRESSION_SYSTEM_PROMPT`; its answer
-    becomes one user message between the system messages and the recent ones; a recent
-    tool result whose call was in the older slice becomes a user message (see
-    :func:`detach_orphaned_results`). Any error (or an empty summary) is logged as a warning
-    and the input comes back unchanged.
-    """
-    system = [m for m in messages if isinstance(m, SystemMessage)]
-    rest = [m for m in messages if not isinstance(m, SystemMessage)]
-    if len(rest) <= KEEP_RECENT_TURNS:
-        return CompressionResult(list(messages), 0)
-    older, recent = rest[:-KEEP_RECENT_TURNS], rest[-KEEP_RECENT_TURNS:]
-    request: list[Message] = [
-        SystemMessage(COMPRESSION_SYSTEM_PROMPT),
-        UserMessage(render_transcript(older)),
-    ]
-    try:
-        result = await chat(request, (), signal=signal)
-    except Exception as exc:
-        logger.warning("agentfsm: compression failed, keeping history unchanged: %s", exc)
-        return CompressionResult(list(messages), 0)
-    summary = result.message.content.strip()
-    if not summary:
-        logger.warning("agentfsm: compression returned an empty summary, keeping history")
-        return CompressionResult(list(messages), 0, result.usage)
-    summary_message = UserMessage(f"{SUMMARY_PREFIX}{summary}{SUMMARY_SUFFIX}")
-    kept = detach_orphaned_results(recent)
-    return CompressionResult([*system, summary_message, *kept], len(summary), result.usage)
+    if name.startswith("_") or not hasattr(compression, name):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warn_renamed(f"agentfsm.engine.compaction.{name}", f"agentfsm.engine.compression.{name}")
+    return getattr(compression, name)

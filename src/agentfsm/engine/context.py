@@ -11,7 +11,7 @@ import contextvars
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from attrs import define, field
 
@@ -23,6 +23,8 @@ from .protocols import ChatFn, ToolRunner
 from .tokens import estimate_message_tokens
 
 __all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome", "current_run"]
+
+T = TypeVar("T")
 
 current_run: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentfsm_current_run", default=None
@@ -105,7 +107,13 @@ class RunContext:
     compressions: int = 0
     """Compressions that rewrote history."""
     overflow_compactions: int = 0
-    """Compactions forced by a context-overflow error during the current turn."""
+    """Compressions forced by a context-overflow error during the current turn."""
+    compress_by: object | None = None
+    """The compressor that asked to compress this turn (set at ``compress_check``)."""
+    policy_keys: dict[int, str] = field(factory=dict)
+    """Each policy's ``policy_state`` key by ``id()`` (set by the runner)."""
+    policy_scratch: dict[int, Any] = field(factory=dict)
+    """Per-run state of each policy object (see :meth:`state`)."""
     run_state: dict[str, Any] = field(factory=dict)
     """Scratch state of policies for this run only (not persisted). A policy writes only
     its own entry."""
@@ -165,6 +173,35 @@ class RunContext:
     def is_last_turn(self) -> bool:
         """Whether the current turn is the last one the budget allows."""
         return self.turn >= self.max_turns
+
+    def state(self, policy: object, factory: Callable[[], T]) -> T:
+        """``policy``'s own state for this run, made by ``factory()`` on first use.
+
+        Keyed by the policy object: two instances of one policy never share state. Not
+        persisted (see :meth:`durable_state`).
+        """
+        key = id(policy)
+        entry = self.policy_scratch.get(key)
+        if entry is None or entry[0] is not policy:
+            entry = self.policy_scratch[key] = (policy, factory())
+        value: T = entry[1]
+        return value
+
+    def durable_state(self, policy: object, factory: Callable[[], T]) -> T:
+        """``policy``'s persisted state (JSON-able), made by ``factory()`` on first use.
+
+        Stored in :attr:`policy_state` under the policy's key (its name; ``name#2`` … for a
+        later policy of the same name), which ``Agent`` saves with the session and restores on
+        resume.
+        """
+        key = self.policy_keys.get(id(policy))
+        if key is None:
+            name = getattr(policy, "name", None)
+            key = name if isinstance(name, str) else type(policy).__name__
+        if key not in self.policy_state:
+            self.policy_state[key] = factory()
+        value: T = self.policy_state[key]
+        return value
 
     def charge(self, usage: Usage | None) -> None:
         """Count an auxiliary call's tokens in the run totals (so ``spend_limit`` sees them)."""

@@ -7,7 +7,10 @@ __all__ = [
     "MAX_OVERFLOW_COMPACTIONS",
     "AbortError",
     "ContextOverflowUnresolved",
+    "PolicyError",
+    "PolicyVerdictError",
     "RecordedError",
+    "RunRefused",
     "error_name",
     "is_context_overflow",
 ]
@@ -64,3 +67,43 @@ class ContextOverflowUnresolved(Exception):
             f"{compactions} compactions in one turn"
         )
         self.compactions = compactions
+
+
+class RunRefused(Exception):
+    """Base of the errors a policy raises on purpose to end the run with (the verify gate's
+    ``SandboxUnavailable``): they propagate as they are, not wrapped in :class:`PolicyError`."""
+
+
+class PolicyError(Exception):
+    """A policy hook raised: the run ends with an ``error`` event carrying this exception.
+
+    Its message names the policy and the hook; the policy's own exception is its
+    ``__cause__`` (and ``cause``).
+    """
+
+    def __init__(self, policy: str, hook: str, cause: BaseException) -> None:
+        super().__init__(f"policy {policy} failed in {hook}: {type(cause).__name__}: {cause}")
+        self.policy = policy
+        """The policy's name."""
+        self.hook = hook
+        """The hook that raised (``check_turn``, ``check_final`` …)."""
+        self.cause = cause
+        """What the hook raised."""
+
+
+class PolicyVerdictError(TypeError):
+    """A policy hook returned a value its hook does not allow (e.g. ``True`` from
+    ``check_turn``, ``Stop`` from ``check_final``)."""
+
+    def __init__(self, policy: str, hook: str, value: object, expected: str) -> None:
+        shown = repr(value)
+        if len(shown) > 200:
+            shown = shown[:200] + "…"
+        super().__init__(
+            f"policy {policy} returned {shown} ({type(value).__name__}) from {hook}; "
+            f"expected {expected}"
+        )
+        self.policy = policy
+        """The policy's name."""
+        self.hook = hook
+        """The hook that returned it."""

@@ -13,7 +13,6 @@ from typing import Any
 
 from statemachine import Event, State, StateChart
 
-from .compaction import should_compress
 from .context import RunContext
 from .errors import MAX_OVERFLOW_COMPACTIONS, is_context_overflow
 from .policy import PolicySet
@@ -31,7 +30,8 @@ class AgentLoopMachine(StateChart[Any]):
     - ``replied`` / ``raised`` leave ``llm_start`` after the chat call resolved / raised
       (``raised`` ends ``aborted`` instead of ``failed`` when an immediate interrupt cut it);
     - ``route`` leaves ``llm_end``; ``tools_done`` leaves ``run_tools``;
-    - ``decide`` leaves ``final_check`` after the final gates ran.
+    - ``decide`` leaves ``final_check`` after the final gates ran;
+    - ``retried`` leaves ``retry`` after the refusing gate's reminder was queued.
     """
 
     catch_errors_as_events = False
@@ -44,6 +44,7 @@ class AgentLoopMachine(StateChart[Any]):
     llm_end = State("LLM end")
     run_tools = State("Run tools")
     final_check = State("Final check")
+    retry = State("Retry")
     final = State("Final", final=True)
     budget = State("Budget", final=True)
     aborted = State("Aborted", final=True)
@@ -79,10 +80,11 @@ class AgentLoopMachine(StateChart[Any]):
     )
     decide = Event(
         final_check.to(aborted, cond="interrupted")
-        | final_check.to(turn_start, cond="gate_retry", unless="last_turn")
+        | final_check.to(retry, cond="gate_retry", unless="last_turn")
         | final_check.to(final),
         name="decide",
     )
+    retried = Event(retry.to(turn_start), name="retried")
 
 
 class LoopGuards:
@@ -106,26 +108,20 @@ class LoopGuards:
         return self.ctx.pending_stop is not None
 
     def compression_needed(self) -> bool:
-        """The estimate reached ``budget * threshold`` (more than 8 messages to keep), or a
-        compactor policy asks for compression."""
-        ctx = self.ctx
-        if should_compress(
-            ctx.token_estimate,
-            ctx.non_system_count,
-            ctx.params.context_budget_tokens,
-            ctx.params.compress_threshold,
-        ):
-            return True
-        return any(c.should_compress(ctx) for c in self.policies.compactors)
+        """A compressor asked to compress this turn: the context reached
+        ``budget * threshold`` with more than 8 non-system messages (the params'
+        compression or the ``compress`` policy), or a compressor policy of your own said so."""
+        return self.ctx.compress_by is not None
 
     def overflow_recoverable(self) -> bool:
-        """The call overflowed the context window, a compactor policy is present, and this
-        turn has forced fewer than ``MAX_OVERFLOW_COMPACTIONS`` compactions."""
+        """The call overflowed the context window, a compressor that recovers from overflow
+        is present (the ``compress`` policy), and this turn has forced fewer than
+        ``MAX_OVERFLOW_COMPACTIONS`` compressions."""
         ctx = self.ctx
         return (
-            bool(self.policies.compactors)
-            and is_context_overflow(ctx.error)
+            is_context_overflow(ctx.error)
             and ctx.overflow_compactions < MAX_OVERFLOW_COMPACTIONS
+            and any(getattr(c, "recovers_overflow", True) for c in self.policies.compressors)
         )
 
     def has_tool_calls(self) -> bool:
@@ -142,7 +138,8 @@ class LoopGuards:
         return self.ctx.pending_retry is not None
 
     def interrupted(self) -> bool:
-        """An immediate interrupt (``Agent``) cut the chat call or the tools short."""
+        """``Agent`` only: the signal fired and cut the chat call, the tools or a final gate
+        short."""
         return self.ctx.interruptible and self.ctx.signal_aborted
 
 

@@ -1,8 +1,17 @@
 """Policy hooks: small protocols consulted at fixed states of the machine.
 
-A policy is a plain object implementing any subset of them. Each reads the one
+A policy is a plain object implementing any subset of them (:data:`Policy` is their union,
+so the type checker sees a policy that implements none). Each reads the one
 :class:`~agentfsm.engine.context.RunContext` of the run; only the engine changes it (a policy
-keeps state of its own in ``ctx.policy_state[name]``, which the engine persists).
+keeps scratch state through ``ctx.state(self, factory)``, durable state through
+``ctx.durable_state(self, factory)``, which the agent persists with the session).
+
+Every hook may be sync or async. The runner checks each answer: a value the hook does not
+allow is a :class:`~agentfsm.engine.errors.PolicyVerdictError` (a ``TypeError``) naming the
+policy and the hook; a hook that raises ends the run with an ``error`` event and a
+:class:`~agentfsm.engine.errors.PolicyError` naming the policy. An object that implements no
+hook, or has a method one letter off a hook's name (``check_trun``), is a ``TypeError``
+when the policies are given (``Agent(...)``, ``run_conversation(...)``).
 
 =================  ==================  ==============================================
 hook               state               may return
@@ -10,7 +19,7 @@ hook               state               may return
 ``turn_budget``    whole run           an ``int`` attribute: the run's turn limit
 ``check_turn``     ``turn_start``      :class:`Stop`, :class:`Warn`, :class:`Remind`,
                                        :class:`Notice` (or several; may be async)
-``should_compress`` ``compress_check`` ``bool``; ``compress`` does the rewrite
+``should_compress`` ``compress_check`` ``bool``; ``compress`` (``compress``) rewrites
 ``shape_request``  ``llm_start``       the messages to send (never stored)
 ``shape_reply``    ``llm_end``         a replacement :class:`ChatResult`
 ``on_llm_end``     ``llm_end``         :class:`Remind`
@@ -23,25 +32,30 @@ hook               state               may return
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, runtime_checkable
 
 from attrs import frozen
 
+from .errors import PolicyError, PolicyVerdictError, RunRefused
 from .messages import ChatResult, Message
 
 if TYPE_CHECKING:
-    from .compaction import CompressionResult
+    from .compression import CompressionResult
     from .context import RunContext, ToolOutcome
-    from .params import LoopOutcome
+    from .params import LoopOutcome, LoopParams
     from .protocols import ChatFn
 
+
 __all__ = [
-    "Compactor",
+    "HOOK_NAMES",
+    "Compressor",
     "FinalGate",
     "LlmObserver",
     "Notice",
     "OutcomeShaper",
+    "Policy",
     "PolicySet",
     "Remind",
     "ReplyShaper",
@@ -54,6 +68,9 @@ __all__ = [
     "TurnObserver",
     "TurnVerdict",
     "Warn",
+    "check_policies",
+    "consult",
+    "loop_policies",
     "policy_name",
 ]
 
@@ -106,7 +123,8 @@ TurnVerdict: TypeAlias = Stop | Warn | Remind | Notice
 
 @runtime_checkable
 class TurnBudget(Protocol):
-    """Limits the number of turns (LLM calls) of a run."""
+    """Tightens the run's turn limit (only the deprecated ``max_turns`` policy does: the
+    budget is ``LoopParams.max_turns`` / ``Agent(max_turns=...)``)."""
 
     @property
     def turn_budget(self) -> int:
@@ -130,14 +148,20 @@ class TurnGate(Protocol):
 
 
 @runtime_checkable
-class Compactor(Protocol):
-    """Decides when history is compressed (``compress_check``) and compresses it."""
+class Compressor(Protocol):
+    """Decides when history is compressed (``compress_check``) and compresses it.
 
-    def should_compress(self, ctx: RunContext) -> bool:
+    A compressor also arms recovery from context-overflow errors unless it sets
+    ``recovers_overflow = False``.
+    """
+
+    def should_compress(self, ctx: RunContext) -> bool | Awaitable[bool]:
         """Whether this turn compresses before its LLM call."""
         ...
 
-    async def compress(self, ctx: RunContext, chat: ChatFn) -> CompressionResult:
+    def compress(
+        self, ctx: RunContext, chat: ChatFn
+    ) -> CompressionResult | Awaitable[CompressionResult]:
         """Rewrite ``ctx.history`` (returned, not applied: the engine refills the history)."""
         ...
 
@@ -146,7 +170,9 @@ class Compactor(Protocol):
 class RequestShaper(Protocol):
     """Shapes what is sent at ``llm_start``; the history itself is left as it is."""
 
-    def shape_request(self, ctx: RunContext, messages: Sequence[Message]) -> Sequence[Message]:
+    def shape_request(
+        self, ctx: RunContext, messages: Sequence[Message]
+    ) -> Sequence[Message] | Awaitable[Sequence[Message]]:
         """The messages to send this turn."""
         ...
 
@@ -155,7 +181,9 @@ class RequestShaper(Protocol):
 class ReplyShaper(Protocol):
     """Rewrites a reply at ``llm_end`` before it enters the history."""
 
-    def shape_reply(self, ctx: RunContext, result: ChatResult) -> ChatResult | None:
+    def shape_reply(
+        self, ctx: RunContext, result: ChatResult
+    ) -> ChatResult | Awaitable[ChatResult | None] | None:
         """A replacement result, or ``None`` to keep it."""
         ...
 
@@ -164,7 +192,7 @@ class ReplyShaper(Protocol):
 class LlmObserver(Protocol):
     """Told after each LLM call of a turn."""
 
-    def on_llm_end(self, ctx: RunContext) -> Remind | None:
+    def on_llm_end(self, ctx: RunContext) -> Remind | Awaitable[Remind | None] | None:
         """Observe; may queue a reminder."""
         ...
 
@@ -173,7 +201,9 @@ class LlmObserver(Protocol):
 class ToolObserver(Protocol):
     """Told after each tool result."""
 
-    def on_tool_result(self, ctx: RunContext, outcome: ToolOutcome) -> Remind | None:
+    def on_tool_result(
+        self, ctx: RunContext, outcome: ToolOutcome
+    ) -> Remind | Awaitable[Remind | None] | None:
         """Observe; may queue a reminder."""
         ...
 
@@ -182,7 +212,7 @@ class ToolObserver(Protocol):
 class TurnObserver(Protocol):
     """Told when a turn's work is done (after its tools, or before its final check)."""
 
-    def on_turn_end(self, ctx: RunContext) -> Remind | None:
+    def on_turn_end(self, ctx: RunContext) -> Remind | Awaitable[Remind | None] | None:
         """Observe; may queue a reminder."""
         ...
 
@@ -191,7 +221,7 @@ class TurnObserver(Protocol):
 class FinalGate(Protocol):
     """Consulted at ``final_check`` when a reply has no tool calls."""
 
-    async def check_final(self, ctx: RunContext) -> Retry | None:
+    def check_final(self, ctx: RunContext) -> Retry | Awaitable[Retry | None] | None:
         """Return :class:`Retry` to refuse the answer, ``None`` to accept it."""
         ...
 
@@ -200,15 +230,199 @@ class FinalGate(Protocol):
 class OutcomeShaper(Protocol):
     """Adjusts the outcome when the run reaches a final state."""
 
-    def shape_outcome(self, ctx: RunContext, outcome: LoopOutcome) -> LoopOutcome | None:
+    def shape_outcome(
+        self, ctx: RunContext, outcome: LoopOutcome
+    ) -> LoopOutcome | Awaitable[LoopOutcome | None] | None:
         """A replacement outcome, or ``None`` to keep it."""
         ...
 
 
+Policy: TypeAlias = (
+    TurnGate
+    | Compressor
+    | RequestShaper
+    | ReplyShaper
+    | LlmObserver
+    | ToolObserver
+    | TurnObserver
+    | FinalGate
+    | OutcomeShaper
+    | TurnBudget
+)
+"""Anything that implements at least one hook: what ``policies=[...]`` takes."""
+
+HOOK_NAMES = (
+    "turn_budget",
+    "check_turn",
+    "should_compress",
+    "compress",
+    "shape_request",
+    "shape_reply",
+    "on_llm_end",
+    "on_tool_result",
+    "on_turn_end",
+    "check_final",
+    "shape_outcome",
+)
+"""Every hook name, in the order the machine consults them."""
+
+
 def policy_name(policy: object) -> str:
-    """The name a policy is reported under: its ``name`` attribute, else its ``repr``."""
+    """The name a policy is reported under: its ``name`` attribute, else its class name."""
     name = getattr(policy, "name", None)
-    return name if isinstance(name, str) else repr(policy)
+    return name if isinstance(name, str) else type(policy).__name__
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` by one insertion, deletion, substitution or swap of
+    neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        i, j = diff[0], diff[-1]
+        return len(diff) == 2 and j == i + 1 and a[i] == b[j] and a[j] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _hooks_of(policy: object) -> list[str]:
+    return [hook for hook in HOOK_NAMES if hook != "compress" and hasattr(policy, hook)] + (
+        ["compress"] if hasattr(policy, "should_compress") else []
+    )
+
+
+def check_policies(policies: object) -> tuple[object, ...]:
+    """The policies as a tuple, after checking each implements a hook, and none has a
+    method one letter off a hook's name.
+
+    Raises:
+        TypeError: naming the offending object (and the hook it nearly named).
+    """
+    if isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
+        raise TypeError(f"policies must be a sequence of policy objects, got {policies!r}")
+    checked = tuple(policies)
+    for policy in checked:
+        shown = f"{policy!r} ({type(policy).__name__})"
+        for attr in dir(policy):
+            if attr.startswith("_") or attr in HOOK_NAMES:
+                continue
+            for hook in HOOK_NAMES:
+                if _one_edit_apart(attr, hook):
+                    raise TypeError(
+                        f"policy {policy_name(policy)}: {attr!r} is not a hook; did you "
+                        f"mean {hook!r}? (hooks: {', '.join(HOOK_NAMES)})"
+                    )
+        hooks = _hooks_of(policy)
+        if not hooks:
+            raise TypeError(
+                f"{shown} is not a policy: it implements none of the hooks {', '.join(HOOK_NAMES)}"
+            )
+        if hasattr(policy, "should_compress") != hasattr(policy, "compress"):
+            raise TypeError(
+                f"policy {policy_name(policy)}: a compressor implements both "
+                "should_compress and compress"
+            )
+        if hasattr(policy, "turn_budget"):
+            budget = policy.turn_budget
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+                raise PolicyVerdictError(policy_name(policy), "turn_budget", budget, "an int >= 1")
+        for hook in hooks:
+            if hook != "turn_budget" and not callable(getattr(policy, hook)):
+                raise TypeError(f"policy {policy_name(policy)}: {hook} is not callable")
+    return checked
+
+
+_TURN_VERDICTS = (Stop, Warn, Remind, Notice)
+
+
+def _expect_turn_verdicts(value: object) -> bool:
+    if value is None or isinstance(value, _TURN_VERDICTS):
+        return True
+    return isinstance(value, (list, tuple)) and all(
+        v is None or isinstance(v, _TURN_VERDICTS) for v in value
+    )
+
+
+def _expect_remind(value: object) -> bool:
+    return value is None or isinstance(value, Remind)
+
+
+def _expect_retry(value: object) -> bool:
+    return value is None or isinstance(value, Retry)
+
+
+def _expect_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _expect_messages(value: object) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _expect_reply(value: object) -> bool:
+    return value is None or isinstance(value, ChatResult)
+
+
+def _expect_compression(value: object) -> bool:
+    from .compression import CompressionResult
+
+    return isinstance(value, CompressionResult)
+
+
+def _expect_outcome(value: object) -> bool:
+    from .params import LoopOutcome
+
+    return value is None or isinstance(value, LoopOutcome)
+
+
+EXPECTED: dict[str, tuple[Callable[[object], bool], str]] = {
+    "check_turn": (
+        _expect_turn_verdicts,
+        "None, Stop, Warn, Remind or Notice (or a list of them)",
+    ),
+    "should_compress": (_expect_bool, "a bool"),
+    "compress": (_expect_compression, "a CompressionResult"),
+    "shape_request": (_expect_messages, "a list of messages"),
+    "shape_reply": (_expect_reply, "a ChatResult or None"),
+    "on_llm_end": (_expect_remind, "Remind or None"),
+    "on_tool_result": (_expect_remind, "Remind or None"),
+    "on_turn_end": (_expect_remind, "Remind or None"),
+    "check_final": (_expect_retry, "Retry or None"),
+    "shape_outcome": (_expect_outcome, "a LoopOutcome or None"),
+}
+"""What each hook may return, checked on every answer."""
+
+
+async def consult(
+    policy: object,
+    hook: str,
+    *args: Any,
+    wait: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+    passthrough: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Call ``policy.<hook>(*args)``, sync or async, and check its answer.
+
+    ``wait`` awaits an async answer (the runner passes its interruptible wait); exceptions
+    of the ``passthrough`` types propagate as they are, any other becomes a
+    :class:`PolicyError` naming the policy (a :class:`RunRefused` propagates as it is).
+    """
+    try:
+        answer = getattr(policy, hook)(*args)
+        if inspect.isawaitable(answer):
+            answer = await (wait(answer) if wait is not None else answer)
+    except passthrough:
+        raise
+    except (PolicyError, PolicyVerdictError, RunRefused):
+        raise
+    except Exception as exc:
+        raise PolicyError(policy_name(policy), hook, exc) from exc
+    check, expected = EXPECTED[hook]
+    if not check(answer):
+        raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
+    return answer
 
 
 class PolicySet:
@@ -216,8 +430,9 @@ class PolicySet:
 
     __slots__ = (
         "all",
-        "compactors",
+        "compressors",
         "final_gates",
+        "keys",
         "llm_observers",
         "outcome_shapers",
         "reply_shapers",
@@ -228,19 +443,91 @@ class PolicySet:
         "turn_observers",
     )
 
-    def __init__(self, policies: Sequence[object] = ()) -> None:
-        self.all = tuple(policies)
-        self.turn_budgets = [p for p in self.all if isinstance(p, TurnBudget)]
-        self.turn_gates = [p for p in self.all if isinstance(p, TurnGate)]
-        self.compactors = [p for p in self.all if isinstance(p, Compactor)]
-        self.request_shapers = [p for p in self.all if isinstance(p, RequestShaper)]
-        self.reply_shapers = [p for p in self.all if isinstance(p, ReplyShaper)]
-        self.llm_observers = [p for p in self.all if isinstance(p, LlmObserver)]
-        self.tool_observers = [p for p in self.all if isinstance(p, ToolObserver)]
-        self.turn_observers = [p for p in self.all if isinstance(p, TurnObserver)]
-        self.final_gates = [p for p in self.all if isinstance(p, FinalGate)]
-        self.outcome_shapers = [p for p in self.all if isinstance(p, OutcomeShaper)]
+    def __init__(self, policies: Sequence[Policy] | Sequence[object] = ()) -> None:
+        self.all = check_policies(policies)
+        self.turn_budgets: list[TurnBudget] = [
+            cast(TurnBudget, p) for p in self.all if hasattr(p, "turn_budget")
+        ]
+        self.turn_gates: list[TurnGate] = [
+            cast(TurnGate, p) for p in self.all if hasattr(p, "check_turn")
+        ]
+        self.compressors: list[Compressor] = [
+            cast(Compressor, p) for p in self.all if hasattr(p, "should_compress")
+        ]
+        self.request_shapers: list[RequestShaper] = [
+            cast(RequestShaper, p) for p in self.all if hasattr(p, "shape_request")
+        ]
+        self.reply_shapers: list[ReplyShaper] = [
+            cast(ReplyShaper, p) for p in self.all if hasattr(p, "shape_reply")
+        ]
+        self.llm_observers: list[LlmObserver] = [
+            cast(LlmObserver, p) for p in self.all if hasattr(p, "on_llm_end")
+        ]
+        self.tool_observers: list[ToolObserver] = [
+            cast(ToolObserver, p) for p in self.all if hasattr(p, "on_tool_result")
+        ]
+        self.turn_observers: list[TurnObserver] = [
+            cast(TurnObserver, p) for p in self.all if hasattr(p, "on_turn_end")
+        ]
+        self.final_gates: list[FinalGate] = [
+            cast(FinalGate, p) for p in self.all if hasattr(p, "check_final")
+        ]
+        self.outcome_shapers: list[OutcomeShaper] = [
+            cast(OutcomeShaper, p) for p in self.all if hasattr(p, "shape_outcome")
+        ]
+        keys: dict[int, str] = {}
+        seen: dict[str, int] = {}
+        for policy in self.all:
+            name = policy_name(policy)
+            seen[name] = seen.get(name, 0) + 1
+            keys[id(policy)] = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        self.keys = keys
+        """Each policy's key in ``RunContext.policy_state``: its name, with ``#2``, ``#3``
+        … for later policies of the same name."""
+
+    @property
+    def compactors(self) -> list[Compressor]:
+        """Deprecated spelling of :attr:`compressors`."""
+        return self.compressors
+
+    def with_compressor(self, compressor: object) -> PolicySet:
+        """This set with ``compressor`` added (the params' compression, when no policy
+        compresses)."""
+        return PolicySet([*self.all, compressor])
 
     def max_turns(self, default: int) -> int:
-        """The tightest turn limit: ``default`` and every policy's ``turn_budget``."""
+        """The run's turn limit: ``default`` (the params'), tightened by the deprecated
+        ``max_turns`` policy's ``turn_budget``."""
         return min([default, *(p.turn_budget for p in self.turn_budgets)])
+
+
+def loop_policies(policies: Sequence[Policy] | Sequence[object], params: LoopParams) -> PolicySet:
+    """The run's policy set: ``policies`` checked (a ``TypeError`` for an object that is no
+    policy), plus the compressor ``params.context_budget_tokens`` builds when no policy
+    compresses (a compressor policy replaces the params' compression: one compressor decides).
+
+    Raises:
+        TypeError: an object implements no hook, or names one a letter off.
+    """
+    policy_set = PolicySet(policies)
+    if params.context_budget_tokens is None or policy_set.compressors:
+        return policy_set
+    from .compression import Compression
+
+    return policy_set.with_compressor(
+        Compression(
+            params.context_budget_tokens,
+            params.compress_threshold,
+            measured=False,
+            recovers_overflow=False,
+        )
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Compactor":
+        from agentfsm._deprecated import warn_renamed
+
+        warn_renamed("agentfsm.engine.policy.Compactor", "Compressor")
+        return Compressor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

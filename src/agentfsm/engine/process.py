@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import RunRefused
+
 __all__ = [
     "CommandSandbox",
     "SandboxUnavailable",
@@ -47,7 +49,7 @@ def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]
     return {name: value for name, value in source.items() if not _SECRET_NAME.search(name)}
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(RuntimeError, RunRefused):
     """No OS sandbox works on this machine; the message says what to install or enable."""
 
 

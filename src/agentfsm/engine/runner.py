@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .batching import plan_tool_batches
 from .cancellation import cancelled_from_outside, cancelled_result
-from .compaction import compress_messages
 from .context import RunContext, ToolOutcome, current_run
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
@@ -40,19 +38,30 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .history import budget_exhausted_result, seed_system_prompt, tool_message_from_result
+from .history import budget_exhausted_result, tool_message_from_result
 from .machine import LoopGuards
 from .messages import ChatResult, ImagePart, Message, ToolCall, ToolResult, UserMessage
-from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
-from .policy import Notice, PolicySet, Remind, Stop, Warn, policy_name
+from .params import LoopOutcome, StopInfo, StoppedReason
+from .policy import (
+    Notice,
+    Policy,
+    PolicySet,
+    Remind,
+    Stop,
+    Warn,
+    consult,
+    loop_policies,
+    policy_name,
+)
 from .protocols import ChatDelta, ChatFn, ToolRunner
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
-__all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "run_conversation"]
+__all__ = ["INTERRUPTED", "LoopRunner", "render_reminders"]
 
 logger = logging.getLogger("agentfsm.engine")
+_PASS = (AbortError,)
 
-_Effect = Callable[[], Awaitable["str | LoopOutcome | None"]]
+_Effect = Callable[[], Awaitable["str | LoopOutcome"]]
 T = TypeVar("T")
 
 INTERRUPTED = "interrupted"
@@ -82,7 +91,7 @@ class LoopRunner:
         ctx: RunContext,
         *,
         emitter: AgentEmitter | None = None,
-        policies: Sequence[object] | PolicySet = (),
+        policies: Sequence[Policy] | PolicySet = (),
         stepper: StepperKind = DEFAULT_STEPPER,
         deltas: bool = False,
     ) -> None:
@@ -91,8 +100,11 @@ class LoopRunner:
         self.ctx = ctx
         self.emitter = emitter if emitter is not None else AgentEmitter()
         self.on_delta = self._emit_delta if deltas else None
-        self.policies = policies if isinstance(policies, PolicySet) else PolicySet(policies)
+        self.policies = (
+            policies if isinstance(policies, PolicySet) else loop_policies(policies, ctx.params)
+        )
         ctx.max_turns = self.policies.max_turns(ctx.params.max_turns)
+        ctx.policy_keys = self.policies.keys
         if ctx.chat is None:
             ctx.chat = chat
         if ctx.tools is None:
@@ -100,6 +112,8 @@ class LoopRunner:
         self._destructive = frozenset(s.name for s in ctx.tool_specs if s.destructive)
         self._started: set[str] = set()
         """Ids of the current turn's calls whose tool has started."""
+        self._reported: BaseException | None = None
+        """The error the ``error`` event already reported."""
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         self._effects: dict[str, _Effect] = {
             "turn_start": self._turn_start,
@@ -109,6 +123,7 @@ class LoopRunner:
             "llm_end": self._llm_end,
             "run_tools": self._run_tools,
             "final_check": self._final_check,
+            "retry": self._retry,
             "final": self._final,
             "budget": self._budget,
             "aborted": self._aborted,
@@ -128,26 +143,31 @@ class LoopRunner:
         try:
             while True:
                 step = await effects[stepper.state]()
-                if step is None:
-                    continue
                 if isinstance(step, str):
                     stepper.send(step)
                     continue
                 return step
         except asyncio.CancelledError as exc:
-            self._close_cancelled(exc)
+            self._close_open_calls()
+            self._emit(ErrorEvent(error=exc))
+            raise
+        except Exception as exc:
+            if exc is not self._reported:  # a policy failed (the chat's errors end ``failed``)
+                logger.error("agentfsm: run failed on turn %d: %s", self.ctx.turn, exc)
+                self._close_open_calls()
+                self._emit(ErrorEvent(error=exc))
             raise
 
-    def _close_cancelled(self, error: asyncio.CancelledError) -> None:
-        """Answer the calls a cancellation left open, then emit ``error``."""
+    def _close_open_calls(self) -> None:
+        """Answer the calls of the current turn an ending run left open (cancelled
+        ``tool_call_end``, observers not told)."""
         ctx = self.ctx
         if self.stepper.state == "run_tools" and ctx.last_result is not None:
             answered = {outcome.call.id for outcome in ctx.turn_tools}
             for call in ctx.last_result.message.tool_calls:
                 if call.id not in answered:
                     answered.add(call.id)
-                    self._post(call, cancelled_result(call.id in self._started), True)
-        self._emit(ErrorEvent(error=error))
+                    self._record(call, cancelled_result(call.id in self._started), True)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -164,8 +184,8 @@ class LoopRunner:
         else:
             self._emit(TextDeltaEvent(turn=turn, text=delta.text))
 
-    def _remind(self, policy: object, verdict: object) -> None:
-        if isinstance(verdict, Remind):
+    def _remind(self, policy: object, verdict: Remind | None) -> None:
+        if verdict is not None:
             self.ctx.reminders.append(verdict.text)
             self._emit(
                 ReminderEvent(turn=self.ctx.turn, policy=policy_name(policy), text=verdict.text)
@@ -200,6 +220,7 @@ class LoopRunner:
     # -- states -------------------------------------------------------------------------
 
     async def _turn_start(self) -> str:
+        """Next turn number, emit ``turn_start``, ask the turn gates."""
         ctx = self.ctx
         ctx.turn += 1
         ctx.turn_tools = []
@@ -212,9 +233,7 @@ class LoopRunner:
         self._emit(TurnStartEvent(turn=ctx.turn))
         if self.policies.turn_gates and not ctx.signal_aborted:
             for gate in self.policies.turn_gates:
-                answer: Any = gate.check_turn(ctx)
-                if inspect.isawaitable(answer):
-                    answer = await answer
+                answer = await consult(gate, "check_turn", ctx)
                 verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
                 for verdict in verdicts:
                     if isinstance(verdict, Stop):
@@ -231,35 +250,38 @@ class LoopRunner:
                         )
                     elif isinstance(verdict, Notice):
                         self._emit(verdict.event)
-                    else:
+                    elif isinstance(verdict, Remind):
                         self._remind(gate, verdict)
                 if ctx.pending_stop is not None:
                     break
         return "begin"
 
     async def _compress_check(self) -> str:
+        """Ask each compressor whether this turn compresses (the first yes decides)."""
+        ctx = self.ctx
+        ctx.compress_by = None
+        for compressor in self.policies.compressors:
+            if await consult(compressor, "should_compress", ctx):
+                ctx.compress_by = compressor
+                break
         return "check"
 
     async def _compress(self) -> str:
+        """``compress_start``, summarize older history, ``compress_end``."""
         ctx = self.ctx
         self._emit(CompressStartEvent(estimated_tokens=ctx.token_estimate))
-        compactor = next(
-            (
-                c
-                for c in self.policies.compactors
-                if ctx.error is not None or c.should_compress(ctx)
-            ),
-            None,
-        )
+        compressor = ctx.compress_by
         if ctx.error is not None:  # forced by a context overflow
             ctx.overflow_compactions += 1
             ctx.error = None
-        if compactor is not None:
-            compressed = await compactor.compress(ctx, self._interruptible_chat)
-        else:
-            compressed = await compress_messages(
-                self._interruptible_chat, ctx.history, signal=ctx.params.signal
+            compressor = next(
+                c for c in self.policies.compressors if getattr(c, "recovers_overflow", True)
             )
+        ctx.compress_by = None
+        assert compressor is not None
+        compressed = await consult(
+            compressor, "compress", ctx, self._interruptible_chat, passthrough=_PASS
+        )
         if compressed.usage is not None:
             ctx.usage += compressed.usage
         if compressed.summary_chars > 0:
@@ -269,12 +291,13 @@ class LoopRunner:
         return "compacted"
 
     async def _llm_start(self) -> str:
+        """Emit ``llm_start``, make one chat call."""
         ctx = self.ctx
         params = ctx.params
         self._emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
         for request_shaper in self.policies.request_shapers:
-            request = request_shaper.shape_request(ctx, request)
+            request = await consult(request_shaper, "shape_request", ctx, request)
         if ctx.reminders:
             request = [*request, UserMessage(render_reminders(ctx.reminders))]
             ctx.reminders = []
@@ -296,7 +319,7 @@ class LoopRunner:
             ctx.error = exc
             return "raised"
         for reply_shaper in self.policies.reply_shapers:
-            result = reply_shaper.shape_reply(ctx, result) or result
+            result = await consult(reply_shaper, "shape_reply", ctx, result) or result
         ctx.last_result = result
         ctx.turns_used += 1
         if result.usage is not None:
@@ -306,16 +329,19 @@ class LoopRunner:
         return "replied"
 
     async def _llm_end(self) -> str:
+        """Push the assistant message, emit ``llm_end``."""
         ctx = self.ctx
         result = ctx.last_result
         assert result is not None
         ctx.append(result.message)
         self._emit(LlmEndEvent(turn=ctx.turn, result=result))
         for observer in self.policies.llm_observers:
-            self._remind(observer, observer.on_llm_end(ctx))
+            self._remind(observer, await consult(observer, "on_llm_end", ctx))
         return "route"
 
     async def _run_tools(self) -> str:
+        """Each call in order (concurrency-safe ones together): ``tool_call_start``, run,
+        push the result, ``tool_call_end``."""
         ctx = self.ctx
         assert ctx.last_result is not None
         self._started = set()
@@ -329,7 +355,7 @@ class LoopRunner:
         finally:
             current_run.reset(token)
         self._post_images()
-        self._turn_end_observers()
+        await self._turn_end_observers()
         return "tools_done"
 
     async def _run_alone(self, call: ToolCall) -> None:
@@ -344,14 +370,14 @@ class LoopRunner:
             except AbortError:
                 cut = True
                 result = ToolResult(ok=False, output="", error=INTERRUPTED)
-        self._post(call, result, cut)
+        await self._post(call, result, cut)
 
     async def _run_batch(self, batch: tuple[ToolCall, ...]) -> None:
         """Run concurrency-safe calls together; post results in call order."""
         ctx = self.ctx
         if ctx.interruptible and ctx.signal_aborted:
             for call in batch:
-                self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
+                await self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
             return
         for call in batch:
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
@@ -363,15 +389,20 @@ class LoopRunner:
         )
         for call, result in zip(batch, results, strict=True):
             if isinstance(result, ToolResult):
-                self._post(call, result, False)
+                await self._post(call, result, False)
             elif isinstance(result, AbortError):
-                self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
+                await self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
             elif isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result
             else:
-                self._post(call, ToolResult(ok=False, output="", error=f"{result!r}"), False)
+                await self._post(call, ToolResult(ok=False, output="", error=f"{result!r}"), False)
 
-    def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
+    async def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
+        outcome = self._record(call, result, cancelled)
+        for observer in self.policies.tool_observers:
+            self._remind(observer, await consult(observer, "on_tool_result", self.ctx, outcome))
+
+    def _record(self, call: ToolCall, result: ToolResult, cancelled: bool) -> ToolOutcome:
         ctx = self.ctx
         if not cancelled:
             ctx.tool_calls_total += 1
@@ -382,8 +413,7 @@ class LoopRunner:
         outcome = ToolOutcome(call, result, cancelled=cancelled)
         ctx.turn_tools.append(outcome)
         self._emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cancelled))
-        for observer in self.policies.tool_observers:
-            self._remind(observer, observer.on_tool_result(ctx, outcome))
+        return outcome
 
     def _post_images(self) -> None:
         """Images from tool results go back as one user message after all the results
@@ -406,9 +436,9 @@ class LoopRunner:
         if isinstance(path, str) and path not in ctx.mutated_files:
             ctx.mutated_files.append(path)
 
-    def _turn_end_observers(self) -> None:
+    async def _turn_end_observers(self) -> None:
         for observer in self.policies.turn_observers:
-            self._remind(observer, observer.on_turn_end(self.ctx))
+            self._remind(observer, await consult(observer, "on_turn_end", self.ctx))
 
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
         return await self._interruptible(self._run_tool(call))
@@ -433,36 +463,46 @@ class LoopRunner:
             )
         return result
 
-    async def _final_check(self) -> None:
+    async def _final_check(self) -> str:
+        """Ask the final gates (the first ``Retry`` refuses the answer)."""
         ctx = self.ctx
-        self._turn_end_observers()
+        await self._turn_end_observers()
         for gate in self.policies.final_gates:
             try:
-                verdict = await self._interruptible(gate.check_final(ctx))
+                verdict = await consult(
+                    gate, "check_final", ctx, wait=self._interruptible, passthrough=_PASS
+                )
             except AbortError:
                 break  # an immediate interrupt cut the gate short: ``interrupted`` decides
             if verdict is not None:
                 ctx.pending_retry = verdict
                 ctx.retry_policy = policy_name(gate)
                 break
-        if self.stepper.send("decide") == "turn_start":
-            retry = ctx.pending_retry
-            assert retry is not None
-            assert ctx.retry_policy is not None
-            ctx.gate_retries += 1
-            ctx.reminders.append(retry.reminder)
-            self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
-        return None
+        return "decide"
+
+    async def _retry(self) -> str:
+        """Queue the refusing gate's reminder for the next request, emit ``gate``."""
+        ctx = self.ctx
+        retry = ctx.pending_retry
+        assert retry is not None
+        assert ctx.retry_policy is not None
+        ctx.gate_retries += 1
+        ctx.reminders.append(retry.reminder)
+        self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
+        return "retried"
 
     async def _final(self) -> LoopOutcome:
+        """Emit ``final``, ``turn_end``."""
         ctx = self.ctx
         result = ctx.last_result
         assert result is not None
         self._emit(FinalEvent(message=result.message, result=result))
         self._emit(TurnEndEvent(turn=ctx.turn))
-        return self._outcome("final", final=True)
+        return await self._outcome("final", final=True)
 
     async def _budget(self) -> LoopOutcome:
+        """Close each requested call as ``turn_budget_exhausted`` (a cancelled
+        ``tool_call_end``, no start), emit ``budget_exhausted``, ``turn_end``."""
         ctx = self.ctx
         assert ctx.last_result is not None
         emit = self._emit
@@ -473,14 +513,16 @@ class LoopRunner:
             emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=True))
         emit(BudgetExhaustedEvent(turns_used=ctx.turns_used))
         emit(TurnEndEvent(turn=ctx.turn))
-        return self._outcome("budget")
+        return await self._outcome("budget")
 
     async def _aborted(self) -> LoopOutcome:
+        """Emit ``error`` with ``AbortError("agent loop aborted")``."""
         self._emit(ErrorEvent(error=AbortError()))
         self.ctx.last_result = None
-        return self._outcome("aborted")
+        return await self._outcome("aborted")
 
     async def _stopped(self) -> LoopOutcome:
+        """Emit ``policy_stop``, ``turn_end``."""
         ctx = self.ctx
         stop = ctx.pending_stop
         assert stop is not None
@@ -488,21 +530,25 @@ class LoopRunner:
         ctx.stop = StopInfo(ctx.stopping_policy, stop.reason)
         self._emit(PolicyStopEvent(turn=ctx.turn, policy=ctx.stopping_policy, reason=stop.reason))
         self._emit(TurnEndEvent(turn=ctx.turn))
-        return self._outcome("policy")
+        return await self._outcome("policy")
 
     async def _failed(self) -> LoopOutcome:
+        """Log, emit ``error``, re-raise the chat call's error."""
         ctx = self.ctx
         error = ctx.error
         assert error is not None
-        if is_context_overflow(error) and self.policies.compactors:
+        if is_context_overflow(error) and any(
+            getattr(c, "recovers_overflow", True) for c in self.policies.compressors
+        ):
             unresolved = ContextOverflowUnresolved(ctx.overflow_compactions)
             unresolved.__cause__ = error
             error = unresolved
         logger.error("agentfsm: chat call failed on turn %d: %s", ctx.turn, error)
         self._emit(ErrorEvent(error=error))
+        self._reported = error
         raise error
 
-    def _outcome(self, reason: StoppedReason, *, final: bool = False) -> LoopOutcome:
+    async def _outcome(self, reason: StoppedReason, *, final: bool = False) -> LoopOutcome:
         ctx = self.ctx
         result = ctx.last_result
         outcome = LoopOutcome(
@@ -515,39 +561,15 @@ class LoopRunner:
             stop=ctx.stop,
         )
         for shaper in self.policies.outcome_shapers:
-            outcome = shaper.shape_outcome(ctx, outcome) or outcome
+            outcome = await consult(shaper, "shape_outcome", ctx, outcome) or outcome
         return outcome
 
 
-async def run_conversation(
-    chat: ChatFn,
-    tools: ToolRunner | None,
-    messages: Sequence[Message],
-    params: LoopParams,
-    *,
-    emitter: AgentEmitter | None = None,
-    policies: Sequence[object] = (),
-    stepper: StepperKind = DEFAULT_STEPPER,
-) -> LoopOutcome:
-    """Run the agent loop: call the model, run the tools it asks for, repeat.
+def __getattr__(name: str) -> Any:
+    # ``build_run`` and ``run_conversation`` live in :mod:`agentfsm.engine.loop` (which
+    # imports this module); they stay reachable from here.
+    if name in ("build_run", "run_conversation"):
+        from . import loop
 
-    Args:
-        chat: The chat model.
-        tools: The tool runner (``None``: no tools are offered).
-        messages: The conversation so far; never mutated.
-        params: Budget, sampling, compression and abort settings.
-        emitter: Receives every event of the run.
-        policies: Policy objects consulted at the machine's fixed points.
-        stepper: ``"compiled"`` (default) or ``"statechart"`` (python-statemachine's engine).
-
-    Returns:
-        The outcome; ``outcome.messages`` is the working history, mutated in place.
-
-    Raises:
-        Exception: whatever the chat call raised, after an ``error`` event.
-    """
-    history = seed_system_prompt(messages, params.system_prompt)
-    specs = tuple(tools.specs()) if tools is not None else ()
-    ctx = RunContext(params=params, history=history, tool_specs=specs)
-    runner = LoopRunner(chat, tools, ctx, emitter=emitter, policies=policies, stepper=stepper)
-    return await runner.run()
+        return getattr(loop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

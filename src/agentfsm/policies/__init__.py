@@ -7,7 +7,7 @@ Each implements any subset of the hooks in :mod:`agentfsm.engine.policy`; pass t
 from . import presets
 from .compression import compress
 from .health import loop_health
-from .limits import WRAP_UP_REMINDER, max_turns
+from .limits import WRAP_UP_REMINDER, max_turns, wrap_up
 from .prune import TOOL_RESULT_BUDGET_CHARS, prune_marker, prune_tool_results
 from .redirect import build_evidence, parse_directions, redirect
 from .reminders import remind_when
@@ -65,4 +65,5 @@ __all__ = [
     "turns_at_least",
     "verifier",
     "verify",
+    "wrap_up",
 ]

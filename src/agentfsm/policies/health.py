@@ -98,10 +98,7 @@ class loop_health:
 
     def state(self, ctx: RunContext) -> HealthState:
         """This run's counters."""
-        state = ctx.run_state.get(self.name)
-        if not isinstance(state, HealthState):
-            state = ctx.run_state[self.name] = HealthState()
-        return state
+        return ctx.state(self, HealthState)
 
     # -- observations ----------------------------------------------------------------
 

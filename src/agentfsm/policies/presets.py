@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentfsm.engine.policy import Policy
 from agentfsm.engine.process import CommandSandbox
 
 from .compression import compress
 from .health import loop_health
-from .limits import max_turns
+from .limits import max_turns, wrap_up
 from .prune import TOOL_RESULT_BUDGET_CHARS, prune_tool_results
 from .redirect import redirect
 from .spend import spend_limit
@@ -19,14 +20,17 @@ from .verify import verify
 __all__ = ["coding_agent", "minimal"]
 
 
-def minimal(turns: int) -> list[object]:
-    """Exactly the core loop: a turn budget of ``turns`` and nothing else."""
-    return [max_turns(turns, wrap_up=False)]
+def minimal(turns: int | None = None) -> list[Policy]:
+    """Exactly the core loop: no policy (the budget is the run's ``max_turns``).
+
+    ``turns`` is deprecated: it adds the deprecated ``max_turns(turns, wrap_up=False)``.
+    """
+    return [max_turns(turns, wrap_up=False)] if turns is not None else []
 
 
 def coding_agent(
     *,
-    turns: int = 50,
+    turns: int | None = None,
     workspace: str | Path = ".",
     context_budget_tokens: int | None = None,
     spend_tokens: int | None = None,
@@ -38,7 +42,9 @@ def coding_agent(
 ) -> list[object]:
     """The coding-agent set, with the seed's defaults.
 
-    Turn cap with wrap-up, tool-result pruning, text tool-call fallback, loop health
+    Wrap-up on the run's last turn (the budget is the run's ``max_turns``; ``turns`` is
+    deprecated and adds the deprecated ``max_turns(turns)`` policy), tool-result pruning,
+    text tool-call fallback, loop health
     (redirection off unless ``redirect_enabled``), the verify gate (the workspace's check
     command, when it has one, after file changes), the independent verifier (on runs that
     changed files, unless ``review=False``), and when given budgets compression with
@@ -47,8 +53,8 @@ def coding_agent(
     ``verify_command`` replaces the check command found in the workspace; ``sandbox`` is the
     OS sandbox the verify gate runs it in (by default the run's, ``Agent(sandbox=…)``).
     """
-    policies: list[object] = [
-        max_turns(turns),
+    policies: list[Policy] = [
+        max_turns(turns) if turns is not None else wrap_up(),
         prune_tool_results(tool_result_budget_chars),
         text_tool_calls(),
         loop_health(redirect=redirect(enabled=redirect_enabled)),

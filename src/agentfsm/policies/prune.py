@@ -65,17 +65,14 @@ class prune_tool_results:
         self.budget_chars = budget_chars
 
     def shape_request(self, ctx: RunContext, messages: Sequence[Message]) -> Sequence[Message]:
-        state: dict[str, str | None] = ctx.policy_state.setdefault(self.name, {})
+        state: dict[str, str | None] = ctx.durable_state(self, dict)
         incremental = messages is ctx.history
-        scan = ctx.run_state.get(self.name) if incremental else None
-        if (
-            not isinstance(scan, _Scan)
-            or scan.compressions != ctx.compressions
-            or scan.scanned > len(messages)
-        ):
+        scans: list[_Scan] = ctx.state(self, list)
+        scan = scans[0] if incremental and scans else None
+        if scan is None or scan.compressions != ctx.compressions or scan.scanned > len(messages):
             scan = _Scan(ctx.compressions)
             if incremental:
-                ctx.run_state[self.name] = scan
+                scans[:] = [scan]
         start = scan.scanned
         latest = len(messages) - 1
         while latest >= 0 and not isinstance(messages[latest], AssistantMessage):

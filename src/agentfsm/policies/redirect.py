@@ -146,7 +146,7 @@ class redirect:
     async def consider(self, ctx: RunContext, trigger: str, detail: str) -> list[TurnVerdict]:
         """Advice for a warning ``trigger``: a reminder and a ``redirect`` notice, or a
         ``redirect_skipped`` notice. Never raises."""
-        state: dict[str, Any] = ctx.run_state.setdefault(f"redirect:{id(self)}", {"fired": 0})
+        state: dict[str, Any] = ctx.state(self, lambda: {"fired": 0})
 
         def skipped(reason: str) -> list[TurnVerdict]:
             return [Notice(RedirectSkippedEvent(turn=ctx.turn, trigger=trigger, reason=reason))]

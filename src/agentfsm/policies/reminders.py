@@ -26,12 +26,12 @@ class remind_when:
         return repr(self)
 
     def check_turn(self, ctx: RunContext) -> Remind | None:
-        key = f"remind_when:{id(self)}"
-        if self.once and ctx.run_state.get(key):
+        fired: list[bool] = ctx.state(self, lambda: [False])
+        if self.once and fired[0]:
             return None
         if not self.condition(ctx):
             return None
-        ctx.run_state[key] = True
+        fired[0] = True
         return Remind(self.text)
 
     def __repr__(self) -> str:

@@ -245,11 +245,10 @@ class require:
     async def check_final(self, ctx: RunContext) -> Retry | None:
         if self.condition(ctx):
             return None
-        key = f"require:{id(self)}"
-        refused = ctx.run_state.get(key, 0)
-        if refused >= self.max_retries:
+        refused: list[int] = ctx.state(self, lambda: [0])
+        if refused[0] >= self.max_retries:
             return None
-        ctx.run_state[key] = refused + 1
+        refused[0] += 1
         return Retry(self.reminder)
 
     def __repr__(self) -> str:

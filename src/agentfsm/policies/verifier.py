@@ -151,7 +151,7 @@ class verifier:
     async def check_final(self, ctx: RunContext) -> Retry | None:
         if ctx.last_result is None or (self.only_if_mutated and ctx.mutations == 0):
             return None
-        state: dict[str, Any] = ctx.run_state.setdefault(f"verifier:{id(self)}", {"rounds": 0})
+        state: dict[str, Any] = ctx.state(self, lambda: {"rounds": 0})
         if state["rounds"] >= self.max_rounds:
             return None
         model = self.chat if self.chat is not None else ctx.chat

@@ -221,13 +221,14 @@ class verify:
         return found.command if found is not None else None
 
     def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
-        key = f"verify:{id(self)}"
-        state = ctx.run_state.get(key)
-        if state is not None:
-            return state, False
-        state = {"runs": 0, "refused": 0, "definition": self.definition()}
-        ctx.run_state[key] = state
-        return state, True
+        made: list[bool] = []
+
+        def fresh() -> dict[str, Any]:
+            made.append(True)
+            return {"runs": 0, "refused": 0, "definition": self.definition()}
+
+        state = ctx.state(self, fresh)
+        return state, bool(made)
 
     def _sandbox(self, ctx: RunContext) -> CommandSandbox:
         """The gate's sandbox, else the run's, else the OS sandbox found here (raises
