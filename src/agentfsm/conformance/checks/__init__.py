@@ -1,16 +1,19 @@
-"""All the checks, by group."""
+"""All the checks, by group.
 
-from __future__ import annotations
+A check (:class:`~agentfsm.conformance.model.Check`) holds its procedures: recorded mode (on
+the bytes a scripted server sends), live mode, and its invariant on a recorded corpus; each
+group module (``tools`` is a package) lists its own in ``CHECKS``.
+"""
 
-from ..model import Check
+from ..model import Check as _Check
 
 __all__ = ["ALL_CHECKS", "by_id"]
 
 
-def _collect() -> list[Check]:
+def _collect() -> list[_Check]:
     from . import answers, control, errors, tools, usage, wire
 
-    checks: list[Check] = []
+    checks: list[_Check] = []
     for module in (wire, answers, tools, usage, errors, control):
         checks.extend(module.CHECKS)
     ids = [c.id for c in checks]
@@ -20,10 +23,10 @@ def _collect() -> list[Check]:
     return checks
 
 
-ALL_CHECKS: list[Check] = _collect()
+ALL_CHECKS: list[_Check] = _collect()
 
 
-def by_id(check_id: str) -> Check:
+def by_id(check_id: str) -> _Check:
     for check in ALL_CHECKS:
         if check.id == check_id:
             return check
