@@ -22,7 +22,7 @@ from agentfsm.adapters.providers import (
 )
 from agentfsm.conformance.checks.answers import CHECKS as ANSWER_CHECKS
 from agentfsm.conformance.checks.tools import CHECKS as TOOL_CHECKS
-from agentfsm.conformance.context import AdapterTarget, Wire
+from agentfsm.conformance.context import RecordedTarget, Wire
 from agentfsm.conformance.model import Capabilities, Check
 from agentfsm.conformance.runner import run_check
 from agentfsm.engine.messages import ChatResult, ToolCall
@@ -191,12 +191,12 @@ class ResultsInSeparateTurns(AnthropicChat):
 
 def _target(
     wire: Wire, wrap: Callable[[OpenAIChat | AnthropicChat], ChatFn] | None = None
-) -> AdapterTarget:
+) -> RecordedTarget:
     def factory(url: str) -> ChatFn:
         adapter = _adapter(wire, url)
         return wrap(adapter) if wrap is not None else adapter
 
-    return AdapterTarget(factory, wire=wire, capabilities=CAPABILITIES)
+    return RecordedTarget(factory, wire=wire, capabilities=CAPABILITIES)
 
 
 # -- tests ---------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def test_capability_gates() -> None:
 
 async def test_a_check_whose_capability_is_absent_is_skipped() -> None:
     parallel = next(c for c in CHECKS if c.id == "T8")
-    target = AdapterTarget(lambda url: _adapter("openai-chat", url))
+    target = RecordedTarget(lambda url: _adapter("openai-chat", url))
     result = await run_check(parallel, target)
     assert result.outcome == "skip"
     assert "parallel_tools" in result.message
@@ -273,7 +273,7 @@ async def test_what_is_sent_back_is_checked_too(
     wire: Wire = "anthropic" if adapter is ResultsInSeparateTurns else "openai-chat"
     retry = RetryPolicy(max_attempts=1)
     timeouts = Timeouts(connect=2, first_byte=5, idle=5, terminal_grace=0.3)
-    target = AdapterTarget(
+    target = RecordedTarget(
         lambda url: adapter("m", base_url=url, retry=retry, timeouts=timeouts),
         wire=wire,
         capabilities=CAPABILITIES,

@@ -25,7 +25,7 @@ from agentfsm.adapters.providers import (
 )
 from agentfsm.adapters.providers.errors import classify_status
 from agentfsm.conformance.checks import control, errors, usage
-from agentfsm.conformance.context import AdapterTarget, Wire
+from agentfsm.conformance.context import RecordedTarget, Wire
 from agentfsm.conformance.model import Check
 from agentfsm.conformance.runner import run_check
 from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolSpec, Usage
@@ -85,7 +85,7 @@ def test_ids_names_and_modes() -> None:
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize("check", RECORDED, ids=lambda check: check.id)
 async def test_project_adapters_pass(check: Check, wire: Wire) -> None:
-    result = await run_check(check, AdapterTarget(adapter(wire), wire=wire))
+    result = await run_check(check, RecordedTarget(adapter(wire), wire=wire))
     if (check.id, wire) == ("U5", "anthropic"):
         assert result.outcome == "skip", result
         assert "not applicable to the anthropic wire" in result.message
@@ -290,7 +290,7 @@ CASES = [
     [(check_id, broken, wire) for check_id, broken, wires in CASES for wire in wires],
 )
 async def test_broken_adapters_fail(check_id: str, broken: str, wire: Wire) -> None:
-    result = await run_check(by_id(check_id), AdapterTarget(BROKEN[broken](wire), wire=wire))
+    result = await run_check(by_id(check_id), RecordedTarget(BROKEN[broken](wire), wire=wire))
     assert result.outcome == "fail", result
     assert result.expected is not None, result  # a CheckFailed, not an adapter crash
 
@@ -304,6 +304,6 @@ def test_every_recorded_check_has_a_broken_adapter() -> None:
 
 
 async def test_c2_skips_an_adapter_without_timeouts() -> None:
-    target = AdapterTarget(wrapped("openai-chat", Wrapper), wire="openai-chat")
+    target = RecordedTarget(wrapped("openai-chat", Wrapper), wire="openai-chat")
     result = await run_check(by_id("C2"), target)
     assert (result.outcome, result.message) == ("skip", "the adapter's timeouts cannot be set")

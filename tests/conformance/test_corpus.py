@@ -12,7 +12,7 @@ from attrs import evolve
 
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError, RetryPolicy
 from agentfsm.conformance import (
-    AdapterTarget,
+    RecordedTarget,
     Report,
     corpus_files,
     matrix_markdown,
@@ -80,10 +80,12 @@ class Broken(Wrapper):
         return result
 
 
-def broken(wire: Wire, defect: str, xfail: Mapping[str, str] | None = None) -> AdapterTarget:
+def broken(wire: Wire, defect: str, xfail: Mapping[str, str] | None = None) -> RecordedTarget:
     build = project_adapter(wire)
     name = f"broken ({defect})"
-    return AdapterTarget(lambda url: Broken(build(url), defect), wire, name=name, xfail=xfail or {})
+    return RecordedTarget(
+        lambda url: Broken(build(url), defect), wire, name=name, xfail=xfail or {}
+    )
 
 
 def outcomes(report: Report) -> dict[str, str]:
@@ -111,12 +113,12 @@ def test_corpus_files_split_the_supported_files_between_the_wires() -> None:
 async def test_the_project_adapters_pass_the_recorded_corpus() -> None:
     seen: list[str] = []
     openai = await run_corpus(
-        AdapterTarget(project_adapter("openai-chat"), "openai-chat", name="openai-chat"),
+        RecordedTarget(project_adapter("openai-chat"), "openai-chat", name="openai-chat"),
         WIRE,
         progress=lambda result: seen.append(result.check),
     )
     anthropic = await run_corpus(
-        AdapterTarget(project_adapter("anthropic"), "anthropic", name="anthropic"), WIRE
+        RecordedTarget(project_adapter("anthropic"), "anthropic", name="anthropic"), WIRE
     )
     assert seen == [c.id for c in ALL_CHECKS]
     for report, passes, files in ((openai, OPENAI_PASSES, 51), (anthropic, ANTHROPIC_PASSES, 20)):
@@ -212,7 +214,7 @@ async def test_an_adapter_that_raises_something_else_fails_w1_and_xfail_is_honou
     assert report.failed == []  # nothing else can be judged without an answer
 
     fine = await run_corpus(
-        AdapterTarget(project_adapter("anthropic"), "anthropic", xfail={"A1": "stale"}), WIRE
+        RecordedTarget(project_adapter("anthropic"), "anthropic", xfail={"A1": "stale"}), WIRE
     )
     a1 = next(r for r in fine.results if r.check == "A1")
     assert (a1.outcome, a1.message) == (
@@ -229,5 +231,5 @@ async def test_an_empty_200_stream_must_be_an_error(tmp_path: Path) -> None:
     assert "empty.sse" in message(report, "W4")
 
 
-def project_target(wire: Wire) -> AdapterTarget:
-    return AdapterTarget(project_adapter(wire), wire, name="project adapter")
+def project_target(wire: Wire) -> RecordedTarget:
+    return RecordedTarget(project_adapter(wire), wire, name="project adapter")

@@ -11,7 +11,7 @@ from pathlib import Path
 from attrs import evolve
 
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy
-from agentfsm.conformance import AdapterTarget, RecordedExchange, Verdict, run_corpus
+from agentfsm.conformance import RecordedExchange, RecordedTarget, Verdict, run_corpus
 from agentfsm.conformance import corpus as corpus_module
 from agentfsm.conformance.checks import ALL_CHECKS, by_id
 from agentfsm.conformance.model import Check
@@ -23,9 +23,9 @@ WITH_INVARIANT = {
 UNEXERCISED = "no recorded file exercises this"
 
 
-def target() -> AdapterTarget:
+def target() -> RecordedTarget:
     once = RetryPolicy(max_attempts=1)
-    return AdapterTarget(lambda url: OpenAIChat("m", base_url=url, retry=once), name="project")
+    return RecordedTarget(lambda url: OpenAIChat("m", base_url=url, retry=once), name="project")
 
 
 def small_corpus(folder: Path) -> Path:

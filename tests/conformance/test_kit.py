@@ -24,9 +24,9 @@ from agentfsm.adapters.providers import (
 )
 from agentfsm.cli import main
 from agentfsm.conformance import (
-    AdapterTarget,
     Capabilities,
-    EndpointTarget,
+    LiveTarget,
+    RecordedTarget,
     Report,
     matrix_markdown,
     report_markdown,
@@ -42,12 +42,12 @@ FAST = Timeouts(connect=2, first_byte=5, idle=5, terminal_grace=0.3)
 RETRY = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.05, jitter=0)
 
 
-def good(wire: str) -> AdapterTarget:
+def good(wire: str) -> RecordedTarget:
     if wire == "anthropic":
-        return AdapterTarget(
+        return RecordedTarget(
             lambda url: AnthropicChat("m", base_url=url, retry=RETRY, timeouts=FAST), "anthropic"
         )
-    return AdapterTarget(lambda url: OpenAIChat("m", base_url=url, retry=RETRY, timeouts=FAST))
+    return RecordedTarget(lambda url: OpenAIChat("m", base_url=url, retry=RETRY, timeouts=FAST))
 
 
 def test_there_are_at_least_forty_checks_in_six_groups() -> None:
@@ -122,23 +122,23 @@ async def test_wire_checks_pass_on_the_project_adapters(check_id: str, wire: str
     ],
 )
 async def test_wire_checks_fail_on_broken_adapters(check_id: str, broken: type) -> None:
-    result = await run_check(by_id(check_id), AdapterTarget(broken))
+    result = await run_check(by_id(check_id), RecordedTarget(broken))
     assert result.outcome == "fail", result
     assert result.message.startswith("expected") or result.message.startswith("unexpected")
 
 
 async def test_outcomes_skip_and_xfail() -> None:
-    target = AdapterTarget(SwallowsErrors, xfail={"W4": "our gateway hides stream errors (known)"})
+    target = RecordedTarget(SwallowsErrors, xfail={"W4": "our gateway hides stream errors (known)"})
     xfailed = await run_check(by_id("W4"), target)
     assert xfailed.outcome == "xfail"
     assert "our gateway" in xfailed.message
-    no_stream = AdapterTarget(SwallowsErrors, capabilities=Capabilities(streaming=False))
+    no_stream = RecordedTarget(SwallowsErrors, capabilities=Capabilities(streaming=False))
     skipped = await run_check(by_id("W1"), no_stream)
     assert (skipped.outcome, skipped.message) == ("skip", "capability absent: streaming")
 
 
 async def test_failure_messages_name_expected_got_and_quirk() -> None:
-    result = await run_check(by_id("W4"), AdapterTarget(SwallowsErrors))
+    result = await run_check(by_id("W4"), RecordedTarget(SwallowsErrors))
     assert "expected an error, never a success; got a success" in result.message
     assert "known quirk: Q26, Q28" in result.message
 
@@ -235,7 +235,7 @@ async def test_recordings_replay_through_the_adapter(tmp_path: Path) -> None:
         server.handler = lambda request: Reply.sse(
             [chunk({"content": "recorded"}), chunk({}, finish="stop"), DONE]
         )
-        target = EndpointTarget(
+        target = LiveTarget(
             f"{server.base_url}/v1", "m", record_dir=tmp_path, api_key="sk-test-SECRET-0123456789"
         )
         await run_checks(target, [by_id("A2")])
@@ -322,7 +322,7 @@ def test_cli_corpus_replays_recordings(tmp_path: Path) -> None:
         server.handler = lambda request: Reply.sse(
             [chunk({"content": "recorded"}), chunk({}, finish="stop"), DONE]
         )
-        target = EndpointTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path / "wire")
+        target = LiveTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path / "wire")
         asyncio.run(run_checks(target, [by_id("A1"), by_id("A2")]))
     out = tmp_path / "corpus.json"
     assert main(["conformance", "corpus", str(tmp_path / "wire"), "--out", str(out)]) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.adapters.providers import OpenAIQuirks
-from agentfsm.conformance import CheckResult, EndpointTarget, run_check
+from agentfsm.conformance import CheckResult, LiveTarget, run_check
 from agentfsm.conformance.checks import by_id
 from agentfsm.conformance.context import LiveContext
 from agentfsm.conformance.frames import DONE, chunk, completion, tool_delta
@@ -60,7 +60,7 @@ def like_llama_cpp(request: RecordedRequest, *, empty_auto_stream: bool = True) 
 async def run(check_id: str, quirks: OpenAIQuirks | None = None, **server: Any) -> CheckResult:
     with FakeProviderServer() as fake:
         fake.handler = lambda request: like_llama_cpp(request, **server)
-        target = EndpointTarget(f"{fake.base_url}/v1", "m", quirks=quirks or OpenAIQuirks())
+        target = LiveTarget(f"{fake.base_url}/v1", "m", quirks=quirks or OpenAIQuirks())
         return await run_check(by_id(check_id), target, LiveContext(target))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.providers import OpenAIQuirks
-from agentfsm.conformance import CheckResult, EndpointTarget, run_check
+from agentfsm.conformance import CheckResult, LiveTarget, run_check
 from agentfsm.conformance.checks import by_id
 from agentfsm.conformance.context import LiveContext
 from agentfsm.conformance.frames import DONE, chunk, completion, tool_delta
@@ -191,7 +191,7 @@ async def run(
     """``check_id``'s live procedure against ``server``, with these capabilities."""
     with FakeProviderServer() as fake:
         fake.handler = lambda request: answer(server or Server(), request)
-        target = EndpointTarget(
+        target = LiveTarget(
             f"{fake.base_url}/v1",
             "m",
             quirks=quirks or OpenAIQuirks(),

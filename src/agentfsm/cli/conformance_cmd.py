@@ -1,4 +1,5 @@
-"""``agentfsm conformance``: run the kit against a live endpoint, merge reports, probe quirks."""
+"""``agentfsm conformance``: run the live checks against a URL, replay a recorded corpus,
+merge reports, probe quirks."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ __all__ = ["main"]
 def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
-        description="Check a provider endpoint against what the agent loop needs. "
-        "Also: 'agentfsm conformance matrix A.json B.json …', 'agentfsm conformance corpus DIR' "
-        "and 'agentfsm conformance probe'.",
+        description="Run the live checks: a provider's URL against what the agent loop "
+        "needs. Also: 'agentfsm conformance corpus DIR' (the recorded checks, on recorded "
+        "exchanges), 'agentfsm conformance matrix A.json B.json …' and "
+        "'agentfsm conformance probe'.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True)
@@ -81,10 +83,11 @@ def _print_table(report: Any) -> None:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
+        print(f"conformance ({report.mode}): {report.target}")
         for r in report.results:
             print(f"{MARKS[r.outcome]} {r.check:<4} {r.name:<34} {r.outcome:<16} {r.message}")
         return
-    table = Table(title=f"conformance: {report.target}")
+    table = Table(title=f"conformance ({report.mode}): {report.target}")
     for column in ("check", "name", "outcome", "notes"):
         table.add_column(column, overflow="fold")
     styles = {
@@ -103,7 +106,7 @@ def _print_table(report: Any) -> None:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from agentfsm.conformance import Capabilities, EndpointTarget, report_markdown, run_checks
+    from agentfsm.conformance import Capabilities, LiveTarget, report_markdown, run_checks
 
     args = _run_parser().parse_args(argv)
     key = None
@@ -118,7 +121,7 @@ def _run(argv: Sequence[str]) -> int:
     except TypeError as error:
         print(f"agentfsm conformance: {error}", file=sys.stderr)
         return 2
-    target = EndpointTarget(
+    target = LiveTarget(
         args.base_url,
         args.model,
         args.wire,
@@ -164,13 +167,14 @@ def _matrix(argv: Sequence[str]) -> int:
 
 def _corpus(argv: Sequence[str]) -> int:
     from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy
-    from agentfsm.conformance import AdapterTarget, report_markdown, run_corpus
+    from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
     from agentfsm.engine.protocols import ChatFn
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance corpus",
-        description="Replay recorded exchanges (a --record folder, or a folder of provider "
-        "folders) through the project's adapter and check them.",
+        description="The recorded checks on recorded exchanges: replay a --record folder "
+        "(or a folder of provider folders) through the project's adapter and hold each "
+        "exchange to the checks' invariants.",
     )
     parser.add_argument("folder", metavar="DIR")
     parser.add_argument("--wire", choices=("openai-chat", "anthropic"), default="openai-chat")
@@ -188,7 +192,7 @@ def _corpus(argv: Sequence[str]) -> int:
             return AnthropicChat("recorded", base_url=url, retry=once)
         return OpenAIChat("recorded", base_url=url, retry=once)
 
-    target = AdapterTarget(factory, args.wire, name=f"{args.wire} adapter")
+    target = RecordedTarget(factory, args.wire, name=f"{args.wire} adapter")
     report = asyncio.run(run_corpus(target, folder))
     _print_table(report)
     if args.out:

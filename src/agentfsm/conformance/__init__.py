@@ -1,15 +1,16 @@
 """The provider conformance kit: does a provider honour what the agent loop needs?
 
-Checks (``agentfsm.conformance.checks``) run on recorded bytes against any adapter (adapter
-mode) or against a live URL through the project's adapters (endpoint mode); ``run_corpus``
-replays the recorded provider exchanges of ``shared/wire`` through any adapter; the pytest
-plugin turns them into a test class to subclass; ``agentfsm conformance`` runs them from
-the command line and merges reports into a matrix.
+Checks (``agentfsm.conformance.checks``) run in two modes: recorded, on the bytes a scripted
+server sends, against any adapter (:class:`RecordedTarget`); and live, against a live URL
+through the project's adapters (:class:`LiveTarget`). ``run_corpus`` replays the recorded
+provider exchanges of ``shared/wire`` through any adapter and holds them to the checks'
+invariants; the pytest plugin turns the checks into a test class to subclass;
+``agentfsm conformance`` runs them from the command line and merges reports into a matrix.
 """
 
-from typing import Any
+from agentfsm._deprecated import warn_renamed as _warn_renamed
 
-from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
+from .context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
 from .corpus import corpus_files, run_corpus
 from .exchange import RecordedExchange, Verdict
 from .model import (
@@ -25,18 +26,18 @@ from .report import matrix_markdown, report_markdown
 from .runner import run_check, run_checks
 
 __all__ = [
-    "AdapterTarget",
     "Capabilities",
     "Check",
     "CheckFailed",
     "CheckResult",
     "CheckSkipped",
-    "EndpointTarget",
     "LiveContext",
+    "LiveTarget",
     "Normalized",
     "ProviderConformance",
     "RecordedContext",
     "RecordedExchange",
+    "RecordedTarget",
     "Report",
     "Verdict",
     "corpus_files",
@@ -47,11 +48,18 @@ __all__ = [
     "run_corpus",
 ]
 
+_RENAMED = {"AdapterTarget": "RecordedTarget", "EndpointTarget": "LiveTarget"}
+"""Deprecated names (the modes are called recorded and live): old name -> new name."""
 
-def __getattr__(name: str) -> Any:
+
+def __getattr__(name: str) -> object:
     # The pytest base class needs pytest; import it only when asked for.
     if name == "ProviderConformance":
         from .pytest_plugin import ProviderConformance
 
         return ProviderConformance
-    raise AttributeError(name)
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        _warn_renamed(f"{__name__}.{name}", f"{__name__}.{new}")
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""What a check works with: a scripted server (recorded mode) or a live endpoint."""
+"""What a check works with: a scripted server (recorded mode) or a live URL (live mode)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeAlias
 import httpx
 from attrs import define, field, frozen
 
+from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 from agentfsm.adapters.providers import (
     AnthropicChat,
     OpenAIChat,
@@ -27,11 +28,11 @@ from .model import Capabilities
 __all__ = [
     "TOOL_WEATHER",
     "TOOL_WITHOUT_ARGS",
-    "AdapterTarget",
-    "EndpointTarget",
     "LiveContext",
+    "LiveTarget",
     "RawExchange",
     "RecordedContext",
+    "RecordedTarget",
     "Wire",
 ]
 
@@ -48,9 +49,10 @@ TOOL_WITHOUT_ARGS = ToolSpec(
 
 
 @frozen
-class AdapterTarget:
-    """Adapter mode: any :class:`ChatFn` the factory builds for a base URL (the kit's own
-    scripted server), e.g. ``lambda url: OpenAIChat("m", base_url=url)``."""
+class RecordedTarget:
+    """What recorded mode (and the recorded corpus) checks: any :class:`ChatFn` the factory
+    builds for a base URL (the kit's own server, serving scripted or recorded bytes), e.g.
+    ``lambda url: OpenAIChat("m", base_url=url)``."""
 
     factory: Callable[[str], ChatFn]
     wire: Wire = "openai-chat"
@@ -61,8 +63,9 @@ class AdapterTarget:
 
 
 @frozen
-class EndpointTarget:
-    """Endpoint mode: a live URL, reached through the project's adapters and raw probes."""
+class LiveTarget:
+    """What live mode checks: a live URL, reached through the project's adapters and raw
+    probes."""
 
     base_url: str
     model: str
@@ -102,10 +105,10 @@ async def ask(
 
 @define
 class RecordedContext:
-    """A check in adapter mode: script the server, then call the adapter."""
+    """A check in recorded mode: script the server, then call the adapter."""
 
     server: FakeProviderServer
-    target: AdapterTarget
+    target: RecordedTarget
 
     @property
     def wire(self) -> Wire:
@@ -190,9 +193,9 @@ def recorded_header(name: str) -> bool:
 
 @define
 class LiveContext:
-    """A check in endpoint mode."""
+    """A check in live mode."""
 
-    target: EndpointTarget
+    target: LiveTarget
     recordings: list[dict[str, Any]] = field(factory=list)
 
     @property
@@ -251,3 +254,12 @@ class LiveContext:
             }
         )
         return exchange
+
+
+__getattr__ = _deprecated_getattr(
+    __name__,
+    {
+        "AdapterTarget": (f"{__name__}.RecordedTarget", lambda: RecordedTarget),
+        "EndpointTarget": (f"{__name__}.LiveTarget", lambda: LiveTarget),
+    },
+)

@@ -24,7 +24,7 @@ from agentfsm.engine.messages import UserMessage
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import FakeProviderServer, Reply
 
-from .context import AdapterTarget, Wire
+from .context import RecordedTarget, Wire
 from .exchange import CALL_TIMEOUT, CallOutcome, RecordedExchange, parse_reply
 from .model import QUIRK_NOTES, Check, CheckResult, Group, Mode, Outcome, Report
 
@@ -45,7 +45,7 @@ def corpus_files(wire_dir: Path, wire: Wire) -> list[Path]:
     return [fixture.path for fixture in _fixtures(wire_dir, wire)]
 
 
-async def _call(target: AdapterTarget, base_url: str, deltas: list[ChatDelta]) -> CallOutcome:
+async def _call(target: RecordedTarget, base_url: str, deltas: list[ChatDelta]) -> CallOutcome:
     chat = target.factory(base_url)
     try:
         async with asyncio.timeout(CALL_TIMEOUT) as deadline:
@@ -64,7 +64,7 @@ class _Tally:
 
 
 async def _replay(
-    target: AdapterTarget,
+    target: RecordedTarget,
     fixture: WireFixture,
     judges: list[Check],
     tallies: dict[str, _Tally],
@@ -96,7 +96,7 @@ async def _replay(
                     tally.failures.append((where, verdict.expected, verdict.got))
 
 
-def _result(check: Check, tally: _Tally | None, target: AdapterTarget) -> CheckResult:
+def _result(check: Check, tally: _Tally | None, target: RecordedTarget) -> CheckResult:
     base: tuple[str, str, Group, Mode] = (check.id, check.name, check.group, "recorded")
     if tally is None:
         return CheckResult(*base, "skip", "no recorded file exercises this")
@@ -116,7 +116,7 @@ def _result(check: Check, tally: _Tally | None, target: AdapterTarget) -> CheckR
 
 
 async def run_corpus(
-    target: AdapterTarget,
+    target: RecordedTarget,
     wire_dir: Path,
     progress: Callable[[CheckResult], object] | None = None,
     *,

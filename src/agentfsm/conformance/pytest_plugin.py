@@ -29,7 +29,7 @@ import pytest
 
 from agentfsm.engine.protocols import ChatFn
 
-from .context import AdapterTarget, EndpointTarget, LiveContext, Wire
+from .context import LiveContext, LiveTarget, RecordedTarget, Wire
 from .model import Capabilities, Check, CheckResult
 from .runner import run_check
 
@@ -41,8 +41,9 @@ _CORPUS_RESULTS: dict[type, dict[str, CheckResult]] = {}
 class ProviderConformance:
     """Base class of a provider's conformance tests.
 
-    Override :meth:`adapter` (adapter mode: the checks' scripted server is given as the
-    base URL) and/or :meth:`endpoint` (live mode: a real URL). Declare known failures in
+    Override :meth:`adapter` to run the recorded mode (the checks' scripted server is given
+    as the base URL; with ``corpus``, the recorded corpus too) and/or :meth:`endpoint` to
+    run the live mode (a :class:`LiveTarget`: a real URL). Declare known failures in
     ``xfail = {"T3": "why, with a link"}``; a reason is required.
     """
 
@@ -56,8 +57,8 @@ class ProviderConformance:
         """The adapter under test, talking to ``base_url``."""
         raise NotImplementedError("override adapter() to run the recorded checks")
 
-    def endpoint(self) -> EndpointTarget | None:
-        """A live endpoint to check, or ``None``."""
+    def endpoint(self) -> LiveTarget | None:
+        """The live endpoint to check in live mode, or ``None``."""
         return None
 
     @classmethod
@@ -71,8 +72,8 @@ class ProviderConformance:
             modes.append("corpus")
         return modes
 
-    def _target(self) -> AdapterTarget:
-        return AdapterTarget(
+    def _target(self) -> RecordedTarget:
+        return RecordedTarget(
             self.adapter, self.wire, self.capabilities, type(self).__name__, dict(self.xfail)
         )
 

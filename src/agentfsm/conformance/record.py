@@ -11,7 +11,7 @@ import yaml
 
 from agentfsm.adapters.providers.errors import redact
 
-from .context import EndpointTarget, recorded_header
+from .context import LiveTarget, recorded_header
 
 __all__ = ["save_recordings", "scrub"]
 
@@ -23,7 +23,7 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
     return _KEYLIKE.sub("[redacted]", redact(text, secrets))
 
 
-def save_recordings(target: EndpointTarget, recordings: list[dict[str, Any]]) -> list[Path]:
+def save_recordings(target: LiveTarget, recordings: list[dict[str, Any]]) -> list[Path]:
     """One YAML file per exchange in ``target.record_dir``, replayable by ``load_wire_fixture``."""
     assert target.record_dir is not None
     folder = Path(target.record_dir)

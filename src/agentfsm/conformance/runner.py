@@ -10,7 +10,7 @@ from attrs import evolve
 
 from agentfsm.testing import FakeProviderServer
 
-from .context import AdapterTarget, EndpointTarget, LiveContext, RecordedContext
+from .context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
 from .model import (
     QUIRK_NOTES,
     Check,
@@ -27,8 +27,8 @@ from .record import scrub
 __all__ = ["run_check", "run_checks"]
 
 
-def _text(error: BaseException, target: AdapterTarget | EndpointTarget) -> str:
-    secrets = (target.api_key or "",) if isinstance(target, EndpointTarget) else ()
+def _text(error: BaseException, target: RecordedTarget | LiveTarget) -> str:
+    secrets = (target.api_key or "",) if isinstance(target, LiveTarget) else ()
     return scrub(str(error), secrets)
 
 
@@ -57,12 +57,12 @@ def _result(
 
 
 async def run_check(
-    check: Check, target: AdapterTarget | EndpointTarget, live: LiveContext | None = None
+    check: Check, target: RecordedTarget | LiveTarget, live: LiveContext | None = None
 ) -> CheckResult:
     """One check on one target; never raises. Its message, expected and got texts never
     hold the target's API key."""
     result = await _run_check(check, target, live)
-    secrets = (target.api_key or "",) if isinstance(target, EndpointTarget) else ()
+    secrets = (target.api_key or "",) if isinstance(target, LiveTarget) else ()
     return evolve(
         result,
         message=scrub(result.message, secrets),
@@ -72,9 +72,9 @@ async def run_check(
 
 
 async def _run_check(
-    check: Check, target: AdapterTarget | EndpointTarget, live: LiveContext | None
+    check: Check, target: RecordedTarget | LiveTarget, live: LiveContext | None
 ) -> CheckResult:
-    mode: Mode = "recorded" if isinstance(target, AdapterTarget) else "live"
+    mode: Mode = "recorded" if isinstance(target, RecordedTarget) else "live"
     started = time.monotonic()
     missing = [need for need in check.needs if not target.capabilities.has(need)]
     if missing:
@@ -84,7 +84,7 @@ async def _run_check(
         return _result(check, mode, "skip", 0.0, message=f"no {mode} procedure")
     xfail_reason = target.xfail.get(check.id)
     try:
-        if isinstance(target, AdapterTarget):
+        if isinstance(target, RecordedTarget):
             with FakeProviderServer() as server:
                 verdict = await procedure(RecordedContext(server, target))  # type: ignore[arg-type]
         else:
@@ -129,7 +129,7 @@ async def _run_check(
 
 
 async def run_checks(
-    target: AdapterTarget | EndpointTarget,
+    target: RecordedTarget | LiveTarget,
     checks: Iterable[Check] | None = None,
     *,
     groups: Sequence[str] | None = None,
@@ -141,19 +141,19 @@ async def run_checks(
     chosen = list(checks) if checks is not None else list(ALL_CHECKS)
     if groups:
         chosen = [c for c in chosen if c.group in groups]
-    mode: Mode = "recorded" if isinstance(target, AdapterTarget) else "live"
+    mode: Mode = "recorded" if isinstance(target, RecordedTarget) else "live"
     chosen = [c for c in chosen if (c.recorded if mode == "recorded" else c.live) is not None]
-    label = target.name if isinstance(target, AdapterTarget) else target.label
+    label = target.name if isinstance(target, RecordedTarget) else target.label
     report = Report(
         label, mode, started=datetime.now(UTC).isoformat(timespec="seconds"), wire=target.wire
     )
-    live = LiveContext(target) if isinstance(target, EndpointTarget) else None
+    live = LiveContext(target) if isinstance(target, LiveTarget) else None
     for check in chosen:
         result = await run_check(check, target, live)
         report.results.append(result)
         if progress is not None:
             progress(result)
-    if live is not None and isinstance(target, EndpointTarget) and target.record_dir is not None:
+    if live is not None and isinstance(target, LiveTarget) and target.record_dir is not None:
         from .record import save_recordings
 
         save_recordings(target, live.recordings)
