@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from attrs import cmp_using, field, frozen
 
@@ -370,8 +370,129 @@ class AgentEmitter:
         # Copy-on-write tuple: emit iterates it without copying, (un)subscribing replaces it.
         self._entries: tuple[_Entry, ...] = ()
 
-    def on(self, event_type: EventType | Literal["*"], handler: EventHandler) -> Callable[[], None]:
+    # One overload per event type, so that a handler's parameter is typed with its event
+    # class (tests/engine/test_typed_handlers.py checks that every event has one).
+    @overload
+    def on(
+        self, event_type: Literal["turn_start"], handler: Callable[[TurnStartEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["compress_start"], handler: Callable[[CompressStartEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["compress_end"], handler: Callable[[CompressEndEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["llm_start"], handler: Callable[[LlmStartEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["llm_end"], handler: Callable[[LlmEndEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        event_type: Literal["tool_call_start"],
+        handler: Callable[[ToolCallStartEvent], object],
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["tool_call_end"], handler: Callable[[ToolCallEndEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["final"], handler: Callable[[FinalEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        event_type: Literal["budget_exhausted"],
+        handler: Callable[[BudgetExhaustedEvent], object],
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["turn_end"], handler: Callable[[TurnEndEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["error"], handler: Callable[[ErrorEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["policy_stop"], handler: Callable[[PolicyStopEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["policy_note"], handler: Callable[[PolicyNoteEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["policy_warn"], handler: Callable[[PolicyWarnEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["reminder"], handler: Callable[[ReminderEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["redirect"], handler: Callable[[RedirectEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        event_type: Literal["redirect_skipped"],
+        handler: Callable[[RedirectSkippedEvent], object],
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["gate"], handler: Callable[[GateEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["text_delta"], handler: Callable[[TextDeltaEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["thinking_delta"], handler: Callable[[ThinkingDeltaEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: Literal["*"], handler: Callable[[AgentEvent], object]
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event_type: str, handler: Callable[[AgentEvent], object]
+    ) -> Callable[[], None]: ...
+
+    def on(self, event_type: str, handler: EventHandler) -> Callable[[], None]:
         """Subscribe ``handler`` to one event type, or to all with ``"*"``.
+
+        Type checkers give the handler the event's class: ``on("tool_call_end", h)`` wants
+        ``h(event: ToolCallEndEvent)``; ``on("*", h)`` wants ``h(event: AgentEvent)``.
 
         Returns a callable that unsubscribes this registration (calling it twice is harmless).
         """
