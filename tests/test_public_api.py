@@ -72,3 +72,99 @@ def test_modules_stay_small() -> None:
     for path in SRC.rglob("*.py"):
         lines = len(path.read_text("utf-8").splitlines())
         assert lines < 600, f"{path} has {lines} lines: split it"
+
+
+LAYERS = {
+    "engine": {"engine"},
+    "policies": {"engine", "policies"},
+    "adapters": {"engine", "adapters"},
+    "agent": {"engine", "adapters", "agent"},
+    "runtime": {"agent"},
+    "testing": {"engine", "adapters", "agent", "testing"},
+    "conformance": {"engine", "adapters", "testing", "conformance"},
+}
+"""What each part may import (``_deprecated`` is open to all); ``cli`` sits on top of all."""
+
+
+def _imported_parts(path: Path) -> set[str]:
+    package = path.relative_to(SRC).parts
+    parts: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level])
+                names.append(".".join(["agentfsm", *base, *(node.module or "").split(".")]))
+            else:
+                names.append(node.module or "")
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        for name in names:
+            pieces = name.strip(".").split(".")
+            if pieces[0] == "agentfsm" and len(pieces) > 1 and pieces[1]:
+                parts.add(pieces[1])
+    return parts - {"_deprecated"}
+
+
+def test_each_part_imports_only_the_layers_below_it() -> None:
+    checked = 0
+    for part, allowed in LAYERS.items():
+        for path in (SRC / part).rglob("*.py"):
+            extra = _imported_parts(path) - allowed
+            assert not extra, f"{path.relative_to(SRC)} imports {sorted(extra)}"
+            checked += 1
+    assert checked > 100
+
+
+def _packages() -> list[str]:
+    names = ["agentfsm"]
+    for info in pkgutil.walk_packages([str(SRC)], prefix="agentfsm."):
+        if info.ispkg:
+            names.append(info.name)
+    return names
+
+
+def test_every_package_all_lists_exactly_its_public_names() -> None:
+    """httpx's rule (tests/test_exported_members.py), for every package: ``__all__`` is
+    sorted and names every public, non-module attribute of the package, and nothing else."""
+    for name in _packages():
+        package = importlib.import_module(name)
+        exported = [
+            e for e in package.__all__ if not isinstance(getattr(package, e), types.ModuleType)
+        ]
+        assert package.__all__ == sorted(package.__all__), f"{name}.__all__ is not sorted"
+        public = {
+            attr
+            for attr, value in vars(package).items()
+            if not attr.startswith("_") and not isinstance(value, types.ModuleType)
+        }
+        # Names a package loads lazily (its module __getattr__) are listed too.
+        lazy = {e for e in exported if e not in vars(package) and "__getattr__" in vars(package)}
+        public |= lazy
+        assert set(exported) == public, f"{name}: {sorted(set(exported) ^ public)}"
+
+
+def test_the_names_a_newcomer_looks_for_are_at_the_top() -> None:
+    for name in (
+        "Agent",
+        "Policy",
+        "PolicyError",
+        "Stop",
+        "Warn",
+        "Remind",
+        "Retry",
+        "ToolOutcome",
+        "ChatDelta",
+        "render_diagram",
+        "TurnGate",
+        "FinalGate",
+        "Compressor",
+        "RequestShaper",
+        "ReplyShaper",
+        "LlmObserver",
+        "ToolObserver",
+        "TurnObserver",
+        "OutcomeShaper",
+        "WorkspacePreamble",
+    ):
+        assert name in agentfsm.__all__, name

@@ -108,8 +108,9 @@ async def test_a_policy_that_raises_ends_the_run_with_an_error_event_naming_it()
     assert isinstance(info.value.__cause__, ValueError)
     assert info.value.policy == "boom-policy"
     assert info.value.hook == "on_llm_end"
-    assert recorder.types[-1] == "error"
-    assert recorder.events[-1].error is info.value
+    last = recorder.events[-1]
+    assert isinstance(last, ErrorEvent)
+    assert last.error is info.value
 
 
 async def test_a_raising_tool_observer_still_closes_every_call_of_the_turn() -> None:

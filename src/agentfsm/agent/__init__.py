@@ -7,8 +7,8 @@ from .hooks import Hooks, PromptSubmit, RunStop, SessionStart
 from .preamble import PreambleProvider, WorkspacePreamble, is_preamble_message, preamble_message
 
 __all__ = [
-    "DEFAULT_MAX_TURNS",
     "Agent",
+    "DEFAULT_MAX_TURNS",
     "Hooks",
     "PreambleProvider",
     "PromptSubmit",

@@ -3,9 +3,9 @@
 Every name that was here still resolves, with an ``AgentfsmDeprecationWarning``.
 """
 
-from typing import Any
+from typing import Any as _Any
 
-from agentfsm._deprecated import warn_renamed
+from agentfsm._deprecated import warn_renamed as _warn_renamed
 
 __all__: list[str] = []
 
@@ -23,11 +23,11 @@ _RENAMED = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     new = _RENAMED.get(name)
     if new is None:
         raise AttributeError(f"module 'agentfsm.runtime' has no attribute {name!r}")
     import agentfsm.agent as agent
 
-    warn_renamed(f"agentfsm.runtime.{name}", f"agentfsm.agent.{new}")
+    _warn_renamed(f"agentfsm.runtime.{name}", f"agentfsm.agent.{new}")
     return getattr(agent, new)

@@ -12,13 +12,13 @@ from .router import Router
 from .transport import Timeouts
 
 __all__ = [
-    "RETRYABLE_KINDS",
     "AnthropicChat",
     "ErrorKind",
     "Limits",
     "OpenAIChat",
     "OpenAIQuirks",
     "ProviderError",
+    "RETRYABLE_KINDS",
     "ReplayTransport",
     "RetryPolicy",
     "Router",
