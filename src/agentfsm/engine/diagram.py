@@ -11,7 +11,7 @@ import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from .machine import AgentLoopMachine
 from .policy import PolicySet, policy_name
@@ -90,6 +90,33 @@ def _annotate(source: str, policies: Sequence[object], *, escape: bool, joiner: 
     return _GUARDS.sub(label, source)
 
 
+@overload
+def render_diagram(
+    fmt: Literal["mermaid", "dot"] = "mermaid",
+    machine: type[Any] = AgentLoopMachine,
+    *,
+    policies: Sequence[object] | None = None,
+) -> str: ...
+
+
+@overload
+def render_diagram(
+    fmt: Literal["svg", "png"],
+    machine: type[Any] = AgentLoopMachine,
+    *,
+    policies: Sequence[object] | None = None,
+) -> bytes: ...
+
+
+@overload
+def render_diagram(
+    fmt: DiagramFormat,
+    machine: type[Any] = AgentLoopMachine,
+    *,
+    policies: Sequence[object] | None = None,
+) -> str | bytes: ...
+
+
 def render_diagram(
     fmt: DiagramFormat = "mermaid",
     machine: type[Any] = AgentLoopMachine,
@@ -97,6 +124,10 @@ def render_diagram(
     policies: Sequence[object] | None = None,
 ) -> str | bytes:
     """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png.
+
+    The return type follows a literal ``fmt``: ``str`` for ``"mermaid"`` and ``"dot"``,
+    ``bytes`` for ``"svg"`` and ``"png"``, ``str | bytes`` when the format is only known at
+    run time.
 
     With ``policies``, each guard on an edge is annotated with the policies that feed it,
     e.g. ``[policy_stop ← stop_when(tool_called('submit'))]``.
