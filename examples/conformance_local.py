@@ -25,7 +25,7 @@ from agentfsm.adapters.providers.local import (
 from agentfsm.conformance import (
     Capabilities,
     CheckResult,
-    EndpointTarget,
+    LiveTarget,
     Report,
     matrix_markdown,
     report_markdown,
@@ -55,7 +55,7 @@ def show(result: CheckResult) -> None:
 async def check_local(profile: OpenAIQuirks | None = None, label: str = "") -> Report:
     """The report of the embedded model's server, read with the given quirk profile."""
     async with LocalModel(on_progress=lambda line: print(line, file=sys.stderr)) as model:
-        target = EndpointTarget(
+        target = LiveTarget(
             model.base_url,
             LOCAL_MODEL_NAME,
             capabilities=CAPABILITIES,
