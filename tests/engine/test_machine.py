@@ -74,7 +74,7 @@ def test_transitions_are_ordered_with_named_guards() -> None:
             ("compress", (("compression_needed", True),)),
             ("llm_start", ()),
         ],
-        ("compress", "compacted"): [("llm_start", ())],
+        ("compress", "compressed"): [("llm_start", ())],
         ("llm_start", "replied"): [("llm_end", ())],
         ("llm_start", "raised"): [
             ("aborted", (("interrupted", True),)),
@@ -159,7 +159,7 @@ class FakeGuards:
 EVENTS = [
     "begin",
     "check",
-    "compacted",
+    "compressed",
     "replied",
     "raised",
     "route",

@@ -26,7 +26,7 @@ class AgentLoopMachine(StateChart[Any]):
     Events are sent by the runner after it has done the effect of the current state:
 
     - ``begin`` leaves ``turn_start`` (after ``turn_start`` was emitted);
-    - ``check`` leaves ``compress_check``; ``compacted`` leaves ``compress``;
+    - ``check`` leaves ``compress_check``; ``compressed`` leaves ``compress``;
     - ``replied`` / ``raised`` leave ``llm_start`` after the chat call resolved / raised
       (``raised`` ends ``aborted`` instead of ``failed`` when an immediate interrupt cut it);
     - ``route`` leaves ``llm_end``; ``tools_done`` leaves ``run_tools``;
@@ -61,7 +61,7 @@ class AgentLoopMachine(StateChart[Any]):
         compress_check.to(compress, cond="compression_needed") | compress_check.to(llm_start),
         name="check",
     )
-    compacted = Event(compress.to(llm_start), name="compacted")
+    compressed = Event(compress.to(llm_start), name="compressed")
     replied = Event(llm_start.to(llm_end), name="replied")
     raised = Event(
         llm_start.to(aborted, cond="interrupted")

@@ -288,7 +288,7 @@ class LoopRunner:
             ctx.replace_history(compressed.messages)
             ctx.compressions += 1
         self._emit(CompressEndEvent(summary_chars=compressed.summary_chars))
-        return "compacted"
+        return "compressed"
 
     async def _llm_start(self) -> str:
         """Emit ``llm_start``, make one chat call."""
