@@ -38,7 +38,7 @@ from agentfsm.engine.tokens import (
 )
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder
+from ..helpers import Recorder, one_snapshot_for_both_drivers
 
 
 def test_compression_system_prompt_is_verbatim() -> None:
@@ -143,6 +143,7 @@ def summarizing(reply: Any) -> Any:
     return script
 
 
+@one_snapshot_for_both_drivers
 async def test_compression_in_the_loop(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -183,6 +184,7 @@ async def test_compression_in_the_loop(
     assert recorder.view() == snapshot
 
 
+@one_snapshot_for_both_drivers
 async def test_compression_fallback_in_the_loop(
     stepper: StepperKind,
     recorder: Recorder,

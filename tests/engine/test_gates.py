@@ -8,7 +8,7 @@ from agentfsm import LoopParams, Retry, RunContext, Stop, UserMessage, run_conve
 from agentfsm.engine.stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder
+from ..helpers import Recorder, one_snapshot_for_both_drivers
 
 
 class StopAfter:
@@ -36,6 +36,7 @@ class RequireWord:
         return Retry(f"Your answer must mention {self.word!r}.")
 
 
+@one_snapshot_for_both_drivers
 async def test_turn_gate_stops_the_run(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -78,6 +79,7 @@ async def test_abort_wins_over_a_turn_gate(stepper: StepperKind, recorder: Recor
     assert recorder.types == ["turn_start", "error"]
 
 
+@one_snapshot_for_both_drivers
 async def test_final_gate_retries_with_a_reminder(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:

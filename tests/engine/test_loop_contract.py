@@ -28,7 +28,7 @@ from agentfsm.engine.events import ErrorEvent, ToolCallEndEvent
 from agentfsm.engine.stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder
+from ..helpers import Recorder, one_snapshot_for_both_drivers
 
 SCENARIO_A = [
     "turn_start",
@@ -48,6 +48,7 @@ def echo_tools(**extra: Any) -> ScriptedTools:
     return ScriptedTools({"echo": lambda text: f"echo: {text}", **extra})
 
 
+@one_snapshot_for_both_drivers
 async def test_scenario_a_event_order(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -69,6 +70,7 @@ async def test_scenario_a_event_order(
     assert recorder.view() == snapshot
 
 
+@one_snapshot_for_both_drivers
 async def test_final_on_turn_one(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -97,6 +99,7 @@ async def test_empty_tool_calls_array_is_final(stepper: StepperKind) -> None:
     assert outcome.final == AssistantMessage("answer")
 
 
+@one_snapshot_for_both_drivers
 async def test_three_tool_calls_consume_one_turn(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -128,6 +131,7 @@ async def test_three_tool_calls_consume_one_turn(
     assert recorder.view() == snapshot
 
 
+@one_snapshot_for_both_drivers
 async def test_budget_path_cancels_last_turn_calls(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -204,6 +208,7 @@ async def test_budget_with_max_turns_one(stepper: StepperKind, recorder: Recorde
     ]
 
 
+@one_snapshot_for_both_drivers
 async def test_abort_before_turn_one(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -230,6 +235,7 @@ async def test_abort_before_turn_one(
     assert recorder.view() == snapshot
 
 
+@one_snapshot_for_both_drivers
 async def test_signal_fired_mid_turn_lets_the_turn_finish(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
@@ -273,6 +279,7 @@ class Boom(Exception):
     pass
 
 
+@one_snapshot_for_both_drivers
 async def test_provider_error_is_logged_emitted_and_reraised(
     stepper: StepperKind,
     recorder: Recorder,
@@ -324,6 +331,7 @@ async def test_provider_error_on_first_call(stepper: StepperKind, recorder: Reco
     assert recorder.types == ["turn_start", "llm_start", "error"]
 
 
+@one_snapshot_for_both_drivers
 async def test_tool_error_is_data(
     stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
