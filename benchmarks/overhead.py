@@ -50,6 +50,7 @@ from agentfsm import (
 )
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.machine import LoopGuards
+from agentfsm.engine.policy import Policy
 from agentfsm.engine.stepper import StatechartStepper, StepperKind
 from agentfsm.policies import presets
 
@@ -110,7 +111,7 @@ async def baseline(turns: int) -> ZeroLatencyModel:
 
 
 async def engine(
-    turns: int, stepper: StepperKind, policies: Sequence[object] = ()
+    turns: int, stepper: StepperKind, policies: Sequence[Policy] = ()
 ) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     outcome = await run_conversation(

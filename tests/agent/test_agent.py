@@ -36,6 +36,7 @@ from agentfsm.adapters.sessions import read_session_messages
 from agentfsm.agent import PromptSubmit, RunStop, SessionStart, is_preamble_message
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent
+from agentfsm.engine.policy import Policy
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
@@ -108,7 +109,7 @@ class Boom(Exception):
     ],
 )
 async def test_stop_hook_runs_on_every_exit_path(
-    tmp_path: Path, script: list[Any], policies: list[object], signal_aborted: bool, expected: str
+    tmp_path: Path, script: list[Any], policies: list[Policy], signal_aborted: bool, expected: str
 ) -> None:
     log = HookLog()
     engine = Agent(

@@ -30,6 +30,7 @@ from agentfsm import (
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.errors import ContextOverflowUnresolved
 from agentfsm.engine.events import ToolCallEndEvent
+from agentfsm.engine.policy import Policy
 from agentfsm.policies import compress
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
@@ -173,7 +174,7 @@ async def test_event_stream_follows_the_machine(
     ]
     caller.append(UserMessage("task"))
     caller_copy = list(caller)
-    policies: list[object] = [RefuseTimes(refusals)]
+    policies: list[Policy] = [RefuseTimes(refusals)]
     if stop_turn is not None:
         policies.append(StopAtTurn(stop_turn))
     if compactor:

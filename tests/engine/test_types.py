@@ -172,7 +172,7 @@ def test_emitter_calls_handlers_in_registration_order() -> None:
 def test_unsubscribe_stops_delivery_and_is_idempotent() -> None:
     emitter = AgentEmitter()
     calls: list[int] = []
-    off = emitter.on("*", lambda e: calls.append(e.turn))
+    off = emitter.on("turn_start", lambda e: calls.append(e.turn))
     emitter.emit(TurnStartEvent(turn=1))
     off()
     off()

@@ -38,6 +38,7 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.sessions import iter_session_records, read_session_messages
 from agentfsm.adapters.tools import FunctionTool, ToolBox, tool
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.policy import Policy
 from agentfsm.engine.process import Unsandboxed
 from agentfsm.engine.protocols import SupportsAbort
 from agentfsm.policies import presets
@@ -224,7 +225,7 @@ class FuzzChat:
         return self._returned(ChatResult(message, reply.usage, reason, "fuzz"))
 
 
-def _policies(scenario: Scenario, workspace: Path) -> list[object]:
+def _policies(scenario: Scenario, workspace: Path) -> list[Policy]:
     if not scenario.preset:
         return []
     return presets.coding_agent(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import AbortController, LoopParams, UserMessage, run_conversation
+from agentfsm import AbortController, LoopParams, Policy, UserMessage, run_conversation
 from agentfsm._deprecated import AgentfsmDeprecationWarning
 from agentfsm.cli.render import last_words
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
@@ -129,7 +129,7 @@ SCENARIOS: list[tuple[str, list[Any], int, bool]] = [
 async def test_minimal_preset_is_the_core_loop(
     name: str, script: list[Any], turns: int, aborted: bool
 ) -> None:
-    def run(params: LoopParams, policies: list[object]) -> Any:
+    def run(params: LoopParams, policies: list[Policy]) -> Any:
         recorder = Recorder()
         return recorder, run_conversation(
             ScriptedChat(list(script)),
@@ -145,8 +145,10 @@ async def test_minimal_preset_is_the_core_loop(
         controller.abort()
     seed_rec, seed_run = run(LoopParams(max_turns=turns, signal=controller.signal), [])
     seed = await seed_run
+    with pytest.warns(AgentfsmDeprecationWarning):  # the old way: the budget as a policy
+        old_minimal = presets.minimal(turns)
     policy_rec, policy_run = run(
-        LoopParams(max_turns=10_000, signal=controller.signal), presets.minimal(turns)
+        LoopParams(max_turns=10_000, signal=controller.signal), old_minimal
     )
     via_policy = await policy_run
     assert policy_rec.view() == seed_rec.view()

@@ -39,7 +39,7 @@ def coding_agent(
     redirect_enabled: bool = False,
     verify_command: str | None = None,
     sandbox: CommandSandbox | None = None,
-) -> list[object]:
+) -> list[Policy]:
     """The coding-agent set, with the seed's defaults.
 
     Wrap-up on the run's last turn (the budget is the run's ``max_turns``; ``turns`` is
