@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
 from agentfsm.engine.context import RunContext
+from agentfsm.engine.loop import run_conversation
 from agentfsm.engine.messages import (
     ChatResult,
     Message,
@@ -19,7 +20,6 @@ from agentfsm.engine.messages import (
 from agentfsm.engine.params import LoopParams
 from agentfsm.engine.policy import Retry
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
-from agentfsm.engine.runner import run_conversation
 
 __all__ = [
     "VERIFIER_SYSTEM_PROMPT",
