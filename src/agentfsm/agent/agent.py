@@ -182,6 +182,7 @@ class Agent:
             else list(prompt_or_messages)
         )
         policy_state: dict[str, Any] = {}
+        resumed: Path | None = None
         if resume is not None:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
@@ -256,6 +257,8 @@ class Agent:
                 input_chars=sum(len(m.content) for m in new_input),
                 history_size=len(prior),
                 sandbox=self.sandbox.describe() if self.sandbox is not None else None,
+                seeded=len(history_list) - len(new_input) if first else 0,
+                resumed_from=resumed,
             )
         self._active.add(controller)
         try:

@@ -1,4 +1,4 @@
-"""Replaying recorded provider exchanges (the files of ``shared/wire``) through httpx.
+"""Replaying recorded provider exchanges (the bundled corpus, or a ``--record`` folder).
 
 ``ReplayTransport`` serves the recorded responses of one file, in order, whatever the
 requests; adapters run on it exactly as on the network.
@@ -6,8 +6,9 @@ requests; adapters run on it exactly as on the network.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,12 @@ class WireFixture:
     api: str
     streaming: bool
     responses: tuple[RecordedResponse, ...]
+    name: str = ""
+    """How reports name the exchange: a fixture's ``id``, else ``folder/file``."""
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.path.parent.name}/{self.path.name}"
 
 
 def _headers(raw: Any) -> tuple[tuple[str, str], ...]:
@@ -68,15 +75,59 @@ def _body(raw: Any) -> bytes:
     return raw.encode("utf-8")
 
 
-def load_wire_fixture(path: str | Path) -> WireFixture:
-    """Read a ``.yaml`` cassette, a raw ``.sse`` body, or a ``.jsonl`` chunk list.
+def _sse_from_lines(text: str) -> bytes:
+    """Stream payloads one a line (SSE framing stripped) framed again, ``[DONE]`` closing."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return ("".join(f"data: {line}\n\n" for line in lines) + "data: [DONE]\n\n").encode()
 
-    ``.jsonl`` files hold one stream payload per line with the SSE framing stripped; it is
-    put back (``data: …`` and a closing ``data: [DONE]``).
+
+def _fixture_body(raw: Any) -> bytes:
+    if raw is None:
+        return b""
+    if raw.get("encoding") == "base64":
+        return base64.b64decode(raw["base64"])
+    return str(raw["text"]).encode("utf-8")
+
+
+def _from_json(file: Path) -> WireFixture:
+    """An ``agentfsm.wire-fixture/1`` file (the bundled corpus; see docs/conformance.md)."""
+    data = json.loads(file.read_text("utf-8"))
+    if not isinstance(data, Mapping) or not str(data.get("format", "")).startswith(
+        "agentfsm.wire-fixture/"
+    ):
+        raise ValueError(f"{file} is not an agentfsm wire fixture")
+    responses = []
+    for interaction in data["interactions"]:
+        response = interaction["response"]
+        body = _fixture_body(response.get("body"))
+        if response.get("framing") == "sse-data-lines":
+            body = _sse_from_lines(body.decode("utf-8"))
+        pairs = response.get("headers") or []
+        headers = tuple((str(k), str(v)) for k, v in pairs if str(k).lower() not in _DROP_HEADERS)
+        responses.append(RecordedResponse(int(response["status"]), headers, body))
+    return WireFixture(
+        file,
+        str(data["provider"]),
+        str(data["api"]),
+        bool(data["streaming"]),
+        tuple(responses),
+        str(data["id"]),
+    )
+
+
+def load_wire_fixture(path: str | Path) -> WireFixture:
+    """Read a ``.json`` wire fixture, a ``.yaml`` cassette, a raw ``.sse`` body, or a
+    ``.jsonl`` chunk list.
+
+    ``.jsonl`` files (and fixtures framed ``sse-data-lines``) hold one stream payload per
+    line with the SSE framing stripped; it is put back (``data: …`` and a closing
+    ``data: [DONE]``).
     """
     file = Path(path)
     provider = file.parent.name
     sse_headers = (("content-type", "text/event-stream"),)
+    if file.suffix == ".json":
+        return _from_json(file)
     if file.suffix == ".sse":
         return WireFixture(
             file,
@@ -86,10 +137,9 @@ def load_wire_fixture(path: str | Path) -> WireFixture:
             (RecordedResponse(200, sse_headers, file.read_bytes()),),
         )
     if file.suffix == ".jsonl":
-        lines = [line for line in file.read_text("utf-8").splitlines() if line.strip()]
-        body = "".join(f"data: {line}\n\n" for line in lines) + "data: [DONE]\n\n"
+        body = _sse_from_lines(file.read_text("utf-8"))
         return WireFixture(
-            file, provider, "unknown", True, (RecordedResponse(200, sse_headers, body.encode()),)
+            file, provider, "unknown", True, (RecordedResponse(200, sse_headers, body),)
         )
     try:
         import yaml

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from agentfsm.engine.events import (
@@ -28,7 +29,9 @@ logger = logging.getLogger("agentfsm.sessions")
 class SessionRecorder:
     """Appends one run to a :class:`SessionHandle`.
 
-    ``start`` writes ``run_start`` and the seeded messages; then, while subscribed,
+    ``start`` writes ``run_start`` (with the session the run resumed, if it did, and how
+    many of the messages that follow come before the run's input) and the seeded
+    messages; then, while subscribed,
     ``llm_end`` appends the assistant message, ``tool_call_start`` a small meta record (the
     call id: a reader then knows the tool may have acted if its result never arrives),
     ``tool_call_end`` the tool message (cancelled ones too), ``budget_exhausted`` and
@@ -61,15 +64,24 @@ class SessionRecorder:
         input_chars: int,
         history_size: int,
         sandbox: Mapping[str, Any] | None = None,
+        seeded: int = 0,
+        resumed_from: Path | None = None,
     ) -> None:
-        """Write ``run_start`` (with the sandbox the run's commands use) and ``messages``,
-        then follow ``emitter``."""
+        """Write ``run_start`` and ``messages``, then follow ``emitter``.
+
+        ``run_start`` records the sandbox the run's commands use, ``seeded``: how many of
+        ``messages`` (the first ones) come before this run's input (the system prompt, the
+        frozen context, earlier history), and ``resumed_from``: the session file the history
+        was read from (its id and path)."""
         self.handle.runs += 1
         meta: dict[str, Any] = {
             "event": "run_start",
             "input_chars": input_chars,
             "history_size": history_size,
+            "seeded": seeded,
         }
+        if resumed_from is not None:
+            meta["resumed_from"] = {"id": resumed_from.stem, "path": str(resumed_from)}
         if sandbox is not None:
             meta["sandbox"] = dict(sandbox)
         self._safely(lambda: self.handle.write_meta(meta))
@@ -134,8 +146,18 @@ class SessionRecorder:
             "usage": to_jsonable(usage),
         }
         if error is not None:
-            meta["error"] = to_jsonable(error)
+            meta["error"] = _error_record(error)
         if policy_state:
             meta["policy_state"] = dict(policy_state)
             self.handle.policy_state = dict(policy_state)
         self._safely(lambda: self.handle.write_meta(meta))
+
+
+def _error_record(error: BaseException) -> dict[str, Any]:
+    """``{"name", "message"}`` of a run's error, with its ``kind`` when it has one (a
+    ``ProviderError``'s message is already scrubbed of the API key by its adapter)."""
+    record: dict[str, Any] = to_jsonable(error)
+    kind = getattr(error, "kind", None)
+    if isinstance(kind, str):
+        record["kind"] = kind
+    return record

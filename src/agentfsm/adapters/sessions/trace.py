@@ -55,6 +55,14 @@ class RunTrace:
     """The policy and reason that stopped the run, if one did."""
     sandbox: dict[str, Any] | None = None
     """The OS sandbox the run's commands used, as recorded in ``run_start``."""
+    resumed_from: str | None = None
+    """The id of the session whose history this run continued (``--resume``), if any."""
+    seeded: int = 0
+    """Messages recorded at the start before the run's input (system prompt, earlier
+    history of a resumed session): not counted in ``turns`` or ``tool_calls``."""
+    error: dict[str, str] | None = None
+    """A failed run's error from ``run_end``: ``name``, ``message`` and ``kind`` (when the
+    error has one)."""
     notes: list[str] = field(factory=list)
     """What policies reported (``policy_note``), e.g. the verify gate's command."""
     started: str | None = None
@@ -87,16 +95,55 @@ class RunTrace:
             "gate_refusals": dict(self.gate_refusals),
             "policy_stop": self.policy_stop,
             "sandbox": self.sandbox,
+            "resumed_from": self.resumed_from,
+            "seeded_messages": self.seeded,
+            "error": self.error,
             "notes": list(self.notes),
             "duration_s": self.duration_s,
         }
 
 
+def _count(value: Any) -> int | None:
+    """A recorded non-negative integer, else ``None``."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def _start(run: RunTrace, meta: dict[str, Any]) -> None:
+    """What ``run_start`` says: the sandbox, the resumed session, the seeded messages.
+
+    A file written before ``seeded`` was recorded: its first run wrote the whole prior
+    history (``history_size`` messages) before its own; later runs on a shared handle
+    wrote only their own.
+    """
+    sandbox = meta.get("sandbox")
+    run.sandbox = sandbox if isinstance(sandbox, dict) else None
+    parent = meta.get("resumed_from")
+    run.resumed_from = _text(parent.get("id")) if isinstance(parent, dict) else None
+    seeded = _count(meta.get("seeded"))
+    if seeded is None and run.index == 1:
+        seeded = _count(meta.get("history_size"))
+    run.seeded = seeded or 0
+
+
+def _error(value: Any) -> dict[str, str] | None:
+    """The recorded error of ``run_end`` (its string fields), else ``None``."""
+    if not isinstance(value, dict):
+        return None
+    fields = {key: _text(value.get(key), 2000) for key in ("name", "kind", "message")}
+    kept = {key: text for key, text in fields.items() if text is not None}
+    return kept or None
+
+
 def trace_session(path: str | Path) -> list[RunTrace]:
     """The runs of a session file, in order (lenient about corrupt lines and wrong-typed
-    fields; raises like :func:`~agentfsm.adapters.sessions.read_session_messages`)."""
+    fields; raises like :func:`~agentfsm.adapters.sessions.read_session_messages`).
+
+    Each run counts only its own turns and tool calls: the history a run was seeded with
+    (a resumed session's earlier messages) is skipped.
+    """
     runs: list[RunTrace] = []
     current: RunTrace | None = None
+    skip = 0
     for record in iter_session_records(path):
         if not isinstance(record, dict):
             continue
@@ -106,9 +153,10 @@ def trace_session(path: str | Path) -> list[RunTrace]:
             if event == "run_start" or current is None:
                 current = RunTrace(len(runs) + 1, started=_text(record.get("ts")))
                 runs.append(current)
+                skip = 0
                 if event == "run_start":
-                    sandbox = meta.get("sandbox")
-                    current.sandbox = sandbox if isinstance(sandbox, dict) else None
+                    _start(current, meta)
+                    skip = current.seeded
                     continue
             if event == "run_end":
                 current.stopped_reason = _text(meta.get("stopped_reason"))
@@ -118,6 +166,7 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                     if isinstance(usage, dict)
                     else {}
                 )
+                current.error = _error(meta.get("error"))
                 current.ended = _text(record.get("ts"))
             elif event == "compress_end" and meta.get("summary_chars"):
                 current.compressions += 1
@@ -140,6 +189,9 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                     f"{_text(meta.get('policy'))}: {_text(meta.get('reason'), 2000)}"
                 )
         elif record.get("kind") == "message" and current is not None:
+            if skip:
+                skip -= 1
+                continue
             message = record.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
                 current.turns += 1
