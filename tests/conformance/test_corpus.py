@@ -1,4 +1,4 @@
-"""The recorded-corpus tier: the real recorded exchanges of shared/wire, through adapters."""
+"""The recorded-corpus tier: the real recorded exchanges of the bundled corpus, through adapters."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 from attrs import evolve
 
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError, RetryPolicy
@@ -19,6 +18,7 @@ from agentfsm.conformance import (
     report_markdown,
     run_corpus,
 )
+from agentfsm.conformance.bundled import bundled_corpus, corpus_index
 from agentfsm.conformance.checks import ALL_CHECKS
 from agentfsm.conformance.context import Wire
 from agentfsm.engine.messages import AssistantMessage, ChatResult
@@ -26,13 +26,7 @@ from agentfsm.engine.protocols import ChatFn
 
 from .wrappers import Wrapper
 
-WIRE = Path(__file__).resolve().parents[3] / "shared" / "wire"
-
-if not WIRE.is_dir():
-    pytest.skip(
-        f"the recorded provider exchanges are not there ({WIRE} is absent)",
-        allow_module_level=True,
-    )
+WIRE = bundled_corpus()  # a missing corpus fails the collection; it is never skipped
 
 OPENAI_PASSES = {
     "W1", "W2", "W3", "W4", "W5", "A1", "A2", "A3", "T1", "T2", "T3", "T5", "T6", "T8",
@@ -97,15 +91,16 @@ def message(report: Report, check_id: str) -> str:
 
 
 def test_corpus_files_split_the_supported_files_between_the_wires() -> None:
-    everything = sorted(p for p in WIRE.glob("*/*") if p.suffix in (".yaml", ".sse", ".jsonl"))
+    everything = sorted(WIRE / entry["file"] for entry in corpus_index(WIRE)["exchanges"])
     openai, anthropic = corpus_files(WIRE, "openai-chat"), corpus_files(WIRE, "anthropic")
+    assert corpus_files(None, "anthropic") == anthropic  # None: the bundled corpus
     assert len(everything) == 80
     assert (len(openai), len(anthropic)) == (51, 20)
     assert not set(openai) & set(anthropic)
     left_out = sorted(f"{p.parent.name}/{p.name}" for p in set(everything) - {*openai, *anthropic})
     assert len(left_out) == 9  # 8 Gemini-native files, 1 Responses-API file
     assert [p for p in left_out if not p.startswith("gemini/")] == [
-        "openai/error_400_context_length_exceeded_responses__crmne-ruby_llm.yaml"
+        "openai/error_400_context_length_exceeded_responses__crmne-ruby_llm.json"
     ]
     assert all(p.parent.name == "anthropic" for p in anthropic)
 
@@ -153,10 +148,10 @@ async def test_swallowing_errors_fails_the_error_checks() -> None:
     report = await run_corpus(broken("openai-chat", "swallow_errors"), WIRE)
     got = outcomes(report)
     assert {c for c, o in got.items() if o == "fail"} == {"W4", "W5", "E1", "E2", "E3", "E7"}
-    assert "groq/chat_stream_midstream_error_event_then_retry__pydantic-ai.yaml #0" in message(
+    assert "groq/chat_stream_midstream_error_event_then_retry__pydantic-ai #0" in message(
         report, "W4"
     )
-    assert "openai/error_401_invalid_api_key_chat__crmne-ruby_llm.yaml" in message(report, "E1")
+    assert "openai/error_401_invalid_api_key_chat__crmne-ruby_llm" in message(report, "E1")
     w5 = next(r for r in report.results if r.check == "W5")
     assert w5.message.startswith("fails on 17 of 17 recorded files (")
     assert str(w5.expected).startswith("a ProviderError with status")
@@ -164,7 +159,7 @@ async def test_swallowing_errors_fails_the_error_checks() -> None:
     assert got["A1"] == got["T1"] == "pass"  # the successes are untouched
 
     anthropic = await run_corpus(broken("anthropic", "swallow_errors"), WIRE)
-    assert "anthropic/error_529_overloaded_http__issue-anthropic-sdk-typescript-616.yaml" in (
+    assert "anthropic/error_529_overloaded_http__issue-anthropic-sdk-typescript-616" in (
         message(anthropic, "E5")
     )
     assert outcomes(anthropic)["E5"] == "fail"
@@ -174,7 +169,7 @@ async def test_dropping_text_deltas_fails_text_conservation() -> None:
     report = await run_corpus(broken("openai-chat", "drop_deltas"), WIRE)
     assert [r.check for r in report.failed] == ["A2"]
     text = message(report, "A2")
-    assert "openai/chat_stream_text_include_usage__posit-dev-chatlas.yaml" in text
+    assert "openai/chat_stream_text_include_usage__posit-dev-chatlas" in text
     assert "expected equal texts; got deltas ''" in text
 
 
@@ -182,7 +177,7 @@ async def test_a_stop_finish_despite_tool_calls_fails_t2() -> None:
     report = await run_corpus(broken("anthropic", "stop_despite_tools"), WIRE)
     assert [r.check for r in report.failed] == ["T2"]
     t2 = report.failed[0]
-    assert "anthropic/messages_stream_tool_use_input_json_delta__simonw-llm-anthropic.yaml" in (
+    assert "anthropic/messages_stream_tool_use_input_json_delta__simonw-llm-anthropic" in (
         t2.message
     )
     assert (t2.expected, t2.got) == ("finish 'tool_calls' (recorded ['tool_use'])", "stop")
@@ -193,14 +188,14 @@ async def test_duplicated_tool_call_ids_fail_t8() -> None:
     assert [r.check for r in report.failed] == ["T8"]
     text = message(report, "T8")
     assert text.startswith("fails on 6 of 6 recorded files (")
-    assert "openai/chat_stream_parallel_tool_calls_response_only__openai-openai-python.sse" in text
+    assert "openai/chat_stream_parallel_tool_calls_response_only__openai-openai-python" in text
 
 
 async def test_dropping_usage_fails_the_usage_checks() -> None:
     report = await run_corpus(broken("anthropic", "drop_usage"), WIRE)
     assert [r.check for r in report.failed] == ["U1", "U3", "U4"]
     text = message(report, "U1")
-    assert "anthropic/messages_nonstream_text__tidyverse-ellmer.yaml" in text
+    assert "anthropic/messages_nonstream_text__tidyverse-ellmer" in text
     assert "expected usage with non-negative integer counts; got None" in text
 
 
@@ -209,7 +204,7 @@ async def test_an_adapter_that_raises_something_else_fails_w1_and_xfail_is_honou
     w1 = next(r for r in report.results if r.check == "W1")
     assert w1.outcome == "xfail"
     assert "unexpected RuntimeError: boom" in w1.message
-    assert "anthropic/messages_stream_text__simonw-llm-anthropic.yaml" in w1.message
+    assert "anthropic/messages_stream_text__simonw-llm-anthropic" in w1.message
     assert w1.message.endswith("; xfail: known crash")
     assert report.failed == []  # nothing else can be judged without an answer
 

@@ -21,8 +21,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
-        "needs. Also: 'agentfsm conformance corpus DIR' (the recorded checks, on recorded "
-        "exchanges), 'agentfsm conformance matrix A.json B.json …' and "
+        "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
+        "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …' and "
         "'agentfsm conformance probe'.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
@@ -168,20 +168,27 @@ def _matrix(argv: Sequence[str]) -> int:
 def _corpus(argv: Sequence[str]) -> int:
     from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy
     from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
+    from agentfsm.conformance.bundled import CorpusMissingError, bundled_corpus
     from agentfsm.engine.protocols import ChatFn
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance corpus",
-        description="The recorded checks on recorded exchanges: replay a --record folder "
-        "(or a folder of provider folders) through the project's adapter and hold each "
-        "exchange to the checks' invariants.",
+        description="The recorded checks on recorded exchanges: replay the corpus that ships "
+        "with agentfsm (or DIR: a --record folder, or a folder of provider folders) through "
+        "the project's adapter and hold each exchange to the checks' invariants.",
     )
-    parser.add_argument("folder", metavar="DIR")
+    parser.add_argument(
+        "folder", metavar="DIR", nargs="?", help="recorded exchanges (default: the bundled corpus)"
+    )
     parser.add_argument("--wire", choices=("openai-chat", "anthropic"), default="openai-chat")
     parser.add_argument("--out", metavar="report.json")
     parser.add_argument("--markdown", metavar="FILE")
     args = parser.parse_args(argv)
-    folder = Path(args.folder)
+    try:
+        folder = bundled_corpus() if args.folder is None else Path(args.folder)
+    except CorpusMissingError as error:
+        print(f"agentfsm conformance corpus: {error}", file=sys.stderr)
+        return 2
     if not folder.is_dir():
         print(f"agentfsm conformance corpus: no folder {folder}", file=sys.stderr)
         return 2
@@ -193,7 +200,11 @@ def _corpus(argv: Sequence[str]) -> int:
         return OpenAIChat("recorded", base_url=url, retry=once)
 
     target = RecordedTarget(factory, args.wire, name=f"{args.wire} adapter")
-    report = asyncio.run(run_corpus(target, folder))
+    try:
+        report = asyncio.run(run_corpus(target, folder))
+    except CorpusMissingError as error:
+        print(f"agentfsm conformance corpus: {error}", file=sys.stderr)
+        return 2
     _print_table(report)
     if args.out:
         Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")

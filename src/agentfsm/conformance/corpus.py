@@ -1,6 +1,7 @@
 """The recorded-corpus tier: the checks' invariants on real recorded provider bytes.
 
-Each file of ``shared/wire`` the target's wire reads is served, response by response, by a
+Each recorded exchange the target's wire reads (by default those of the corpus that ships
+with agentfsm, :func:`~.bundled.bundled_corpus`) is served, response by response, by a
 :class:`~agentfsm.testing.FakeProviderServer` (real HTTP; streams event by event) to the
 adapter the target builds. Every check that declares a corpus invariant (``Check.corpus``)
 judges each exchange (:class:`~.exchange.RecordedExchange`): a verdict when the exchange
@@ -24,24 +25,50 @@ from agentfsm.engine.messages import UserMessage
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import FakeProviderServer, Reply
 
+from .bundled import INDEX, CorpusMissingError, bundled_corpus, corpus_index
 from .context import RecordedTarget, Wire
 from .exchange import CALL_TIMEOUT, CallOutcome, RecordedExchange, parse_reply
 from .model import QUIRK_NOTES, Check, CheckResult, Group, Mode, Outcome, Report
 
-__all__ = ["CALL_TIMEOUT", "corpus_files", "run_corpus"]
+__all__ = ["CALL_TIMEOUT", "bundled_corpus", "corpus_files", "run_corpus"]
 
 _HOP = re.compile(r"(proxy-)?connection|keep-alive|te|trailers?|upgrade|transfer-encoding")
 
 
-def _fixtures(wire_dir: Path, wire: Wire) -> list[WireFixture]:
-    found = [p for pattern in ("*", "*/*") for p in Path(wire_dir).glob(pattern)]  # flat too
-    paths = sorted(p for p in found if p.is_file() and p.suffix in (".yaml", ".sse", ".jsonl"))
-    fixtures = [load_wire_fixture(p) for p in paths]
+_SUFFIXES = (".json", ".yaml", ".sse", ".jsonl")
+
+
+def _recorded(path: Path) -> bool:
+    """Not a ``.json`` file other than a wire fixture (a report next to the recordings)."""
+    if path.suffix != ".json":
+        return True
+    with path.open("rb") as file:
+        return b'"format": "agentfsm.wire-fixture/' in file.read(200)
+
+
+def _paths(wire_dir: Path) -> list[Path]:
+    """The recorded files of a folder: those its ``index.json`` lists, else every recorded
+    file in it or one folder down. A missing or empty folder is an error."""
+    if not wire_dir.is_dir():
+        raise CorpusMissingError(f"no recorded corpus: {wire_dir} is not a folder")
+    if (wire_dir / INDEX).is_file():
+        return [wire_dir / entry["file"] for entry in corpus_index(wire_dir)["exchanges"]]
+    found = [p for pattern in ("*", "*/*") for p in wire_dir.glob(pattern)]  # flat too
+    paths = sorted(p for p in found if p.is_file() and p.suffix in _SUFFIXES and _recorded(p))
+    if not paths:
+        raise CorpusMissingError(f"no recorded exchanges in {wire_dir}")
+    return paths
+
+
+def _fixtures(wire_dir: Path | None, wire: Wire) -> list[WireFixture]:
+    folder = bundled_corpus() if wire_dir is None else Path(wire_dir)
+    fixtures = [load_wire_fixture(p) for p in _paths(folder)]
     return [f for f in fixtures if fixture_wire(f) == wire]
 
 
-def corpus_files(wire_dir: Path, wire: Wire) -> list[Path]:
-    """The recorded files of ``wire_dir`` (``shared/wire``) an adapter of ``wire`` reads."""
+def corpus_files(wire_dir: Path | None, wire: Wire) -> list[Path]:
+    """The recorded files of ``wire_dir`` (``None``: the bundled corpus) an adapter of
+    ``wire`` reads."""
     return [fixture.path for fixture in _fixtures(wire_dir, wire)]
 
 
@@ -69,7 +96,7 @@ async def _replay(
     judges: list[Check],
     tallies: dict[str, _Tally],
 ) -> None:
-    label = f"{fixture.path.parent.name}/{fixture.path.name}"
+    label = fixture.label
     with FakeProviderServer() as server:
         root = server.base_url
         base_url = f"{root}/v1" if target.wire == "openai-chat" else root
@@ -117,13 +144,16 @@ def _result(check: Check, tally: _Tally | None, target: RecordedTarget) -> Check
 
 async def run_corpus(
     target: RecordedTarget,
-    wire_dir: Path,
+    wire_dir: Path | None = None,
     progress: Callable[[CheckResult], object] | None = None,
     *,
     checks: Iterable[Check] | None = None,
 ) -> Report:
     """Replay the recorded files of ``target.wire`` through ``target.factory``'s adapter.
 
+    ``wire_dir`` is a corpus folder (with an ``index.json``), a ``--record`` folder or a
+    folder of provider folders; ``None`` is the corpus that ships with agentfsm. A missing
+    or empty folder raises :class:`~.bundled.CorpusMissingError`.
     Each of ``checks`` (all of them by default) that declares a corpus invariant judges every
     exchange. One result per check: ``skip`` when no file exercises it, ``fail`` (or
     ``xfail``) naming the failing files; ``progress`` gets each result."""
@@ -132,7 +162,7 @@ async def run_corpus(
     chosen = list(checks) if checks is not None else list(ALL_CHECKS)
     judges = [check for check in chosen if check.corpus is not None]
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    fixtures = _fixtures(Path(wire_dir), target.wire)
+    fixtures = _fixtures(wire_dir, target.wire)
     tallies: dict[str, _Tally] = {}
     for fixture in fixtures:
         await _replay(target, fixture, judges, tallies)

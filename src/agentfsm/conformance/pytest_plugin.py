@@ -51,7 +51,8 @@ class ProviderConformance:
     capabilities: ClassVar[Capabilities] = Capabilities()
     xfail: ClassVar[Mapping[str, str]] = {}
     corpus: ClassVar[str | Path | None] = None
-    """A folder of recorded exchanges (``--record`` output, ``shared/wire``) to replay."""
+    """A folder of recorded exchanges (``--record`` output, or the bundled corpus:
+    ``agentfsm.conformance.corpus.bundled_corpus()``) to replay."""
 
     def adapter(self, base_url: str) -> ChatFn:
         """The adapter under test, talking to ``base_url``."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,36 +18,28 @@ from agentfsm.adapters.providers import (
 )
 from agentfsm.adapters.providers.replay import RecordedResponse
 from agentfsm.adapters.providers.usage import openai_usage
+from agentfsm.conformance.bundled import bundled_corpus, corpus_index
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev-only dependency")
 
-WIRE = Path(__file__).resolve().parents[4] / "shared" / "wire"
+CORPUS = bundled_corpus()  # a missing corpus fails the collection; it is never skipped
 
 
 def streamed_openai_responses() -> list[tuple[str, RecordedResponse]]:
-    if not WIRE.is_dir():
-        return []
     out = []
-    for path in sorted(WIRE.glob("*/*")):
-        if path.suffix not in (".yaml", ".sse", ".jsonl") or path.parent.name in (
-            "anthropic",
-            "gemini",
-        ):
+    for entry in corpus_index(CORPUS)["exchanges"]:
+        if entry["wire"] != "openai-chat":
             continue
-        fixture = load_wire_fixture(path)
-        if fixture.api not in ("chat.completions", "unknown"):
-            continue
+        fixture = load_wire_fixture(CORPUS / entry["file"])
         for index, response in enumerate(fixture.responses):
             headers = dict(response.headers)
             content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
             if response.status == 200 and "event-stream" in content_type:
-                out.append((f"{path.parent.name}/{path.name}#{index}", response))
+                out.append((f"{entry['id']}#{index}", response))
     return out
 
 
 CASES = streamed_openai_responses()
-
-pytestmark = pytest.mark.skipif(not WIRE.is_dir(), reason=f"{WIRE} is absent")
 
 
 async def ours(response: RecordedResponse) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Every recorded exchange in shared/wire, replayed through the adapters."""
+"""Every recorded exchange of the bundled corpus, replayed through the adapters."""
 
 from __future__ import annotations
 
@@ -21,17 +21,15 @@ from agentfsm.adapters.providers import (
 )
 from agentfsm.adapters.providers.errors import classify_error_body
 from agentfsm.adapters.providers.replay import fixture_wire
+from agentfsm.conformance.bundled import bundled_corpus, corpus_index
 
-WIRE = Path(__file__).resolve().parents[4] / "shared" / "wire"
-FILES = (
-    sorted(p for p in WIRE.glob("*/*") if p.suffix in (".yaml", ".sse", ".jsonl"))
-    if WIRE.is_dir()
-    else []
-)
+CORPUS = bundled_corpus()  # a missing corpus fails the collection; it is never skipped
+FILES = [CORPUS / entry["file"] for entry in corpus_index(CORPUS)["exchanges"]]
 
-pytestmark = pytest.mark.skipif(
-    not WIRE.is_dir(), reason=f"the recorded exchanges are not there ({WIRE} is absent)"
-)
+
+def recorded_name(path: Path) -> str:
+    """The name of the recorded file a fixture was imported from (the snapshots' key)."""
+    return str(json.loads(path.read_text("utf-8"))["imported_from"]["file"])
 
 
 def wire_kind(fixture: Any) -> str:
@@ -104,7 +102,7 @@ async def replay(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[recorded_name(p) for p in FILES])
 async def test_replay(path: Path, snapshot: SnapshotAssertion) -> None:
     assert await replay(path) == snapshot
 
