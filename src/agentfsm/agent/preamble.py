@@ -9,13 +9,22 @@ later turn and run (resume included, since it is stored in the session file).
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from agentfsm.adapters.tools.fs import PathRefused, SafeRoot, open_subdir
+import re2
+
+from agentfsm.adapters.tools.fs import (
+    PathRefused,
+    SafeRoot,
+    open_regular,
+    open_subdir,
+    read_capped,
+)
 from agentfsm.engine.messages import Message, UserMessage
+from agentfsm.engine.sandbox import PROTECTED_DIR
 
 __all__ = [
     "PREAMBLE_CLOSE",
@@ -33,6 +42,7 @@ PREAMBLE_CLOSE = "</session-context>"
 
 SKIPPED_DIRS = frozenset(
     {
+        PROTECTED_DIR,  # the agent's own folder (sessions, settings), in any project
         ".git",
         ".hg",
         ".svn",
@@ -118,14 +128,179 @@ def _head(root: Path) -> str | None:
     return f"{sha[:12]} ({branch})" if sha else f"(no commits on {branch})"
 
 
+MAX_GITIGNORE_BYTES = 64 * 1024
+"""How much of each ``.gitignore`` is read (the rest is ignored)."""
+MAX_GITIGNORE_RULES = 1_000
+"""How many rules of each ``.gitignore`` are used."""
+
+
+def _gitignore_class(pattern: str, start: int) -> tuple[str, int] | None:
+    """The character class opening at ``pattern[start]`` as RE2, and the index after it;
+    ``None`` when it is not closed (the ``[`` is then a literal)."""
+    i = start + 1
+    negate = i < len(pattern) and pattern[i] in "!^"
+    if negate:
+        i += 1
+    body: list[str] = []
+    first = True
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "]" and not first:
+            if not body:
+                return None
+            inner = "".join(body)
+            return (f"[^/{inner}]" if negate else f"[{inner}]"), i + 1
+        first = False
+        if char == "\\" and i + 1 < len(pattern):
+            i += 1
+            char = pattern[i]
+        elif char == "-" and body and i + 1 < len(pattern) and pattern[i + 1] != "]":
+            body.append("-")
+            i += 1
+            continue
+        if char != "/":
+            body.append("\\" + char if char in "\\[]^-" else char)
+        i += 1
+    return None
+
+
+def _gitignore_segment(segment: str) -> str:
+    """One ``/``-free part of a gitignore pattern as RE2 (``*`` and ``?`` stop at ``/``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            while i + 1 < len(segment) and segment[i + 1] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (found := _gitignore_class(segment, i)) is not None:
+            out.append(found[0])
+            i = found[1]
+            continue
+        elif char == "\\" and i + 1 < len(segment):
+            i += 1
+            out.append(re2.escape(segment[i]))
+        else:
+            out.append(re2.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _gitignore_rule(line: str) -> tuple[bool, bool, str] | None:
+    """``(negated, folders_only, regex)`` of one ``.gitignore`` line; ``None`` for blank
+    lines and comments. The regex matches a path relative to the file's folder."""
+    line = line.rstrip("\r")
+    while line.endswith(" ") and not line.endswith("\\ "):
+        line = line[:-1]
+    if not line or line.startswith("#"):
+        return None
+    negated = line.startswith("!")
+    if negated or line.startswith(("\\!", "\\#")):
+        line = line[1:]
+    folders_only = line.endswith("/")
+    line = line.rstrip("/")
+    anchored = "/" in line
+    segments = [s for s in line.split("/") if s]
+    if not segments:
+        return None
+    pieces = [] if anchored else ["(?:.*/)?"]
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            pieces.append(".+" if last else "(?:.*/)?")
+        else:
+            pieces.append(_gitignore_segment(segment) + ("" if last else "/"))
+    return negated, folders_only, "".join(pieces)
+
+
+def _compile_alternatives(regexes: list[str]) -> Any:
+    if not regexes:
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes, as git matches them
+    pattern = "(?s)(?:" + "|".join(f"(?:{r})" for r in regexes) + ")"
+    try:
+        return re2.compile(pattern.encode("latin-1"), options)
+    except re2.error:
+        return None
+
+
+class GitIgnore:
+    """The rules of one ``.gitignore`` file, for the paths below its folder.
+
+    Supported as git does: blank lines and ``#`` comments, ``!`` negation (the last
+    matching rule wins), a trailing ``/`` for folders only, a ``/`` at the start or in the
+    middle anchoring the rule to this folder (otherwise it matches at any depth), ``*``,
+    ``?``, ``**`` and ``[...]`` classes, ``\\`` escapes. Matching uses RE2, so no pattern
+    takes more than linear time.
+    """
+
+    def __init__(self, text: str) -> None:
+        """``text``: the file's bytes decoded as Latin-1 (one character per byte)."""
+        rules = [r for r in map(_gitignore_rule, text.splitlines()) if r is not None]
+        # Runs of rules with the same sign are matched as one alternation; the runs are
+        # tried last to first, so the last matching rule decides.
+        self._runs: list[tuple[bool, Any, Any]] = []
+        run: list[tuple[bool, bool, str]] = []
+        for rule in [*rules[:MAX_GITIGNORE_RULES], None]:
+            if run and (rule is None or rule[0] != run[0][0]):
+                every = _compile_alternatives([r for _, _, r in run])
+                files = _compile_alternatives([r for _, only, r in run if not only])
+                self._runs.append((run[0][0], every, files))
+                run = []
+            if rule is not None:
+                run.append(rule)
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+    def decide(self, path: str, is_dir: bool) -> bool | None:
+        """``True`` if ``path`` (relative to this file's folder) is ignored, ``False`` if a
+        ``!`` rule keeps it, ``None`` if no rule matches."""
+        encoded = os.fsencode(path)
+        for negated, every, files in reversed(self._runs):
+            regex = every if is_dir else files
+            if regex is not None and regex.fullmatch(encoded) is not None:
+                return not negated
+        return None
+
+
+def _read_gitignore(dir_fd: int, rel: str) -> GitIgnore | None:
+    """The ``.gitignore`` of the folder ``dir_fd`` (a regular file, not followed through a
+    symlink, at most ``MAX_GITIGNORE_BYTES`` read); ``None`` when there is none."""
+    try:
+        fd, _ = open_regular(dir_fd, ".gitignore", rel)
+    except (OSError, PathRefused):
+        return None
+    try:
+        data = read_capped(fd, MAX_GITIGNORE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    rules = GitIgnore(data.decode("latin-1"))
+    return rules or None
+
+
 class WorkspacePreamble:
     """The preamble of a project folder: name, path, file tree, git HEAD, clock rounded to the hour.
+
+    The tree leaves out the agent's own folder (``.agentfsm``) and the ``exclude`` paths,
+    VCS data, virtualenvs, ``node_modules`` and tool caches (``SKIPPED_DIRS``), and what
+    the ``.gitignore`` files of the tree ignore (the root's and nested ones, as git reads
+    them), so that it does not grow with the agent's own sessions or the project's builds.
 
     Args:
         root: The workspace folder.
         max_entries: How many tree entries to list at most.
         max_depth: How deep to descend.
         clock: Returns "now" (UTC); injectable for tests.
+        exclude: More paths never listed, relative to ``root`` or absolute (those outside
+            ``root`` are ignored), e.g. the session folder when it is inside the workspace.
     """
 
     def __init__(
@@ -135,21 +310,40 @@ class WorkspacePreamble:
         max_entries: int = 200,
         max_depth: int = 3,
         clock: Callable[[], datetime] | None = None,
+        exclude: Sequence[str | Path] = (),
     ) -> None:
         self.root = Path(root).resolve()
+        self.exclude = tuple(str(path) for path in exclude)
         self.max_entries = max_entries
         self.max_depth = max_depth
         self._clock = clock if clock is not None else (lambda: datetime.now(UTC))
 
     def tree(self) -> list[str]:
-        """Sorted, indented entries (folders end with ``/``), skipping caches, VCS data and
-        the agent's own folder. Read through descriptors: no symlink is followed."""
+        """Sorted, indented entries (folders end with ``/``), skipping caches, VCS data,
+        the agent's own folder, the ``exclude`` paths and what ``.gitignore`` files ignore.
+        Read through descriptors: no symlink is followed."""
         lines: list[str] = []
         more = 0
         scan_limit = max(1_000, self.max_entries * 10)
 
-        def walk(root: SafeRoot, fd: int, depth: int) -> None:
+        def ignored(rules: list[tuple[int, GitIgnore]], parts: list[str], is_dir: bool) -> bool:
+            for base, gitignore in reversed(rules):  # the deepest file decides first
+                decided = gitignore.decide("/".join(parts[base:]), is_dir)
+                if decided is not None:
+                    return decided
+            return False
+
+        def walk(
+            root: SafeRoot,
+            fd: int,
+            parts: list[str],
+            rules: list[tuple[int, GitIgnore]],
+        ) -> None:
             nonlocal more
+            depth = len(parts)
+            here = _read_gitignore(fd, "/".join([*parts, ".gitignore"]))
+            if here is not None:
+                rules = [*rules, (depth, here)]
             rows: list[tuple[bool, str]] = []
             try:
                 with os.scandir(fd) as entries:
@@ -163,7 +357,9 @@ class WorkspacePreamble:
             for is_file, name in sorted(rows):
                 if not is_file and name in SKIPPED_DIRS:
                     continue
-                if depth == 0 and root.is_protected((name,)):
+                if root.is_protected([*parts, name]):
+                    continue
+                if rules and ignored(rules, [*parts, name], not is_file):
                     continue
                 if len(lines) >= self.max_entries:
                     more += 1
@@ -176,16 +372,16 @@ class WorkspacePreamble:
                     except OSError:
                         continue
                     try:
-                        walk(root, child, depth + 1)
+                        walk(root, child, [*parts, name], rules)
                     finally:
                         os.close(child)
 
         try:
-            safe = SafeRoot(self.root)
+            safe = SafeRoot(self.root, protected=(PROTECTED_DIR, *self.exclude))
         except OSError:
             return lines
         with safe:
-            walk(safe, safe.fd, 0)
+            walk(safe, safe.fd, [], [])
         if more:
             lines.append(f"... ({more} more entries not listed)")
         return lines
