@@ -18,7 +18,9 @@ from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 def run_start(path: Path, index: int = 0) -> dict[str, Any]:
     records = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    starts = [r["meta"] for r in records if r["kind"] == "meta" and r["meta"]["event"] == "run_start"]
+    starts = [
+        r["meta"] for r in records if r["kind"] == "meta" and r["meta"]["event"] == "run_start"
+    ]
     return starts[index]
 
 
@@ -138,7 +140,8 @@ def test_files_without_the_new_fields_still_trace(tmp_path: Path) -> None:
     first, second = trace_session(path)
     assert (first.turns, dict(first.tool_calls), first.seeded) == (1, {}, 4)
     assert (second.turns, dict(second.tool_calls), second.seeded) == (2, {"read_file": 1}, 0)
-    assert first.resumed_from is None and first.error is None
+    assert first.resumed_from is None
+    assert first.error is None
 
 
 def test_wrong_typed_lineage_fields_are_ignored(tmp_path: Path) -> None:
