@@ -22,11 +22,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts
+	$(BIN)/ruff format --check src tests benchmarks examples scripts
 
 typecheck: install
-	$(BIN)/mypy --strict src tests benchmarks
+	$(BIN)/mypy --strict src tests benchmarks scripts
 
 test: lint typecheck
 	$(BIN)/python -m pytest

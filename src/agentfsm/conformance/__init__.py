@@ -4,8 +4,9 @@ Checks (``agentfsm.conformance.checks``) run in two modes: recorded, on the byte
 server sends, against any adapter (:class:`RecordedTarget`); and live, against a live URL
 through the project's adapters (:class:`LiveTarget`). ``run_corpus`` replays recorded
 provider exchanges (by default the corpus that ships with agentfsm) through any adapter and
-holds them to the checks' invariants; the pytest plugin turns the checks into a test class to subclass;
-``agentfsm conformance`` runs them from the command line and merges reports into a matrix.
+holds them to the checks' invariants; the pytest plugin turns the checks into a test class
+to subclass; ``agentfsm conformance`` runs them from the command line and merges reports
+into a matrix.
 """
 
 from agentfsm._deprecated import warn_renamed as _warn_renamed
