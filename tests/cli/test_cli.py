@@ -173,7 +173,32 @@ def test_diagram_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     target = tmp_path / "loop.dot"
     assert main(["diagram", "--format", "dot", "--out", str(target)]) == 0
     assert target.read_text("utf-8").startswith("digraph")
+    assert "rankdir=TB;" in target.read_text("utf-8")
     assert main(["diagram", "--format", "png"]) == 2  # binary needs --out
+    assert "give --out FILE" in capsys.readouterr().err
+
+
+def test_diagram_direction(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram"]) == 0
+    assert "\n    direction TB\n" in capsys.readouterr().out
+    assert main(["diagram", "--direction", "LR"]) == 0
+    assert "\n    direction LR\n" in capsys.readouterr().out
+    assert main(["diagram", "--format", "dot", "--direction", "LR"]) == 0
+    assert "rankdir=LR;" in capsys.readouterr().out
+    assert main(["diagram", "--direction", "up"]) == 2
+    assert "invalid choice: 'up'" in capsys.readouterr().err
+
+
+@pytest.mark.requires_program("dot", "graphviz")
+def test_diagram_svg_and_png_files(tmp_path: Path) -> None:
+    wide, tall = tmp_path / "wide.svg", tmp_path / "tall.svg"
+    assert main(["diagram", "--format", "svg", "--direction", "LR", "--out", str(wide)]) == 0
+    assert main(["diagram", "--format", "svg", "--out", str(tall)]) == 0
+    assert len(wide.read_bytes()) > 0
+    assert wide.read_bytes() != tall.read_bytes()
+    png = tmp_path / "loop.png"
+    assert main(["diagram", "--format", "png", "--out", str(png)]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
 
 
 def test_python_dash_m(tmp_path: Path) -> None:

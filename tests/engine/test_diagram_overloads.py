@@ -5,7 +5,6 @@ mypy --strict checks the ``assert_type`` calls; the tests check the same at run 
 
 from __future__ import annotations
 
-import shutil
 from typing import assert_type
 
 import pytest
@@ -22,7 +21,7 @@ def test_text_formats_are_str() -> None:
     assert dot.startswith("digraph")
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+@pytest.mark.requires_program("dot", "graphviz")
 def test_image_formats_are_bytes() -> None:
     svg = assert_type(render_diagram("svg"), bytes)
     assert isinstance(svg, bytes)

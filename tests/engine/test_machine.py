@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -234,7 +233,7 @@ def test_dot_source_is_stable() -> None:
     assert "__initial_0" in dot
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+@pytest.mark.requires_program("dot", "graphviz")
 def test_svg_and_png_render() -> None:
     svg = render_diagram("svg")
     assert isinstance(svg, bytes)
@@ -249,6 +248,43 @@ def test_committed_svg_shows_every_state() -> None:
     svg = (DIAGRAMS / "agent_loop.svg").read_text("utf-8")
     for state in AgentLoopMachine.states:
         assert f">{state.name}<" in svg
+
+
+def test_committed_svg_reads_at_readme_width() -> None:
+    """The README embeds the SVG: laid out top to bottom, it is at most 800 px wide."""
+    svg = (DIAGRAMS / "agent_loop.svg").read_text("utf-8")
+    found = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    assert found is not None
+    width_px = float(found.group(1)) * 96 / 72
+    assert width_px <= 800
+    assert float(found.group(2)) > float(found.group(1))  # taller than wide
+
+
+def test_diagram_direction() -> None:
+    top_down = render_diagram("mermaid")
+    assert "\n    direction TB\n" in top_down
+    assert top_down == render_diagram("mermaid", direction="TB")
+    left_right = render_diagram("mermaid", direction="LR")
+    assert "\n    direction LR\n" in left_right
+    assert left_right.replace("direction LR", "direction TB") == top_down
+    assert "\nrankdir=TB;\n" in render_diagram("dot")
+    assert "\nrankdir=LR;\n" in render_diagram("dot", direction="LR")
+    with pytest.raises(ValueError, match="expected TB or LR"):
+        render_diagram("mermaid", direction="BT")  # type: ignore[call-overload]
+
+
+@pytest.mark.requires_program("dot", "graphviz")
+def test_svg_direction_sets_the_shape() -> None:
+    def size(svg: bytes) -> tuple[float, float]:
+        found = re.search(rb'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+        assert found is not None
+        return float(found.group(1)), float(found.group(2))
+
+    tall_width, tall_height = size(render_diagram("svg"))
+    wide_width, wide_height = size(render_diagram("svg", direction="LR"))
+    assert tall_width * 96 / 72 <= 800
+    assert wide_width > tall_width
+    assert tall_height > wide_height
 
 
 def test_diagram_names_the_policies_behind_each_guard() -> None:

@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
     diagram.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
     diagram.add_argument(
+        "--direction",
+        choices=["TB", "LR"],
+        default="TB",
+        help="layout: top to bottom (TB, the default; narrow) or left to right (LR; wide)",
+    )
+    diagram.add_argument(
         "--policies", action="store_true", help="name the policies behind each guard"
     )
     return parser
@@ -90,11 +96,14 @@ def _diagram(args: argparse.Namespace) -> int:
     from agentfsm.engine.diagram import DiagramUnavailable, render_diagram
     from agentfsm.policies import presets
 
+    if args.format in ("svg", "png") and not args.out:
+        print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)
+        return 2
     policies = None
     if args.policies:
         policies = presets.minimal() if args.preset == "minimal" else presets.coding_agent()
     try:
-        rendered = render_diagram(args.format, policies=policies)
+        rendered = render_diagram(args.format, policies=policies, direction=args.direction)
     except DiagramUnavailable as error:
         print(f"agentfsm diagram: {error}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """`python -m agentfsm.engine`: regenerate what is rendered from the machine (`make diagrams`).
 
 - ``diagrams [OUTDIR]`` writes ``agent_loop.mmd`` and ``agent_loop.svg`` (default
-  ``diagrams``); a lone OUTDIR that is not a subcommand does the same.
+  ``diagrams``), laid out top to bottom so that the SVG reads at README width (about
+  700 px); a lone OUTDIR that is not a subcommand does the same.
 - ``docs [--check] [PAGE]`` rewrites the generated tables of ``docs/engine.md`` (or PAGE);
   with ``--check`` it writes nothing and exits 1 when the page is stale.
 """
@@ -11,17 +12,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .diagram import DiagramUnavailable, write_diagram
+from .diagram import DiagramDirection, DiagramUnavailable, write_diagram
 
 DEFAULT_PAGE = Path("docs/engine.md")
+COMMITTED_DIRECTION: DiagramDirection = "TB"
+"""The layout of the committed diagrams (the README embeds the SVG)."""
 
 
 def diagrams(argv: list[str]) -> int:
     outdir = Path(argv[0] if argv else "diagrams")
     outdir.mkdir(parents=True, exist_ok=True)
-    print(write_diagram(outdir / "agent_loop.mmd"))
+    print(write_diagram(outdir / "agent_loop.mmd", direction=COMMITTED_DIRECTION))
     try:
-        print(write_diagram(outdir / "agent_loop.svg"))
+        print(write_diagram(outdir / "agent_loop.svg", direction=COMMITTED_DIRECTION))
     except DiagramUnavailable as exc:
         print(f"agent_loop.svg not written: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,9 @@
 """Render the declared machine for docs: Mermaid (deterministic), DOT, SVG or PNG.
 
-Mermaid needs nothing extra. DOT needs ``pydot`` (extra ``diagrams``); SVG and PNG also need
-Graphviz's ``dot`` program on ``PATH``.
+The layout runs top to bottom by default (``direction="TB"``: about 700 px wide, readable
+at README width) or left to right (``"LR"``: wide and flat). Mermaid needs nothing extra.
+DOT needs ``pydot`` (extra ``diagrams``); SVG and PNG also need Graphviz's ``dot`` program
+on ``PATH``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .machine import AgentLoopMachine
 from .policy import PolicySet, policy_name
 
 __all__ = [
+    "DiagramDirection",
     "DiagramFormat",
     "DiagramUnavailable",
     "guard_feeders",
@@ -25,6 +28,9 @@ __all__ = [
 ]
 
 DiagramFormat: TypeAlias = Literal["mermaid", "dot", "svg", "png"]
+DiagramDirection: TypeAlias = Literal["TB", "LR"]
+"""The layout: ``"TB"`` top to bottom, ``"LR"`` left to right."""
+_DIRECTIONS: tuple[DiagramDirection, ...] = ("TB", "LR")
 
 
 class DiagramUnavailable(RuntimeError):
@@ -71,6 +77,29 @@ def guard_feeders(policies: Sequence[object]) -> dict[str, list[str]]:
     return {guard: [policy_name(p) for p in ps] for guard, ps in feeders.items() if ps}
 
 
+_MERMAID_DIRECTION = re.compile(r"^(\s*)direction \w+$", re.MULTILINE)
+_DOT_RANKDIR = re.compile(r"^rankdir=\w+;$", re.MULTILINE)
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in _DIRECTIONS:
+        raise ValueError(f"unknown diagram direction {direction!r}; expected TB or LR")
+
+
+def _mermaid_direction(text: str, direction: DiagramDirection) -> str:
+    if _MERMAID_DIRECTION.search(text):
+        return _MERMAID_DIRECTION.sub(rf"\1direction {direction}", text, count=1)
+    head, _, rest = text.partition("\n")
+    return f"{head}\n    direction {direction}\n{rest}"
+
+
+def _dot_direction(source: str, direction: DiagramDirection) -> str:
+    if _DOT_RANKDIR.search(source):
+        return _DOT_RANKDIR.sub(f"rankdir={direction};", source, count=1)
+    head, _, rest = source.partition("\n")
+    return f"{head}\nrankdir={direction};\n{rest}"
+
+
 _GUARDS = re.compile(r"\[(!?\w+(?:, !?\w+)*)\]")
 
 
@@ -96,6 +125,7 @@ def render_diagram(
     machine: type[Any] = AgentLoopMachine,
     *,
     policies: Sequence[object] | None = None,
+    direction: DiagramDirection = "TB",
 ) -> str: ...
 
 
@@ -105,6 +135,7 @@ def render_diagram(
     machine: type[Any] = AgentLoopMachine,
     *,
     policies: Sequence[object] | None = None,
+    direction: DiagramDirection = "TB",
 ) -> bytes: ...
 
 
@@ -114,6 +145,7 @@ def render_diagram(
     machine: type[Any] = AgentLoopMachine,
     *,
     policies: Sequence[object] | None = None,
+    direction: DiagramDirection = "TB",
 ) -> str | bytes: ...
 
 
@@ -122,6 +154,7 @@ def render_diagram(
     machine: type[Any] = AgentLoopMachine,
     *,
     policies: Sequence[object] | None = None,
+    direction: DiagramDirection = "TB",
 ) -> str | bytes:
     """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png.
 
@@ -131,15 +164,19 @@ def render_diagram(
 
     With ``policies``, each guard on an edge is annotated with the policies that feed it,
     e.g. ``[policy_stop ← stop_when(tool_called('submit'))]``.
+
+    ``direction`` lays the states out top to bottom (``"TB"``, the default: narrow enough
+    to read at README width) or left to right (``"LR"``).
     """
+    _check_direction(direction)
     if fmt == "mermaid":
-        text = str(format(machine, "mermaid"))
+        text = _mermaid_direction(str(format(machine, "mermaid")), direction)
         return _annotate(text, policies, escape=False, joiner=", ") if policies else text
     if fmt == "dot":
-        source = _dot_source(machine)
+        source = _dot_direction(_dot_source(machine), direction)
         return _annotate(source, policies, escape=True, joiner="<br/>") if policies else source
     if fmt in ("svg", "png"):
-        source = _dot_source(machine)
+        source = _dot_direction(_dot_source(machine), direction)
         if policies:
             source = _annotate(source, policies, escape=True, joiner="<br/>")
         if shutil.which("dot") is None:
@@ -160,6 +197,7 @@ def write_diagram(
     machine: type[Any] = AgentLoopMachine,
     *,
     policies: Sequence[object] | None = None,
+    direction: DiagramDirection = "TB",
 ) -> Path:
     """Render into ``path``; the format defaults to the file's suffix (``.mmd`` is Mermaid)."""
     target = Path(path)
@@ -167,7 +205,7 @@ def write_diagram(
         suffix = target.suffix.lower().lstrip(".")
         fmt = "mermaid" if suffix in ("mmd", "mermaid", "") else suffix  # type: ignore[assignment]
     assert fmt is not None
-    rendered = render_diagram(fmt, machine, policies=policies)
+    rendered = render_diagram(fmt, machine, policies=policies, direction=direction)
     if isinstance(rendered, bytes):
         target.write_bytes(rendered)
     else:

@@ -236,6 +236,7 @@ async def test_run_before_start_and_repr() -> None:
 # -- the git server ----------------------------------------------------------------------
 
 
+@pytest.mark.requires_program("git", "git")
 async def test_git_server_round_trip(git_repo: Path) -> None:
     async with McpTools([git_server(git_repo)]) as tools:
         specs = {spec.name: spec for spec in tools.specs()}
@@ -266,6 +267,7 @@ async def test_git_server_round_trip(git_repo: Path) -> None:
 # -- several servers -------------------------------------------------------------------
 
 
+@pytest.mark.requires_program("git", "git")
 async def test_name_clash_routing_crash_and_cleanup(git_repo: Path) -> None:
     marker = uuid.uuid4().hex
     servers = [
@@ -405,6 +407,7 @@ async def test_call_timeout_and_abort_mid_call(http_url: str) -> None:
 # -- sandboxed servers -----------------------------------------------------------------
 
 
+@pytest.mark.requires_program("git", "git")
 async def test_a_sandboxed_git_server_sees_only_its_root(git_repo: Path, tmp_path: Path) -> None:
     from ...security.sandboxing import require_bubblewrap
 
