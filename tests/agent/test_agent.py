@@ -437,9 +437,14 @@ async def test_compression_marker_is_recorded(tmp_path: Path) -> None:
         for line in path.read_text("utf-8").splitlines()
         if '"meta"' in line
     ]
-    assert {"event": "compress_end", "summary_chars": len("summary")} in metas
-    # The session keeps the raw, uncompressed transcript for resume.
+    (compressed,) = [m for m in metas if m["event"] == "compress_end"]
+    assert compressed["summary_chars"] == len("summary")
+    # The history the compression left, so a resume sends it instead of compressing again.
+    assert compressed["history"][0]["content"].startswith("[context summary of earlier turns]")
+    # The session keeps the raw transcript (the core contract's replay) ...
     assert read_session_messages(path) == [*history, UserMessage("go"), AssistantMessage("done")]
+    # ... and what the run held after compressing (what Agent(resume=...) sends).
+    assert read_session_messages(path, compressed=True) == outcome.messages
 
 
 async def test_final_gate_retries_are_available_to_engine_users() -> None:

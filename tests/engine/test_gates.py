@@ -107,13 +107,20 @@ async def test_final_gate_retries_with_a_reminder(
         "final",
         "turn_end",
     ]
-    # The reminder went into the next request only, never into the history.
-    second = chat.requests[1].messages
-    assert second[-1] == UserMessage(
+    # The refusal's reminder follows the refused answer in the history (as a user message,
+    # so no two assistant messages follow each other), and the next request ends with it.
+    reminder = UserMessage(
         "<system-reminder>\nYour answer must mention 'banana'.\n</system-reminder>"
     )
-    assert all("system-reminder" not in m.content for m in outcome.messages)
-    assert [m.role for m in outcome.messages] == ["user", "assistant", "assistant"]
+    second = chat.requests[1].messages
+    assert second[-1] == reminder
+    assert [m.content for m in outcome.messages] == [
+        "x",
+        "draft",
+        reminder.content,
+        "final answer with banana",
+    ]
+    assert [m.role for m in outcome.messages] == ["user", "assistant", "user", "assistant"]
     assert recorder.view() == snapshot
 
 

@@ -187,7 +187,7 @@ class Agent:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
             resumed = self._resolve(resume)
-            history = read_session_messages(resumed, keep=is_preamble_message)
+            history = read_session_messages(resumed, keep=is_preamble_message, compressed=True)
             policy_state = read_session_policy_state(resumed)
         handle = session
         if handle is None and self.store is not None:
@@ -257,6 +257,7 @@ class Agent:
                 input_chars=sum(len(m.content) for m in new_input),
                 history_size=len(prior),
                 sandbox=self.sandbox.describe() if self.sandbox is not None else None,
+                history=lambda: ctx.history,
                 seeded=len(history_list) - len(new_input) if first else 0,
                 resumed_from=resumed,
             )

@@ -77,7 +77,8 @@ class RunContext:
     last_result: ChatResult | None = None
     """The most recent turn's chat result."""
     turn_tools: list[ToolOutcome] = field(factory=list)
-    """The current turn's tool calls and results, in call order."""
+    """The current turn's tool calls and results, in call order. Inside ``check_turn`` (the
+    top of a turn, before any call of it) it still holds the previous turn's."""
     tool_calls_total: int = 0
     """Tool calls executed so far in the run."""
     tool_counts: dict[str, int] = field(factory=dict)

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from attrs import evolve
+
 from .batching import plan_tool_batches
 from .cancellation import cancelled_from_outside, cancelled_result
 from .context import RunContext, ToolOutcome, current_run
@@ -56,7 +58,7 @@ from .policy import (
 from .protocols import ChatDelta, ChatFn, ToolRunner
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 
-__all__ = ["INTERRUPTED", "LoopRunner", "render_reminders"]
+__all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "retry_message", "with_reminders"]
 
 logger = logging.getLogger("agentfsm.engine")
 _PASS = (AbortError,)
@@ -71,6 +73,21 @@ INTERRUPTED = "interrupted"
 def render_reminders(reminders: Sequence[str]) -> str:
     """Queued reminders as ``<system-reminder>`` blocks."""
     return "\n".join(f"<system-reminder>\n{text}\n</system-reminder>" for text in reminders)
+
+
+def retry_message(reminder: str) -> UserMessage:
+    """The user message a final gate's refusal pushes into the history."""
+    return UserMessage(render_reminders([reminder]))
+
+
+def with_reminders(request: Sequence[Message], rendered: str) -> list[Message]:
+    """``request`` carrying ``rendered`` reminders: appended to its last message when that is
+    a user message (two user messages in a row break strict chat templates), else as a user
+    message of their own."""
+    if request and isinstance(request[-1], UserMessage):
+        last = request[-1]
+        return [*request[:-1], evolve(last, content=f"{last.content}\n\n{rendered}")]
+    return [*request, UserMessage(rendered)]
 
 
 class LoopRunner:
@@ -223,7 +240,6 @@ class LoopRunner:
         """Next turn number, emit ``turn_start``, ask the turn gates."""
         ctx = self.ctx
         ctx.turn += 1
-        ctx.turn_tools = []
         ctx.pending_stop = None
         ctx.stopping_policy = None
         ctx.pending_retry = None
@@ -254,6 +270,7 @@ class LoopRunner:
                         self._remind(gate, verdict)
                 if ctx.pending_stop is not None:
                     break
+        ctx.turn_tools = []  # the gates saw the previous turn's calls
         return "begin"
 
     async def _compress_check(self) -> str:
@@ -299,7 +316,7 @@ class LoopRunner:
         for request_shaper in self.policies.request_shapers:
             request = await consult(request_shaper, "shape_request", ctx, request)
         if ctx.reminders:
-            request = [*request, UserMessage(render_reminders(ctx.reminders))]
+            request = with_reminders(request, render_reminders(ctx.reminders))
             ctx.reminders = []
         try:
             reply: object = await self._interruptible(
@@ -481,13 +498,16 @@ class LoopRunner:
         return "decide"
 
     async def _retry(self) -> str:
-        """Queue the refusing gate's reminder for the next request, emit ``gate``."""
+        """Push the refusing gate's reminder into the history as a user message, emit
+        ``gate``."""
         ctx = self.ctx
         retry = ctx.pending_retry
         assert retry is not None
         assert ctx.retry_policy is not None
         ctx.gate_retries += 1
-        ctx.reminders.append(retry.reminder)
+        # Stored, unlike other reminders: the refused answer stays in the history, and the
+        # next answer must not follow it as a second assistant message in a row.
+        ctx.append(retry_message(retry.reminder))
         self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
         return "retried"
 

@@ -92,7 +92,10 @@ def answer_open_tool_calls(
 
 
 def read_session_messages(
-    path: str | Path, *, keep: Callable[[Message], bool] | None = None
+    path: str | Path,
+    *,
+    keep: Callable[[Message], bool] | None = None,
+    compressed: bool = False,
 ) -> list[Message]:
     """The transcript of a session file, ready to resume.
 
@@ -108,6 +111,11 @@ def read_session_messages(
     user message is dropped (``keep`` as in :func:`drop_trailing_user_messages`), so reading
     what this returns back in gives the same list.
 
+    By default the raw transcript is replayed, pre-compression messages included (a later
+    turn compresses again). With ``compressed=True`` (what ``Agent(resume=...)`` uses), the
+    history a compression left (recorded in its ``compress_end`` record) replaces what was
+    read before it, so the resumed run sends what the recorded run would have sent.
+
     A missing file raises ``FileNotFoundError``; a FIFO, device or over-large file
     :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
     :mod:`agentfsm.adapters.sessions.lines`).
@@ -119,10 +127,32 @@ def read_session_messages(
         if message is not None:
             messages.append(message)
             continue
+        if compressed:
+            history = _compressed_history(record)
+            if history is not None:
+                messages = history
+                continue
         call_id = _started_call(record)
         if call_id is not None:
             started.add(call_id)
     return drop_trailing_user_messages(answer_open_tool_calls(messages, started), keep=keep)
+
+
+def _compressed_history(record: Any) -> list[Message] | None:
+    """The history a ``compress_end`` meta record carries, if every entry reads back."""
+    if not isinstance(record, dict) or record.get("kind") != "meta":
+        return None
+    meta = record.get("meta")
+    if not isinstance(meta, dict) or meta.get("event") != "compress_end":
+        return None
+    entries = meta.get("history")
+    if not isinstance(entries, list):
+        return None
+    history = [_message({"kind": "message", "message": entry}) for entry in entries]
+    if any(m is None for m in history):
+        logger.warning("agentfsm: ignoring a compress_end record with an unreadable history")
+        return None
+    return [m for m in history if m is not None]
 
 
 def _started_call(record: Any) -> str | None:

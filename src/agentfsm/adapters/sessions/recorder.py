@@ -11,12 +11,14 @@ from agentfsm.engine.events import (
     AgentEmitter,
     BudgetExhaustedEvent,
     CompressEndEvent,
+    GateEvent,
     LlmEndEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from agentfsm.engine.history import tool_message_from_result
 from agentfsm.engine.messages import Message, Usage
+from agentfsm.engine.runner import retry_message
 from agentfsm.engine.serialization import to_jsonable
 
 from .store import SessionHandle
@@ -45,6 +47,7 @@ class SessionRecorder:
 
     def __init__(self, handle: SessionHandle) -> None:
         self.handle = handle
+        self._history: Callable[[], Sequence[Message]] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._warned = False
 
@@ -64,6 +67,7 @@ class SessionRecorder:
         input_chars: int,
         history_size: int,
         sandbox: Mapping[str, Any] | None = None,
+        history: Callable[[], Sequence[Message]] | None = None,
         seeded: int = 0,
         resumed_from: Path | None = None,
     ) -> None:
@@ -74,6 +78,7 @@ class SessionRecorder:
         frozen context, earlier history), and ``resumed_from``: the session file the history
         was read from (its id and path)."""
         self.handle.runs += 1
+        self._history = history  # a compression's record carries the history it left
         meta: dict[str, Any] = {
             "event": "run_start",
             "input_chars": input_chars,
@@ -96,7 +101,7 @@ class SessionRecorder:
             emitter.on("policy_warn", self._on_policy_event),
             emitter.on("policy_note", self._on_policy_event),
             emitter.on("policy_stop", self._on_policy_event),
-            emitter.on("gate", self._on_policy_event),
+            emitter.on("gate", self._on_gate),
             emitter.on("redirect", self._on_policy_event),
             emitter.on("redirect_skipped", self._on_policy_event),
         ]
@@ -125,9 +130,26 @@ class SessionRecorder:
                 meta[name] = value
         self._safely(lambda: self.handle.write_meta(meta))
 
+    def _on_gate(self, event: GateEvent) -> None:
+        """The refusal (a meta record) and the reminder the run pushed into its history."""
+        self._on_policy_event(event)
+        message = retry_message(event.reminder)
+        self._safely(lambda: self.handle.write_messages(message))
+
     def _on_compress_end(self, event: CompressEndEvent) -> None:
-        meta = {"event": "compress_end", "summary_chars": event.summary_chars}
-        self._safely(lambda: self.handle.write_meta(meta))
+        """A meta record; when the compression rewrote the history, with that history (a
+        resume then sends what the run would have sent, without compressing again)."""
+        meta: dict[str, Any] = {"event": "compress_end", "summary_chars": event.summary_chars}
+        history = list(self._history()) if self._history and event.summary_chars > 0 else None
+        if history is not None:
+            meta["history"] = [to_jsonable(m) for m in history]
+
+        def write() -> None:
+            self.handle.write_meta(meta)
+            if history is not None:
+                self.handle.messages[:] = history
+
+        self._safely(write)
 
     def finish(
         self,
