@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable
+
 import pytest
 
-from agentfsm import AssistantMessage, ChatResult, ToolCall, ToolResult, Usage, UserMessage
+from agentfsm import Agent, AssistantMessage, ChatResult, ToolCall, ToolResult, Usage, UserMessage
 from agentfsm.engine.protocols import ChatDelta
 from agentfsm.testing import ScriptedChat, ScriptedTools, ScriptExhausted, tool_reply
 
@@ -58,3 +63,53 @@ async def test_tool_reply_and_scripted_tools() -> None:
     assert not bad_args.ok
     assert "TypeError" in (bad_args.error or "")
     assert [s.name for s in tools.specs()] == ["add", "fail"]
+
+
+async def test_sync_tools_run_in_a_worker_thread() -> None:
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+
+    def sync_tool() -> str:
+        seen.append(threading.get_ident())
+        return "sync"
+
+    async def async_tool() -> str:
+        seen.append(threading.get_ident())
+        return "async"
+
+    def returns_awaitable() -> Awaitable[str]:
+        return async_tool()
+
+    tools = ScriptedTools({"s": sync_tool, "a": async_tool, "r": returns_awaitable})
+    assert await tools.run(ToolCall("1", "s", {})) == ToolResult(True, "sync")
+    assert await tools.run(ToolCall("2", "a", {})) == ToolResult(True, "async")
+    assert await tools.run(ToolCall("3", "r", {})) == ToolResult(True, "async")
+    assert seen[0] != loop_thread
+    assert seen[1:] == [loop_thread, loop_thread]
+
+
+async def test_an_interrupt_does_not_wait_for_a_blocking_sync_tool() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def blocking() -> str:
+        started.set()
+        release.wait(3)  # blocks its thread for 3 s, like time.sleep(3)
+        return "too late"
+
+    agent = Agent(
+        ScriptedChat([tool_reply(("blocking", {})), "unreachable"]),
+        ScriptedTools({"blocking": blocking}),
+    )
+    began = time.monotonic()
+    try:
+        run = asyncio.create_task(agent.run("go"))
+        await asyncio.sleep(0.1)
+        assert started.is_set()  # the loop stayed free while the tool blocked
+        agent.interrupt()
+        outcome = await asyncio.wait_for(run, 5)
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert outcome.stopped_reason == "aborted"
+    assert took < 2, f"the interrupt took {took:.2f} s"

@@ -9,6 +9,7 @@ from typing import TypeAlias, overload
 
 from attrs import evolve, field, frozen
 
+from agentfsm.adapters.tools.toolbox import run_in_daemon_thread
 from agentfsm.engine.messages import (
     AssistantMessage,
     ChatResult,
@@ -304,6 +305,11 @@ class ScriptedTools:
     Each function gets the call's arguments as keyword arguments and returns a
     :class:`ToolResult` or a string (a success). An exception becomes a failed result, an
     unknown tool name a failed result naming the known ones: ``run`` never raises.
+
+    Async functions run on the event loop. A sync function runs in a daemon thread of its
+    own, as in :class:`~agentfsm.adapters.tools.ToolBox`, so a blocking one does not hold
+    up the loop: an interrupt or a timeout abandons the thread at once (Python cannot stop
+    it; being a daemon, it never keeps the process alive).
     """
 
     def __init__(
@@ -330,9 +336,14 @@ class ScriptedTools:
             known = ", ".join(sorted(self._functions)) or "none"
             return ToolResult(False, "", f"unknown tool {call.name!r}; available: {known}")
         try:
-            value = fn(**call.arguments)
-            if inspect.isawaitable(value):
-                value = await value
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(**call.arguments)
+            else:
+                value = await run_in_daemon_thread(
+                    fn, call.arguments, name=f"scripted-tool:{call.name}"
+                )
+                if inspect.isawaitable(value):
+                    value = await value
         except Exception as exc:
             return ToolResult(False, "", f"{type(exc).__name__}: {exc}")
         if isinstance(value, ToolResult):
