@@ -56,12 +56,13 @@ def test_json_output_parses_line_by_line(
 ) -> None:
     chat = ScriptedChat([tool_reply(("list_dir", {})), "done"])
     assert run(workspace, "--json", chat=chat) == 0
-    lines = capsys.readouterr().out.splitlines()
+    *lines, last = capsys.readouterr().out.splitlines()
     events = [structure_event(json.loads(line)) for line in lines]
     kinds = [e.type for e in events if not e.type.endswith("_delta")]
     assert kinds[0] == "turn_start"
     assert kinds[-2:] == ["final", "turn_end"]
     assert "tool_call_end" in kinds
+    assert json.loads(last)["type"] == "run_end"
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,8 @@ def test_json_lines_are_valid_and_complete(
     assert run(workspace, "--json") == 0
     lines = capsys.readouterr().out.split("\n")
     assert lines[-1] == ""
-    events = [structure_event(json.loads(line)) for line in lines[:-1]]
+    assert json.loads(lines[-2])["type"] == "run_end"
+    events = [structure_event(json.loads(line)) for line in lines[:-2]]
     kinds = [e.type for e in events if not e.type.endswith("_delta")]
     assert kinds.count("llm_end") == 2
     assert kinds[-2:] == ["final", "turn_end"]

@@ -57,8 +57,23 @@ class Renderer:
     def error(self, message: str) -> None:
         _print(f"error: {message}", sys.stderr)
 
+    def failure(self, error: dict[str, Any]) -> None:
+        """A failed run's error (a ``run_end`` ``error`` object), once, on stderr: the
+        message, where the calls went when that matters, and a hint."""
+        address = error.get("address")
+        self.error(str(error["message"]) + (f" (at {address})" if address else ""))
+        if error.get("hint"):
+            _print(f"hint: {error['hint']}", sys.stderr)
+
     def summary(self, outcome: LoopOutcome) -> None:
-        """After the run."""
+        """After a run that returned an outcome."""
+
+    def finish(self, end: dict[str, Any], outcome: LoopOutcome | None = None) -> None:
+        """After the run, whichever way it ended: ``end`` is the ``run_end`` object."""
+        if end.get("error"):
+            self.failure(end["error"])
+        if outcome is not None:
+            self.summary(outcome)
 
 
 class JsonRenderer(Renderer):
@@ -73,6 +88,14 @@ class JsonRenderer(Renderer):
         line = dumps(event)
         if not encodable(line, self.out):
             line = json.dumps(to_jsonable(event), separators=(",", ":"))
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def finish(self, end: dict[str, Any], outcome: LoopOutcome | None = None) -> None:
+        """The last line: the ``run_end`` object (its error included; nothing on stderr)."""
+        line = json.dumps(end, separators=(",", ":"), ensure_ascii=False)
+        if not encodable(line, self.out):
+            line = json.dumps(end, separators=(",", ":"))
         self.out.write(line + "\n")
         self.out.flush()
 
@@ -192,37 +215,28 @@ class HumanRenderer(Renderer):
             self._say(f"redirection skipped ({event.trigger}): {event.reason}", "cyan dim")
         elif kind == "policy_stop":
             self._say(f"■ stopped by {event.policy}: {event.reason}", "red")
-        elif kind == "error":
-            self._say(f"✗ {event.error}", "red")
+        # ``error`` is not shown: a failure is reported once, by ``finish``, and an
+        # interrupted run's summary says ``aborted``.
 
     def summary(self, outcome: LoopOutcome) -> None:
+        self.finish(_outcome_end(outcome), outcome)
+
+    def finish(self, end: dict[str, Any], outcome: LoopOutcome | None = None) -> None:
         self._end_stream()
         if self._status is not None:
             self._status.stop()
             self._status = None
-        if outcome.stopped_reason == "budget":
+        if end.get("error"):
+            self.failure(end["error"])
+        if outcome is not None and outcome.stopped_reason == "budget":
             words = last_words(outcome)
             if words is not None:
                 self._say(words)  # a capped run's last words
-        usage = outcome.usage
-        rows = [
-            (
-                "stopped",
-                outcome.stopped_reason
-                + (f" ({outcome.stop.policy}: {outcome.stop.reason})" if outcome.stop else ""),
-            ),
-            ("turns", str(outcome.turns_used)),
-            (
-                "tokens",
-                f"{usage.input_tokens} in (cache read {usage.cache_read_tokens}, "
-                f"write {usage.cache_write_tokens}), {usage.output_tokens} out "
-                f"(reasoning {usage.reasoning_tokens})",
-            ),
-        ]
-        session = f"session: {outcome.session_path or 'not recorded'}"
+        rows = _summary_rows(end)
+        session = f"session: {end.get('session_path') or 'not recorded'}"
         if self.console is None:
             for name, value in rows:
-                _print(f"{name:>8}: {value}")
+                _print(f"{name:>10}: {value}")
             _print(session)
             return
         from rich.table import Table
@@ -235,3 +249,41 @@ class HumanRenderer(Renderer):
         self.console.print(table)
         session = printable(session, self.console.file)
         self.console.print(session, soft_wrap=True, markup=False, highlight=False)
+
+
+def _outcome_end(outcome: LoopOutcome) -> dict[str, Any]:
+    """The parts of a ``run_end`` object an outcome alone gives."""
+    stop = outcome.stop
+    return {
+        "stopped_reason": outcome.stopped_reason,
+        "turns": outcome.turns_used,
+        "usage": to_jsonable(outcome.usage),
+        "stop": {"policy": stop.policy, "reason": stop.reason} if stop else None,
+        "session_path": outcome.session_path,
+    }
+
+
+def _summary_rows(end: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary table of a ``run_end`` object."""
+    stop = end.get("stop")
+    usage = end.get("usage") or {}
+    rows = [
+        (
+            "stopped",
+            str(end["stopped_reason"]) + (f" ({stop['policy']}: {stop['reason']})" if stop else ""),
+        ),
+        ("turns", str(end["turns"])),
+    ]
+    if end.get("tool_calls") is not None:
+        rows.append(("tool calls", str(end["tool_calls"])))
+    rows.append(
+        (
+            "tokens",
+            f"{usage.get('input_tokens', 0)} in (cache read {usage.get('cache_read_tokens', 0)}, "
+            f"write {usage.get('cache_write_tokens', 0)}), {usage.get('output_tokens', 0)} out "
+            f"(reasoning {usage.get('reasoning_tokens', 0)})",
+        )
+    )
+    if end.get("resumed_from"):
+        rows.append(("resumed", f"from {end['resumed_from']}"))
+    return rows

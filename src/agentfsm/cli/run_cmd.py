@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import signal
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError
+from agentfsm.adapters.providers import AnthropicChat, OpenAIChat
 from agentfsm.adapters.providers.local import (
     LOCAL_CONTEXT_TOKENS,
     LocalModel,
@@ -22,15 +23,16 @@ from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, res
 from agentfsm.adapters.tools import detect_sandbox, workspace_tools
 from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR
-from agentfsm.agent import Agent, WorkspacePreamble
+from agentfsm.agent import Agent, Hooks, WorkspacePreamble
 from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.policies import presets
 
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
+from .report import Endpoint, RunTally, describe_failure, run_end
 
-__all__ = ["DEFAULT_MODELS", "SYSTEM_PROMPT", "exit_code", "run"]
+__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "KEY_ENVS", "SYSTEM_PROMPT", "exit_code", "run"]
 
 SYSTEM_PROMPT = (
     "You are a careful coding agent working in the project described below. Use the tools to "
@@ -40,8 +42,15 @@ SYSTEM_PROMPT = (
 DEFAULT_MODELS = {
     "openai": "gpt-4.1-mini",
     "anthropic": "claude-haiku-4-5",
-    "openai-compatible": "default",
 }
+"""Each hosted provider's model when ``--model`` is not given; an OpenAI-compatible server
+has none (``--model`` is required)."""
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""Where each hosted provider's key is read from unless ``--api-key-env`` says."""
 
 
 MAX_TURNS = 100_000
@@ -74,14 +83,31 @@ def _provider(args: argparse.Namespace) -> str:
     return "local"
 
 
-def _key(args: argparse.Namespace, default_env: str | None) -> str | None:
-    env = args.api_key_env or default_env
+def _key_env(args: argparse.Namespace) -> str | None:
+    """The environment variable the API key is read from (``None``: no key is sent)."""
+    return args.api_key_env or KEY_ENVS.get(_provider(args))
+
+
+def _key(args: argparse.Namespace) -> str | None:
+    env = _key_env(args)
     if env is None:
         return None
     value = os.environ.get(env)
     if args.api_key_env and not value:
         raise UsageError(f"the environment variable {env} is not set")
-    return value
+    return value or None
+
+
+def _endpoint(args: argparse.Namespace) -> Endpoint:
+    """Where the calls go and which variable the key came from, to explain failures."""
+    provider = _provider(args)
+    env = _key_env(args)
+    return Endpoint(
+        provider,
+        args.base_url or DEFAULT_BASE_URLS.get(provider),
+        env,
+        key_sent=env is not None and bool(os.environ.get(env)),
+    )
 
 
 async def _chat(
@@ -95,29 +121,33 @@ async def _chat(
     elif provider == "openai":
         chat = OpenAIChat(
             args.model or DEFAULT_MODELS["openai"],
-            base_url=args.base_url or "https://api.openai.com/v1",
-            api_key=_key(args, "OPENAI_API_KEY"),
+            base_url=args.base_url or DEFAULT_BASE_URLS["openai"],
+            api_key=_key(args),
         )
     elif provider == "anthropic":
         chat_a = AnthropicChat(
             args.model or DEFAULT_MODELS["anthropic"],
-            base_url=args.base_url or "https://api.anthropic.com",
-            api_key=_key(args, "ANTHROPIC_API_KEY"),
+            base_url=args.base_url or DEFAULT_BASE_URLS["anthropic"],
+            api_key=_key(args),
         )
         stack.push_async_callback(chat_a.aclose)
         return chat_a
     elif provider == "openai-compatible":
         if not args.base_url:
             raise UsageError("--provider openai-compatible needs --base-url")
-        chat = OpenAIChat(
-            args.model or DEFAULT_MODELS["openai-compatible"],
-            base_url=args.base_url,
-            api_key=_key(args, None),
-        )
+        if not args.model:
+            raise UsageError(_NEEDS_MODEL)
+        chat = OpenAIChat(args.model, base_url=args.base_url, api_key=_key(args))
     else:
         raise UsageError(f"unknown provider {provider!r}")
     stack.push_async_callback(chat.aclose)
     return chat
+
+
+_NEEDS_MODEL = (
+    "an OpenAI-compatible server (--provider openai-compatible, or --base-url without "
+    "--provider) needs --model NAME: the name of a model the server serves"
+)
 
 
 def _renderer(args: argparse.Namespace) -> Renderer:
@@ -173,14 +203,38 @@ async def _run(
     sandbox: CommandSandbox,
     protected: tuple[str, ...],
     settings: Settings,
+    parent: Path | None,
 ) -> int:
     renderer = _renderer(args)
+    tally = RunTally()
+    endpoint = _endpoint(args) if chat_override is None else None
+    key_env = _key_env(args)
+    secrets = tuple(v for v in (os.environ.get(key_env) if key_env else None,) if v)
+
+    def finish(
+        reason: str,
+        code: int,
+        outcome: LoopOutcome | None = None,
+        session: Path | None = None,
+        error: BaseException | None = None,
+    ) -> int:
+        end = run_end(
+            stopped_reason=reason,
+            exit_code=code,
+            tally=tally,
+            outcome=outcome,
+            session=session,
+            resumed_from=parent,
+            error=describe_failure(error, endpoint, secrets) if error is not None else None,
+        )
+        renderer.finish(end, outcome)
+        return code
+
     async with contextlib.AsyncExitStack() as stack:
         try:
             chat = chat_override or await _chat(args, renderer, stack)
         except LocalModelUnavailable as error:
-            renderer.error(str(error))
-            return 1
+            return finish("failed", 1, error=error)
         local = _provider(args) == "local" and chat_override is None
         budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
         max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
@@ -203,6 +257,7 @@ async def _run(
                 policies=policies,
                 system_prompt=SYSTEM_PROMPT,
                 session_dir=session_dir,
+                hooks=Hooks(stop=tally.on_stop),
                 preamble=WorkspacePreamble(workspace),
                 max_turns=args.max_turns,
                 temperature=args.temperature,
@@ -210,9 +265,12 @@ async def _run(
                 context_budget_tokens=budget if args.preset == "minimal" else None,
                 sandbox=sandbox,
             )
-        except ValueError as error:
+            # The run's own file, named before the run starts, so a failed run names it too.
+            handle = engine.new_session()
+        except (ValueError, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
         renderer.attach(engine.events)
+        tally.attach(engine.events)
         task = asyncio.current_task()
         presses = {"n": 0}
 
@@ -228,20 +286,19 @@ async def _run(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_interrupt)
         try:
-            outcome = await engine.run(args.prompt, resume=args.resume)
+            outcome = await engine.run(
+                args.prompt, resume=parent.name if parent else None, session=handle
+            )
         except (SessionNotFound, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
-        except ProviderError as error:
-            renderer.error(str(error))
-            return 1
-        except asyncio.CancelledError:
-            renderer.error("interrupted")
-            return 130
+        except asyncio.CancelledError as error:
+            return finish("aborted", 130, session=handle.path, error=error)
+        except Exception as error:  # reported once, as a documented kind (ProviderError, …)
+            return finish("failed", 1, session=handle.path, error=error)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
-    renderer.summary(outcome)
-    return exit_code(outcome)
+    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle.path)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -293,17 +350,35 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     return workspace, session_dir
 
 
-def _check_inputs(args: argparse.Namespace, session_dir: Path) -> None:
-    """Refuse a provider that cannot be built and a session that cannot be resumed."""
+def _check_inputs(
+    args: argparse.Namespace, session_dir: Path, chat_override: ChatFn | None
+) -> Path | None:
+    """Refuse a provider that cannot be built and a session that cannot be resumed; returns
+    the session file ``--resume`` names (resolved now: the run's own new file must not be
+    taken for ``latest``)."""
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
     if args.provider == "openai-compatible" and not args.base_url:
         raise UsageError("--provider openai-compatible needs --base-url")
-    if args.resume is not None:
-        try:
-            resolve_session(session_dir, args.resume)
-        except SessionNotFound as error:
-            raise UsageError(str(error)) from None
+    if chat_override is None and _provider(args) == "openai-compatible" and not args.model:
+        raise UsageError(_NEEDS_MODEL)
+    if args.resume is None:
+        return None
+    try:
+        return resolve_session(session_dir, args.resume)
+    except SessionNotFound as error:
+        raise UsageError(str(error)) from None
+
+
+class _ReportedHere(logging.Filter):
+    """Drops the engine's log line of a failed run: ``agentfsm run`` reports it itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno >= logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg.startswith(("agentfsm: chat call failed", "agentfsm: run failed"))
+        )
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -316,16 +391,31 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     try:
         _check_numbers(args)
         workspace, session_dir = _paths(args)
-        _check_inputs(args, session_dir)
+        parent = _check_inputs(args, session_dir, chat_override)
         try:
             settings = load_settings(workspace)
         except SettingsError as error:
             raise UsageError(str(error)) from None
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
-        return asyncio.run(
-            _run(args, workspace, session_dir, chat_override, sandbox, protected, settings)
-        )
+        engine_log = logging.getLogger("agentfsm.engine")
+        reported = _ReportedHere()
+        engine_log.addFilter(reported)
+        try:
+            return asyncio.run(
+                _run(
+                    args,
+                    workspace,
+                    session_dir,
+                    chat_override,
+                    sandbox,
+                    protected,
+                    settings,
+                    parent,
+                )
+            )
+        finally:
+            engine_log.removeFilter(reported)
     except UsageError as error:
         print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
         return 2
@@ -341,7 +431,10 @@ def add_arguments(parser: Any) -> None:
         choices=["openai", "anthropic", "openai-compatible", "local"],
         help="default: an OpenAI or Anthropic key in the environment, else the local model",
     )
-    parser.add_argument("--model", help="model name (each provider has a default)")
+    parser.add_argument(
+        "--model",
+        help="model name (an OpenAI-compatible server needs one; others have a default)",
+    )
     parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument(
         "--api-key-env", metavar="VAR", help="environment variable holding the API key"
@@ -382,5 +475,9 @@ def add_arguments(parser: Any) -> None:
         help="compress older history past this many tokens (local model: 6144)",
     )
     output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per event on stdout, ending with one run_end summary",
+    )
     output.add_argument("--quiet", action="store_true", help="print only the final answer")
