@@ -21,7 +21,8 @@ def run_start(path: Path, index: int = 0) -> dict[str, Any]:
     starts = [
         r["meta"] for r in records if r["kind"] == "meta" and r["meta"]["event"] == "run_start"
     ]
-    return starts[index]
+    start: dict[str, Any] = starts[index]
+    return start
 
 
 def tools() -> ScriptedTools:

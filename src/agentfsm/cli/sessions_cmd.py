@@ -48,7 +48,9 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
                 "id": path.stem,
                 "runs": len(runs),
                 "turns": sum(r.turns for r in runs),
+                "tool_calls": sum(sum(r.tool_calls.values()) for r in runs),
                 "last_stop": last.stopped_reason if last else None,
+                "resumed_from": runs[0].resumed_from if runs else None,
             }
         )
     if as_json:
@@ -60,8 +62,11 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
             if "error" in row:
                 _say(f"{row['id']}  unreadable: {row['error']}")
             else:
-                runs_, turns, last_ = row["runs"], row["turns"], row["last_stop"]
-                _say(f"{row['id']}  runs={runs_}  turns={turns}  last={last_}")
+                parent = f"  resumed from {row['resumed_from']}" if row["resumed_from"] else ""
+                _say(
+                    f"{row['id']}  runs={row['runs']}  turns={row['turns']}  "
+                    f"tool_calls={row['tool_calls']}  last={row['last_stop']}{parent}"
+                )
     return 0
 
 
@@ -91,6 +96,13 @@ def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
     return f"{mechanism}{version}, {network}"
 
 
+def _error_line(error: dict[str, str]) -> str:
+    """``ProviderError (auth): message`` from a recorded ``run_end`` error."""
+    name = error.get("name") or "error"
+    kind = f" ({error['kind']})" if error.get("kind") and error.get("kind") != name else ""
+    return f"{name}{kind}: {' '.join(error.get('message', '').split())[:2000]}"
+
+
 def trace(session_dir: Path, ref: str, as_json: bool) -> int:
     path = resolve_session(session_dir, ref)
     runs = trace_session(path)
@@ -102,9 +114,17 @@ def trace(session_dir: Path, ref: str, as_json: bool) -> int:
         data = run.as_dict()
         usage = data["usage"] or {}
         _say(
-            f"run {run.index}: {data['stopped_reason']} after {data['turns']} turn(s)"
+            f"run {run.index}: {data['stopped_reason'] or 'unfinished (no run_end)'} after "
+            f"{data['turns']} turn(s)"
             + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
         )
+        if run.resumed_from:
+            _say(
+                f"  resumed from {run.resumed_from} "
+                f"({run.seeded} earlier message(s), not counted here)"
+            )
+        if run.error:
+            _say(f"  error: {_error_line(run.error)}")
         _say(f"  sandbox: {_sandbox_line(run.sandbox)}")
         for note in run.notes:
             _say(f"  {note}")
