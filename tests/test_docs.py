@@ -87,6 +87,42 @@ async def test_policies_guide_custom_stop_policy() -> None:
     assert outcome.turns_used == 3
     warns = recorder.of(PolicyWarnEvent)
     assert [(w.turn, w.reason) for w in warns] == [(3, f"fetched {url} 2 times")]
+    # The model never saw the warning: no request mentions it.
+    assert all("2 times" not in str(r.messages) for r in chat.requests)
+
+
+def test_policies_guide_custom_stop_policy_is_incremental() -> None:
+    """It reads only the previous turn's calls and its own state, never the history."""
+    from agentfsm import Stop, ToolCall, ToolResult, Warn
+    from agentfsm.engine.context import ToolOutcome
+
+    policy = run_block(DOCS / "policies.md", "StopOnRepeatedFetch")["StopOnRepeatedFetch"]()
+    states: dict[int, Any] = {}
+
+    class Context:
+        """Only what an incremental turn gate may read: no ``history`` at all."""
+
+        def __init__(self) -> None:
+            self.turn_tools: list[ToolOutcome] = []
+
+        def state(self, owner: object, factory: Any) -> Any:
+            return states.setdefault(id(owner), factory())
+
+    def fetch(url: str) -> ToolOutcome:
+        return ToolOutcome(ToolCall("c", "fetch", {"url": url}), ToolResult(True, "<html>"))
+
+    ctx = Context()
+    verdicts = []
+    for calls in ([fetch("a"), fetch("b")], [], [fetch("a")], [fetch("b")], [fetch("a")]):
+        ctx.turn_tools = calls
+        verdicts.append(policy.check_turn(ctx))
+    assert verdicts == [
+        None,
+        None,
+        Warn("fetched a 2 times"),
+        Warn("fetched b 2 times"),
+        Stop("fetched a 3 times"),
+    ]
 
 
 def test_providers_guide_example_builds() -> None:

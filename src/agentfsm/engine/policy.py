@@ -85,7 +85,12 @@ class Stop:
 
 @frozen
 class Warn:
-    """Something looks wrong; the run goes on (a ``policy_warn`` event reports it)."""
+    """Something looks wrong; the run goes on and a ``policy_warn`` event reports it.
+
+    The warning reaches only the event stream (your hooks, the CLI's output, the session
+    file): the model never sees it and the conversation is unchanged. To tell the model,
+    return :class:`Remind` (one request) as well, or instead.
+    """
 
     reason: str
     """What looks wrong."""

@@ -155,7 +155,15 @@ class tool_called(StopCondition):
 
 
 class text_matches(StopCondition):
-    """The latest assistant text matches ``pattern`` (``re.search``)."""
+    """The visible text of the model's latest reply matches ``pattern`` (``re.search``).
+
+    The text is ``ctx.last_result.message.content`` after any reply shapers: the answer
+    text of the most recent LLM call only, not its reasoning, not its tool calls' names or
+    arguments, not tool results and not earlier replies. It is empty when that reply only
+    called tools, and there is none before the first reply (the condition is then false).
+    In ``require(...)`` it is the final answer being checked; in ``stop_when(...)``, checked
+    at the start of a turn, it is the previous turn's reply.
+    """
 
     def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
         self.pattern = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
