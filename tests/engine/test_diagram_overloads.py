@@ -19,6 +19,8 @@ def test_text_formats_are_str() -> None:
     dot = assert_type(render_diagram("dot"), str)
     assert isinstance(dot, str)
     assert dot.startswith("digraph")
+    wide = assert_type(render_diagram("mermaid", direction="LR"), str)
+    assert "direction LR" in wide
 
 
 @pytest.mark.requires_program("dot", "graphviz")
@@ -26,6 +28,7 @@ def test_image_formats_are_bytes() -> None:
     svg = assert_type(render_diagram("svg"), bytes)
     assert isinstance(svg, bytes)
     assert b"<svg" in svg
+    assert isinstance(assert_type(render_diagram("svg", direction="LR"), bytes), bytes)
     png = assert_type(render_diagram("png"), bytes)
     assert png.startswith(b"\x89PNG")
 
