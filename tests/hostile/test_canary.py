@@ -216,6 +216,8 @@ def test_the_cli_never_shows_the_key(
             "openai-compatible",
             "--base-url",
             f"{server.base_url}/v1",
+            "--model",
+            "m",
             "--api-key-env",
             "CANARY_KEY",
             "--session-dir",

@@ -58,7 +58,7 @@ def test_a_real_run_on_the_local_model(tmp_path: Path) -> None:
     kinds = [e["type"] for e in events]
     assert kinds[0] == "turn_start"
     assert "tool_call_end" in kinds, kinds
-    assert kinds[-1] == "turn_end"
+    assert kinds[-2:] == ["turn_end", "run_end"]
     port = re.search(r"127\.0\.0\.1:(\d+)", done.stderr)
     assert port is not None, done.stderr
     assert not _server_alive(port.group(1)), "the local model server outlived the CLI"
