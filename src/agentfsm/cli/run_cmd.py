@@ -258,7 +258,7 @@ async def _run(
                 system_prompt=SYSTEM_PROMPT,
                 session_dir=session_dir,
                 hooks=Hooks(stop=tally.on_stop),
-                preamble=WorkspacePreamble(workspace),
+                preamble=WorkspacePreamble(workspace, exclude=protected),
                 max_turns=args.max_turns,
                 temperature=args.temperature,
                 max_tokens=max_tokens,

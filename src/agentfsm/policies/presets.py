@@ -40,7 +40,7 @@ def coding_agent(
     verify_command: str | None = None,
     sandbox: CommandSandbox | None = None,
 ) -> list[Policy]:
-    """The coding-agent set, with the seed's defaults.
+    """The coding-agent set, with its documented defaults.
 
     Wrap-up on the run's last turn (the budget is the run's ``max_turns``; ``turns`` is
     deprecated and adds the deprecated ``max_turns(turns)`` policy), tool-result pruning,
