@@ -147,6 +147,34 @@ class ChatRequest(Sequence[Message]):
         return iter(self.messages)
 
 
+def _chat_shaped(fn: Callable[..., object]) -> bool:
+    """Whether ``fn`` has the chat function's shape: ``(messages, tools, **params)``."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    required = [p for p in positional if p.default is p.empty and p.kind != p.VAR_POSITIONAL]
+    return len(required) >= 2 or (len(positional) >= 2 and positional[1].name == "tools")
+
+
+def _params_for(fn: Callable[..., object], request: ChatRequest) -> dict[str, object]:
+    """The call parameters ``fn`` accepts by keyword."""
+    offered: dict[str, object] = {
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "signal": request.signal,
+    }
+    parameters = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return offered
+    return {name: value for name, value in offered.items() if name in parameters}
+
+
 def _wants_request(fn: Callable[..., object]) -> bool:
     """Whether ``fn`` takes a :class:`ChatRequest`: its first parameter is unannotated or
     annotated ``ChatRequest``, rather than e.g. ``Sequence[Message]``."""
@@ -163,6 +191,9 @@ def _wants_request(fn: Callable[..., object]) -> bool:
 
 
 ScriptFn: TypeAlias = Callable[[ChatRequest], "ScriptItem | Awaitable[ScriptItem]"]
+ChatShapedScript: TypeAlias = Callable[..., "ScriptItem | Awaitable[ScriptItem]"]
+"""A script shaped like a chat function: ``(messages, tools, *, temperature=None,
+max_tokens=None, signal=None)``."""
 """A script as a function: gets the :class:`ChatRequest`, returns (or awaits) the reply."""
 
 
@@ -188,7 +219,9 @@ class ScriptedChat:
     tools offered and the call parameters (it is also the sequence of the messages). A
     function whose parameter is annotated with another type than ``ChatRequest`` (such as
     ``Sequence[Message]``, the older form) gets the messages exactly as the caller passed
-    them. A reply that is an exception is raised; a
+    them. A function shaped like a chat function, ``(messages, tools, *, temperature=None,
+    max_tokens=None, signal=None)``, is called that way (with the keywords it accepts). A
+    reply that is an exception is raised; a
     :class:`Streamed` reply is delivered in pieces through ``on_delta``; any other reply is
     delivered whole, as one thinking and one text delta. Every call is recorded in
     :attr:`requests` (set ``record=False`` to skip the copy).
@@ -211,14 +244,16 @@ class ScriptedChat:
 
     def __init__(
         self,
-        script: Sequence[ScriptItem] | ScriptFn,
+        script: Sequence[ScriptItem] | ScriptFn | ChatShapedScript,
         *,
         usage: Usage | None = None,
         model: str | None = "scripted",
         record: bool = True,
     ) -> None:
+        self._chat_shaped = False
         if callable(script):
-            self._fn: ScriptFn | None = script
+            self._fn: Callable[..., object] | None = script
+            self._chat_shaped = _chat_shaped(script)
             self._wants_request = _wants_request(script)
             self._items: list[ScriptItem] = []
         else:
@@ -252,8 +287,12 @@ class ScriptedChat:
         index = self._next
         self._next += 1
         if self._fn is not None:
-            # A function of the messages (the older form) gets the caller's very sequence.
-            item = self._fn(request if self._wants_request else messages)  # type: ignore[arg-type]
+            fn: Callable[..., object] = self._fn
+            if self._chat_shaped:  # (messages, tools, *, temperature, max_tokens, signal)
+                item: object = fn(messages, request.tools, **_params_for(fn, request))
+            else:
+                # A function of the messages (the older form) gets the caller's very sequence.
+                item = fn(request if self._wants_request else messages)
             if inspect.isawaitable(item):
                 item = await item
         elif index < len(self._items):
@@ -266,6 +305,8 @@ class ScriptedChat:
             raise item
         if isinstance(item, Streamed):
             return await self._stream(item, on_delta)
+        if not isinstance(item, ChatResult | AssistantMessage | str):
+            raise TypeError(f"ScriptedChat: the script gave {type(item).__name__}, not a reply")
         result = self._to_result(item)
         if on_delta is not None:
             if result.message.reasoning:
