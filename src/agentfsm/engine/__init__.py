@@ -94,6 +94,7 @@ from .protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunne
 from .runner import LoopRunner
 from .serialization import converter
 from .stepper import StepperKind
+from .steps import StepRunner, current_step_runner, run_step
 from .tokens import estimate_message_tokens, estimate_messages_tokens, estimate_text_tokens
 
 __all__ = [
@@ -148,6 +149,7 @@ __all__ = [
     "RequestShaper",
     "Retry",
     "RunContext",
+    "StepRunner",
     "StepperKind",
     "Stop",
     "StopInfo",
@@ -179,6 +181,7 @@ __all__ = [
     "build_run",
     "compress_messages",
     "converter",
+    "current_step_runner",
     "estimate_message_tokens",
     "estimate_messages_tokens",
     "estimate_text_tokens",
@@ -187,6 +190,7 @@ __all__ = [
     "policy_name",
     "render_transcript",
     "run_conversation",
+    "run_step",
     "seed_system_prompt",
     "should_compress",
     "tool_message_from_result",

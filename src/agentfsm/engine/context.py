@@ -20,6 +20,7 @@ from .params import LoopParams, StopInfo
 from .policy import Retry, Stop
 from .process import CommandSandbox
 from .protocols import ChatFn, ToolRunner
+from .steps import run_step
 from .tokens import estimate_message_tokens
 
 __all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome", "current_run"]
@@ -224,8 +225,13 @@ class RunContext:
         model = chat if chat is not None else self.chat
         if model is None:
             raise RuntimeError("this run has no chat model for auxiliary calls")
-        call = model(messages, tools, max_tokens=max_tokens, signal=self.params.signal)
-        result = await (asyncio.wait_for(call, timeout) if timeout is not None else call)
+        signal = self.params.signal
+
+        async def call() -> ChatResult:
+            reply = model(messages, tools, max_tokens=max_tokens, signal=signal)
+            return await (asyncio.wait_for(reply, timeout) if timeout is not None else reply)
+
+        result = await run_step("aux_chat", call)
         self.charge(result.usage)
         return result
 

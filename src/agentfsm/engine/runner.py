@@ -13,8 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from attrs import evolve
-
 from .batching import plan_tool_batches
 from .cancellation import cancelled_from_outside, cancelled_result
 from .context import RunContext, ToolOutcome, current_run
@@ -56,7 +54,9 @@ from .policy import (
     policy_name,
 )
 from .protocols import ChatDelta, ChatFn, ToolRunner
+from .reminders import render_reminders, retry_message, with_reminders
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
+from .steps import run_step
 
 __all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "retry_message", "with_reminders"]
 
@@ -68,26 +68,6 @@ T = TypeVar("T")
 
 INTERRUPTED = "interrupted"
 """Error of the result that closes a tool call cut short by an immediate interrupt."""
-
-
-def render_reminders(reminders: Sequence[str]) -> str:
-    """Queued reminders as ``<system-reminder>`` blocks."""
-    return "\n".join(f"<system-reminder>\n{text}\n</system-reminder>" for text in reminders)
-
-
-def retry_message(reminder: str) -> UserMessage:
-    """The user message a final gate's refusal pushes into the history."""
-    return UserMessage(render_reminders([reminder]))
-
-
-def with_reminders(request: Sequence[Message], rendered: str) -> list[Message]:
-    """``request`` carrying ``rendered`` reminders: appended to its last message when that is
-    a user message (two user messages in a row break strict chat templates), else as a user
-    message of their own."""
-    if request and isinstance(request[-1], UserMessage):
-        last = request[-1]
-        return [*request[:-1], evolve(last, content=f"{last.content}\n\n{rendered}")]
-    return [*request, UserMessage(rendered)]
 
 
 class LoopRunner:
@@ -232,7 +212,8 @@ class LoopRunner:
         raise AbortError(INTERRUPTED)
 
     async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
-        return await self._interruptible(self.chat(*args, **kwargs))
+        chat = self.chat
+        return await self._interruptible(run_step("chat", lambda: chat(*args, **kwargs)))
 
     # -- states -------------------------------------------------------------------------
 
@@ -320,13 +301,16 @@ class LoopRunner:
             ctx.reminders = []
         try:
             reply: object = await self._interruptible(
-                self.chat(
-                    request,
-                    ctx.tool_specs,
-                    temperature=params.temperature,
-                    max_tokens=params.max_tokens,
-                    signal=params.signal,
-                    on_delta=self.on_delta,
+                run_step(
+                    "chat",
+                    lambda: self.chat(
+                        request,
+                        ctx.tool_specs,
+                        temperature=params.temperature,
+                        max_tokens=params.max_tokens,
+                        signal=params.signal,
+                        on_delta=self.on_delta,
+                    ),
                 )
             )
             if not isinstance(reply, ChatResult):
@@ -464,7 +448,10 @@ class LoopRunner:
         if self.tools is None:
             return ToolResult(ok=False, output="", error=f"unknown tool {call.name!r}: no tools")
         try:
-            result: object = await self.tools.run(call, signal=self.ctx.params.signal)
+            tools, signal = self.tools, self.ctx.params.signal
+            result: object = await run_step(
+                f"tool {call.name}", lambda: tools.run(call, signal=signal)
+            )
         except asyncio.CancelledError:
             if cancelled_from_outside():
                 raise

@@ -17,6 +17,7 @@ from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import detect_sandbox
+from agentfsm.engine.steps import run_step
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -275,12 +276,15 @@ class verify:
                     f"in {trusted.source}, or finish and tell the user you changed it."
                 )
         sandbox = self._sandbox(ctx)
-        code, output = await run_command(
-            trusted.command,
-            self.workspace,
-            timeout=self.timeout,
-            max_output=self.max_output,
-            sandbox=sandbox,
+        code, output = await run_step(
+            "verify",
+            lambda: run_command(
+                trusted.command,
+                self.workspace,
+                timeout=self.timeout,
+                max_output=self.max_output,
+                sandbox=sandbox,
+            ),
         )
         state["runs"] += 1
         state["last_exit"] = code

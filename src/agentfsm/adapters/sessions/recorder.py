@@ -18,7 +18,7 @@ from agentfsm.engine.events import (
 )
 from agentfsm.engine.history import tool_message_from_result
 from agentfsm.engine.messages import Message, Usage
-from agentfsm.engine.runner import retry_message
+from agentfsm.engine.reminders import retry_message
 from agentfsm.engine.serialization import to_jsonable
 
 from .store import SessionHandle

@@ -1,0 +1,53 @@
+"""Every effect with a cost or a side effect goes through the step seam."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from agentfsm import Agent, LoopParams, Message, UserMessage, run_conversation
+from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.steps import current_step_runner
+from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
+
+T = TypeVar("T")
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    async def __call__(self, name: str, effect: Callable[[], Awaitable[T]]) -> T:
+        self.names.append(name)
+        return await effect()
+
+
+async def test_chat_calls_tool_calls_and_compression_are_steps() -> None:
+    def model(messages: Sequence[Message]) -> Any:
+        if messages[0].content == COMPRESSION_SYSTEM_PROMPT:
+            return "summary"
+        calls = sum(m.role == "assistant" for m in messages)
+        return tool_reply(("t", {}), ("t", {})) if calls < 1 else "done"
+
+    steps = Recording()
+    token = current_step_runner.set(steps)
+    try:
+        history: list[Message] = [UserMessage(f"q{i}" * 50) for i in range(12)]
+        outcome = await run_conversation(
+            ScriptedChat(model),
+            ScriptedTools({"t": lambda: "ok"}),
+            history,
+            LoopParams(max_turns=3, context_budget_tokens=50),
+        )
+    finally:
+        current_step_runner.reset(token)
+    assert outcome.stopped_reason == "final"
+    assert steps.names[0] == "chat"  # the compression summary
+    assert steps.names.count("tool t") == 2
+    assert steps.names.count("chat") >= 3
+
+
+async def test_without_a_step_runner_effects_just_run() -> None:
+    assert current_step_runner.get() is None
+    outcome = await Agent(ScriptedChat(["hi"])).run("x")
+    assert outcome.final is not None
