@@ -103,6 +103,10 @@ class ProviderError(Exception):
         self.provider = provider
         self.limit = limit
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles with every attribute (a durable run records a failed step's error)."""
+        return (self.__class__, (self.kind, self.message), self.__dict__.copy())
+
     def scrub(self, secrets: tuple[str, ...]) -> ProviderError:
         """Remove ``secrets`` (and long pieces of them) from every string this error carries
         (message, code, type, provider name, ``args``); returns the error itself."""
