@@ -20,15 +20,15 @@ from agentfsm.adapters.providers.local import (
     LocalModelUnavailable,
 )
 from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
-from agentfsm.adapters.tools import detect_sandbox, workspace_tools
+from agentfsm.adapters.tools import detect_sandbox
 from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR
-from agentfsm.agent import Agent, Hooks, WorkspacePreamble
+from agentfsm.agent import Hooks
 from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 from agentfsm.engine.protocols import ChatFn
-from agentfsm.policies import presets
 
+from .agent_build import build_agent
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from .report import Endpoint, RunTally, describe_failure, run_end
 
@@ -239,31 +239,18 @@ async def _run(
         budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
         max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
         try:
-            policies = (
-                presets.minimal()
-                if args.preset == "minimal"
-                else presets.coding_agent(
-                    workspace=workspace,
-                    context_budget_tokens=budget,
-                    verify_command=args.verify_command,
-                    sandbox=sandbox,
-                )
-            )
-            engine = Agent(
-                chat,
-                workspace_tools(
-                    workspace, sandbox=sandbox, protected=protected[1:], settings=settings
-                ),
-                policies=policies,
-                system_prompt=SYSTEM_PROMPT,
+            engine = build_agent(
+                args,
+                chat=chat,
+                workspace=workspace,
                 session_dir=session_dir,
-                hooks=Hooks(stop=tally.on_stop),
-                preamble=WorkspacePreamble(workspace, exclude=protected),
-                max_turns=args.max_turns,
-                temperature=args.temperature,
-                max_tokens=max_tokens,
-                context_budget_tokens=budget if args.preset == "minimal" else None,
                 sandbox=sandbox,
+                protected=protected,
+                settings=settings,
+                system_prompt=SYSTEM_PROMPT,
+                budget=budget,
+                max_tokens=max_tokens,
+                hooks=Hooks(stop=tally.on_stop),
             )
             # The run's own file, named before the run starts, so a failed run names it too.
             handle = engine.new_session()
