@@ -75,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
     _session_options(trace)
     trace.add_argument("--json", action="store_true")
+    runs = commands.add_parser("runs", help="durable runs (list, resume)")
+    runs_actions = runs.add_subparsers(dest="action", required=True)
+    runs_list = runs_actions.add_parser("list", help="unfinished durable runs")
+    runs_list.add_argument("--all", action="store_true", help="finished ones too")
+    runs_list.add_argument("--json", action="store_true")
+    runs_resume = runs_actions.add_parser("resume", help="finish an unfinished durable run")
+    runs_resume.add_argument("id", help="the run's id (agentfsm runs list)")
+    runs_output = runs_resume.add_mutually_exclusive_group()
+    runs_output.add_argument("--json", action="store_true")
+    runs_output.add_argument("--quiet", action="store_true")
+    for sub in (runs_list, runs_resume):
+        sub.add_argument(
+            "--database-url", metavar="URL", help="default: SQLite in the state folder"
+        )
     commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
     diagram = commands.add_parser("diagram", help="draw the agent loop machine")
     diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
@@ -142,6 +156,10 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         return int(exit_.code or 0)
     if args.command == "run":
         return run_cmd.run(args, chat)
+    if args.command == "runs":
+        from . import durable_cmd  # needs the durable extra (dbos)
+
+        return durable_cmd.runs(args)
     if args.command in ("sessions", "trace"):
         return _sessions(args)
     return _diagram(args)

@@ -375,6 +375,13 @@ def _one_line(text: str, limit: int = 500) -> str:
 
 def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     """Run ``agentfsm run``; returns the exit code."""
+    if getattr(args, "durable", False):
+        if chat_override is not None:
+            print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
+            return 2
+        from . import durable_cmd  # needs the durable extra (dbos)
+
+        return durable_cmd.run_durable(args)
     try:
         _check_numbers(args)
         workspace, session_dir = _paths(args)
@@ -460,6 +467,17 @@ def add_arguments(parser: Any) -> None:
         default=None,
         metavar="TOKENS",
         help="compress older history past this many tokens (local model: 6144)",
+    )
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="record every step in DBOS: a killed run resumes without paying again "
+        "(agentfsm runs list|resume; docs/durable.md)",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="with --durable: the DBOS system database (default: SQLite in $XDG_STATE_HOME)",
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument(

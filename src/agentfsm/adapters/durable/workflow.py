@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
+from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from agentfsm.adapters.sessions import SessionHandle
 from agentfsm.engine.events import AgentEvent
@@ -172,9 +172,9 @@ def _spec_data(status: Any) -> dict[str, Any]:
     return args[0] if args and isinstance(args[0], dict) else {}
 
 
-def _info(status: Any) -> RunInfo:
+def _info(status: Any, source: Any) -> RunInfo:
     spec = _spec_data(status)
-    steps = DBOS.list_workflow_steps(status.workflow_id)
+    steps = source.list_workflow_steps(status.workflow_id)
     return RunInfo(
         run_id=status.workflow_id,
         status=str(status.status),
@@ -186,21 +186,29 @@ def _info(status: Any) -> RunInfo:
     )
 
 
-def list_runs(*, unfinished: bool = True, run_ids: Sequence[str] | None = None) -> list[RunInfo]:
+def list_runs(
+    *,
+    unfinished: bool = True,
+    run_ids: Sequence[str] | None = None,
+    client: DBOSClient | None = None,
+) -> list[RunInfo]:
     """Durable runs in the system database, oldest first (only unfinished ones by
-    default). Call it outside an event loop, or in a thread."""
-    statuses = DBOS.list_workflows(
+    default). Call it outside an event loop, or in a thread. With ``client`` (a
+    ``dbos.DBOSClient``) it reads the database without launching DBOS in this process."""
+    source: Any = client if client is not None else DBOS
+    statuses = source.list_workflows(
         workflow_ids=list(run_ids) if run_ids is not None else None,
         status=list(UNFINISHED) if unfinished else None,
         name=WORKFLOW_NAME,
         load_output=False,
     )
-    return [_info(status) for status in statuses]
+    return [_info(status, source) for status in statuses]
 
 
-def spec_of(run_id: str) -> RunSpec | None:
+def spec_of(run_id: str, client: DBOSClient | None = None) -> RunSpec | None:
     """The spec run ``run_id`` was started with (``None``: no such durable run)."""
-    statuses = DBOS.list_workflows(workflow_ids=[run_id], name=WORKFLOW_NAME, load_output=False)
+    source: Any = client if client is not None else DBOS
+    statuses = source.list_workflows(workflow_ids=[run_id], name=WORKFLOW_NAME, load_output=False)
     for status in statuses:
         data = _spec_data(status)
         if data:
