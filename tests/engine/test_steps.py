@@ -51,3 +51,53 @@ async def test_without_a_step_runner_effects_just_run() -> None:
     assert current_step_runner.get() is None
     outcome = await Agent(ScriptedChat(["hi"])).run("x")
     assert outcome.final is not None
+
+
+async def test_a_step_inside_a_step_is_part_of_it() -> None:
+    from agentfsm.engine.steps import run_step
+
+    steps = Recording()
+
+    async def inner() -> int:
+        return 1
+
+    async def outer() -> int:
+        return await run_step("inner", inner) + 1
+
+    token = current_step_runner.set(steps)
+    try:
+        assert await run_step("outer", outer) == 2
+    finally:
+        current_step_runner.reset(token)
+    assert steps.names == ["outer"]
+
+
+async def test_the_preamble_and_the_verify_gate_read_the_workspace_in_steps(tmp_path: Any) -> None:
+    from agentfsm.adapters.tools import Unsandboxed
+    from agentfsm.agent import WorkspacePreamble
+    from agentfsm.policies import verify
+
+    (tmp_path / "Makefile").write_text("check:\n\ttrue\n", "utf-8")
+    steps = Recording()
+    token = current_step_runner.set(steps)
+    try:
+        agent = Agent(
+            ScriptedChat(["done"]),
+            policies=[verify(workspace=tmp_path, sandbox=Unsandboxed())],
+            preamble=WorkspacePreamble(tmp_path),
+        )
+        outcome = await agent.run("x")
+    finally:
+        current_step_runner.reset(token)
+    assert outcome.stopped_reason == "final"
+    assert steps.names[:2] == ["preamble", "verify_definition"]
+
+
+def test_a_recorded_error_pickles() -> None:
+    import pickle
+
+    from agentfsm.engine.errors import RecordedError
+
+    error = RecordedError("ProviderError", "boom")
+    back = pickle.loads(pickle.dumps(error))
+    assert (back.name, str(back)) == ("ProviderError", "boom")

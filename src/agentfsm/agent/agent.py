@@ -36,6 +36,7 @@ from agentfsm.engine.policy import Policy, loop_policies
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
+from agentfsm.engine.steps import run_step
 
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
 from .preamble import PreambleProvider, is_preamble_message, preamble_message
@@ -282,11 +283,18 @@ class Agent:
         return outcome
 
     async def _render_preamble(self) -> str:
-        assert self.preamble is not None
-        text = self.preamble.render()
-        if inspect.isawaitable(text):
-            text = await text
-        return str(text)
+        """The preamble's text: a step (``preamble``), so a durable run that is replayed
+        gets the text its first execution rendered, not the workspace as it is now."""
+        preamble = self.preamble
+        assert preamble is not None
+
+        async def render() -> str:
+            text = preamble.render()
+            if inspect.isawaitable(text):
+                text = await text
+            return str(text)
+
+        return await run_step("preamble", render)
 
 
 def _link(signal: SupportsAbort | None, controller: AbortController) -> Callable[[], None]:

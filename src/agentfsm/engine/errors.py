@@ -46,6 +46,9 @@ class RecordedError(Exception):
     def __repr__(self) -> str:
         return f"RecordedError({self.name!r}, {str(self)!r})"
 
+    def __reduce__(self) -> tuple[type[RecordedError], tuple[str, str]]:
+        return (RecordedError, (self.name, str(self)))
+
 
 def error_name(error: BaseException) -> str:
     """The name an error is recorded under: its own ``name`` if it declares one, else its class."""

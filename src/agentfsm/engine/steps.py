@@ -37,8 +37,20 @@ current_step_runner: contextvars.ContextVar[StepRunner | None] = contextvars.Con
 
 
 async def run_step(name: str, effect: Callable[[], Awaitable[T]]) -> T:
-    """Run ``effect`` as the step ``name`` of the current durable run, or just await it."""
+    """Run ``effect`` as the step ``name`` of the current durable run, or just await it.
+
+    An effect run inside another step is part of that step (its result is recorded with
+    the outer one), not a step of its own.
+    """
     runner = current_step_runner.get()
     if runner is None:
         return await effect()
-    return await runner(name, effect)
+
+    async def alone() -> T:
+        token = current_step_runner.set(None)
+        try:
+            return await effect()
+        finally:
+            current_step_runner.reset(token)
+
+    return await runner(name, alone)

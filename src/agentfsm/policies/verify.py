@@ -221,15 +221,21 @@ class verify:
         found = self.definition()
         return found.command if found is not None else None
 
-    def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
-        made: list[bool] = []
+    async def _read_definition(self) -> VerifyDefinition | None:
+        """The definition as the workspace holds it now: a step (``verify_definition``), so
+        a replayed run decides on what the first execution read."""
 
-        def fresh() -> dict[str, Any]:
-            made.append(True)
-            return {"runs": 0, "refused": 0, "definition": self.definition()}
+        async def read() -> VerifyDefinition | None:
+            return self.definition()
 
-        state = ctx.state(self, fresh)
-        return state, bool(made)
+        return await run_step("verify_definition", read)
+
+    async def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
+        state: dict[str, Any] = ctx.state(self, dict)
+        if state:
+            return state, False
+        state.update(runs=0, refused=0, definition=await self._read_definition())
+        return state, True
 
     def _sandbox(self, ctx: RunContext) -> CommandSandbox:
         """The gate's sandbox, else the run's, else the OS sandbox found here (raises
@@ -239,10 +245,10 @@ class verify:
             sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
-    def check_turn(self, ctx: RunContext) -> Notice | None:
+    async def check_turn(self, ctx: RunContext) -> Notice | None:
         """At the run's first turn: take the command as the workspace defines it now (and
         fail before the model acts when there is a command but no sandbox to run it in)."""
-        state, new = self._state(ctx)
+        state, new = await self._state(ctx)
         if not new:
             return None
         found: VerifyDefinition | None = state["definition"]
@@ -260,12 +266,12 @@ class verify:
     async def check_final(self, ctx: RunContext) -> Retry | None:
         if ctx.mutations == 0:
             return None
-        state, _ = self._state(ctx)
+        state, _ = await self._state(ctx)
         trusted: VerifyDefinition | None = state["definition"]
         if trusted is None or state["refused"] >= self.max_retries:
             return None
         if trusted.source is not None:
-            now = resolve_verify_definition(self.workspace, self.target)
+            now = await self._read_definition()
             if now is None or now.digest != trusted.digest or now.command != trusted.command:
                 state["refused"] += 1
                 state["changed"] = trusted.source
