@@ -15,7 +15,7 @@ from typing import NoReturn
 from agentfsm.adapters.sessions import SessionNotFound, default_session_dir
 from agentfsm.engine.protocols import ChatFn
 
-from . import run_cmd, sessions_cmd
+from . import batch_cmd, run_cmd, sessions_cmd
 
 __all__ = ["main"]
 
@@ -89,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--database-url", metavar="URL", help="default: SQLite in the state folder"
         )
+    batch_cmd.add_batch_arguments(commands.add_parser("batch", help="many durable runs on a queue"))
+    batch_cmd.add_worker_arguments(commands.add_parser("worker", help="serve the batch task queue"))
     commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
     diagram = commands.add_parser("diagram", help="draw the agent loop machine")
     diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
@@ -160,6 +162,10 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         from . import durable_cmd  # needs the durable extra (dbos)
 
         return durable_cmd.runs(args)
+    if args.command == "batch":
+        return batch_cmd.batch(args)
+    if args.command == "worker":
+        return batch_cmd.worker(args)
     if args.command in ("sessions", "trace"):
         return _sessions(args)
     return _diagram(args)

@@ -5,6 +5,20 @@ Needs the ``durable`` extra (``pip install 'agentfsm[durable]'``). Importing thi
 registers the durable run's DBOS workflow.
 """
 
+from .queue import (
+    APPLICATION_VERSION,
+    QUEUE_NAME,
+    WORKFLOW_FORMAT,
+    BatchProgress,
+    TaskResult,
+    declare_queue,
+    enqueue,
+    gather_results,
+    open_client,
+    parse_rate,
+    progress,
+    results,
+)
 from .runtime import DurableRuntime, default_database_url
 from .spec import (
     AgentFactory,
@@ -17,6 +31,7 @@ from .spec import (
     register_agent_factory,
 )
 from .steps import DbosStepRunner, StepFailed
+from .worker import TaskWorker, executor_slot, requeue_executor
 from .workflow import (
     UNFINISHED,
     WORKFLOW_NAME,
@@ -32,7 +47,11 @@ from .workflow import (
 )
 
 __all__ = [
+    "APPLICATION_VERSION",
+    "QUEUE_NAME",
+    "WORKFLOW_FORMAT",
     "AgentFactory",
+    "BatchProgress",
     "DbosStepRunner",
     "DurableAgent",
     "DurableEvent",
@@ -41,17 +60,28 @@ __all__ = [
     "RunSpec",
     "StepFailed",
     "StepPreamble",
+    "TaskResult",
+    "TaskWorker",
     "UNFINISHED",
     "WORKFLOW_NAME",
     "agent_factory",
+    "declare_queue",
     "default_database_url",
     "durable_run",
+    "enqueue",
+    "executor_slot",
     "fork",
     "gather",
+    "gather_results",
     "list_runs",
     "listen",
+    "open_client",
+    "parse_rate",
+    "progress",
     "register_agent_factory",
+    "requeue_executor",
     "result",
+    "results",
     "resume",
     "spec_of",
     "submit",

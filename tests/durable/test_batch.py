@@ -1,0 +1,196 @@
+"""``agentfsm batch`` on SQLite: each task one durable run on the queue, run by the command's
+own worker; resubmitting the file makes no new model call; ``--out`` has one line per task.
+The Python side: ``enqueue`` + ``TaskWorker`` + ``gather_results``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm import Agent
+from agentfsm.adapters.durable import (
+    RunSpec,
+    TaskWorker,
+    enqueue,
+    executor_slot,
+    gather_results,
+    open_client,
+    parse_rate,
+    register_agent_factory,
+)
+from agentfsm.cli import main
+from agentfsm.testing import FakeProviderServer, ScriptedChat, ScriptedTools, tool_reply
+
+from .batch_helpers import (
+    agentfsm,
+    provider_options,
+    reply,
+    requests_per_task,
+    side_log,
+    write_tasks,
+)
+
+IDS = ["alpha", "beta", "gamma", "delta"]
+
+
+def database_url(folder: Path) -> str:
+    return f"sqlite:///{folder / 'queue.sqlite'}"
+
+
+def _batch(folder: Path, server: FakeProviderServer, *extra: str) -> tuple[int, str, str]:
+    proc = agentfsm(
+        folder,
+        "batch",
+        str(folder / "tasks.jsonl"),
+        *provider_options(server),
+        "--workspace",
+        str(folder / "work"),
+        "--database-url",
+        database_url(folder),
+        "--concurrency",
+        "2",
+        "--poll",
+        "0.1",
+        *extra,
+    )
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_batch_runs_each_task_once_and_resubmission_pays_nothing(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", IDS)
+    with FakeProviderServer() as server:
+        server.handler = reply
+        code, _, err = _batch(tmp_path, server, "--out", str(tmp_path / "results.jsonl"))
+        assert code == 0, err
+        assert "4 task(s) enqueued" in err
+        assert "done 4/4" in err  # the plain progress line (stderr is not a terminal)
+        first = requests_per_task(server)
+        assert first == {(i, turn): 1 for i in IDS for turn in (0, 1)}
+        assert side_log(tmp_path / "work") == dict.fromkeys(IDS, 1)
+
+        lines = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+        assert [line["id"] for line in lines] == IDS
+        for line in lines:
+            assert line["status"] == "SUCCESS"
+            assert line["stopped_reason"] == "final"
+            assert line["final"] == f"done {line['id']}"
+            assert line["usage"] == {"input_tokens": 10, "output_tokens": 2}
+            assert line["error"] is None
+            assert Path(line["session"]).name == f"task-{line['id']}.jsonl"
+            assert Path(line["session"]).is_file()
+
+        # The same file again, one task more: only the new one is paid for.
+        write_tasks(tmp_path / "tasks.jsonl", [*IDS, "epsilon"])
+        code, out, err = _batch(tmp_path, server)
+        assert code == 0, err
+        assert "1 task(s) enqueued on agentfsm.tasks, 4 already known" in err
+        assert len(server.requests) == len(first) + 2
+        again = [json.loads(x) for x in out.splitlines()]  # no --out: the lines on stdout
+        assert [line["final"] for line in again] == [f"done {i}" for i in [*IDS, "epsilon"]]
+    assert side_log(tmp_path / "work") == dict.fromkeys([*IDS, "epsilon"], 1)
+
+    # The results stay queryable in the database.
+    listing = agentfsm(
+        tmp_path, "runs", "list", "--all", "--json", "--database-url", database_url(tmp_path)
+    )
+    listed, _ = listing.communicate(timeout=60)
+    runs = {run["id"]: run["status"] for run in map(json.loads, listed.decode().splitlines())}
+    assert runs == dict.fromkeys([*IDS, "epsilon"], "SUCCESS")
+
+
+def test_batch_refuses_bad_task_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "work").mkdir()
+    cases = {
+        "not json\n": "not JSON",
+        '{"id": "a"}\n': "prompt must be",
+        '{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n': "duplicate id",
+        '{"id": "a", "prompt": "x", "max_turns": 0}\n': "max_turns must be",
+        '{"id": "a", "prompt": "x", "workspace": "missing"}\n': "is not a folder",
+        "\n": "has no tasks",
+    }
+    with FakeProviderServer() as server:
+        for text, message in cases.items():
+            (tmp_path / "tasks.jsonl").write_text(text)
+            code = main(
+                [
+                    "batch",
+                    str(tmp_path / "tasks.jsonl"),
+                    *provider_options(server),
+                    "--workspace",
+                    str(tmp_path / "work"),
+                    "--database-url",
+                    database_url(tmp_path),
+                ]
+            )
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert message in err, err
+        assert server.requests == []
+
+
+def test_rates_parse() -> None:
+    assert parse_rate("10/min") == {"limit": 10, "period": 60.0}
+    assert parse_rate("10/60") == {"limit": 10, "period": 60.0}
+    assert parse_rate("2/s") == {"limit": 2, "period": 1.0}
+    for bad in ("", "x/min", "0/min", "3/0"):
+        with pytest.raises(ValueError, match="rate"):
+            parse_rate(bad)
+
+
+def test_executor_slots_are_held_per_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with executor_slot("sqlite:///x", "w") as first, executor_slot("sqlite:///x", "w") as second:
+        assert (first, second) == ("w-0", "w-1")
+    with executor_slot("sqlite:///x", "w") as again:
+        assert again == "w-0"  # released with its holder
+
+
+_built: list[str] = []
+
+
+def _adder(spec: RunSpec) -> Agent:
+    _built.append(spec.prompt)
+    replies: list[Any] = [tool_reply(("add", {"a": 2, "b": len(spec.prompt)})), f"{spec.prompt}!"]
+    return Agent(ScriptedChat(replies), ScriptedTools({"add": lambda a, b: str(a + b)}))
+
+
+register_agent_factory("tests.batch.adder", _adder)
+
+
+def test_python_enqueue_worker_gather(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    url = f"sqlite:///{tmp_path / 'queue.sqlite'}"
+    tasks = {
+        f"py-{i}": RunSpec(
+            prompt=f"p{i}", factory="tests.batch.adder", session_path=str(tmp_path / f"{i}.jsonl")
+        )
+        for i in range(3)
+    }
+    client = open_client(url)
+    try:
+        assert enqueue(tasks, client=client) == list(tasks)
+        assert enqueue(tasks, client=client) == []  # known ids are not enqueued again
+        seen: list[str] = []
+        with TaskWorker(url, concurrency=2, polling_interval=0.1):
+            found = asyncio.run(
+                gather_results(
+                    list(tasks), client=client, on_progress=lambda p: seen.append(p.line())
+                )
+            )
+    finally:
+        client.destroy()
+    assert [r.final for r in found] == ["p0!", "p1!", "p2!"]
+    assert {r.status for r in found} == {"SUCCESS"}
+    assert sorted(_built) == ["p0", "p1", "p2"]
+    assert seen[-1].startswith("done 3/3")
