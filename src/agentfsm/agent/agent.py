@@ -12,7 +12,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
@@ -40,6 +40,9 @@ from agentfsm.engine.steps import run_step
 
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
 from .preamble import PreambleProvider, is_preamble_message, preamble_message
+
+if TYPE_CHECKING:
+    from agentfsm.adapters.telemetry import Instrumentation
 
 __all__ = ["DEFAULT_MAX_TURNS", "Agent"]
 
@@ -69,6 +72,9 @@ class Agent:
         stepper: Machine driver (``"compiled"`` or ``"statechart"``).
         sandbox: The OS sandbox of the run's commands: recorded in each session's
             ``run_start`` and used by a verify gate that was given none of its own.
+        instrument: OpenTelemetry traces and metrics of every run (the ``otel`` extra):
+            ``True`` uses the global tracer and meter providers; an
+            ``agentfsm.adapters.telemetry.Instrumentation`` says which (docs/telemetry.md).
 
     Subscribe to ``engine.events`` to follow every run, streamed deltas included.
     """
@@ -91,6 +97,7 @@ class Agent:
         stepper: StepperKind = DEFAULT_STEPPER,
         sandbox: CommandSandbox | None = None,
         context: PreambleProvider | None = None,
+        instrument: bool | Instrumentation = False,
     ) -> None:
         if context is not None:
             warn_renamed("Agent(context=...)", "Agent(preamble=...)")
@@ -120,6 +127,12 @@ class Agent:
         """The policies, checked at construction (a ``TypeError`` names an object that
         implements no hook)."""
         self._active: set[AbortController] = set()
+        self.instrumentation: Instrumentation | None = None
+        """Where the runs' spans and metrics go (``None``: not instrumented)."""
+        if instrument is not False:
+            from agentfsm.adapters.telemetry import Instrumentation
+
+            self.instrumentation = Instrumentation() if instrument is True else instrument
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -230,9 +243,16 @@ class Agent:
         # This run's events only (concurrent runs share ``self.events``), forwarded there.
         run_events = AgentEmitter()
         run_events.on("*", self.events.emit)
+        chat, tools, telemetry = self.chat, self.tools, None
+        if self.instrumentation is not None:
+            telemetry = self.instrumentation.start_run(
+                chat, run_events, conversation_id=handle.id if handle is not None else None
+            )
+            if telemetry is not None:
+                chat, tools = telemetry.wrap_chat(chat), telemetry.wrap_tools(tools)
         runner = build_run(
-            self.chat,
-            self.tools,
+            chat,
+            tools,
             [*messages, *new_input],
             params,
             policies=self._policy_set,
@@ -264,7 +284,7 @@ class Agent:
             )
         self._active.add(controller)
         try:
-            outcome = await runner.run()
+            outcome = await (runner.run() if telemetry is None else telemetry.run(runner.run))
         except BaseException as exc:
             reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
             if recorder is not None:

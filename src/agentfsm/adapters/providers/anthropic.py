@@ -45,6 +45,8 @@ class AnthropicChat(HttpAdapter):
     """
 
     default_name = "anthropic"
+    provider_name = "anthropic"
+    """``gen_ai.provider.name`` of its calls in traces."""
 
     def __init__(
         self,

@@ -45,6 +45,8 @@ class OpenAIChat(HttpAdapter):
     """
 
     default_name = "openai-compatible"
+    provider_name = "openai"
+    """``gen_ai.provider.name`` of its calls in traces: the wire protocol's vendor."""
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ from attrs import frozen
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
+from agentfsm.adapters.telemetry.api import ERROR_TYPE, RETRY_EVENT, span_event
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError
@@ -125,6 +126,15 @@ async def call_with_retries(
             state.attempt_number,
             error,
             delay,
+        )
+        span_event(
+            RETRY_EVENT,
+            {
+                "agentfsm.provider": provider,
+                "agentfsm.retry.attempt": state.attempt_number,
+                "agentfsm.retry.delay_s": float(delay),
+                ERROR_TYPE: error.kind if isinstance(error, ProviderError) else "unknown",
+            },
         )
 
     retrying = AsyncRetrying(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from agentfsm.adapters.telemetry.api import ERROR_TYPE, FAILOVER_EVENT, span_event
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
 
@@ -89,6 +90,9 @@ class Router:
                 if error.kind not in FAILOVER_KINDS or streamed[0] or error.response_started:
                     raise
                 logger.warning("agentfsm: %s failed (%s); trying the next provider", label, error)
+                span_event(
+                    FAILOVER_EVENT, {"agentfsm.provider": str(label), ERROR_TYPE: error.kind}
+                )
                 last = error
         assert last is not None
         raise last

@@ -1,0 +1,34 @@
+"""OpenTelemetry traces and metrics of agent runs, following the GenAI semantic conventions.
+
+``Agent(instrument=True)`` (or an :class:`Instrumentation`) records one ``invoke_agent``
+span per run, a ``chat {model}`` span per chat call and an ``execute_tool {name}`` span per
+tool call, the ``gen_ai.client.*`` metrics, and per-run turns and tool calls. Needs the
+``otel`` extra; the names load lazily, so the providers work without it. See
+``docs/telemetry.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .content import CAPTURE_CONTENT_ENV
+    from .instrumentation import Instrumentation
+    from .run import RunTelemetry
+
+__all__ = ["CAPTURE_CONTENT_ENV", "Instrumentation", "RunTelemetry"]
+
+_WHERE = {
+    "CAPTURE_CONTENT_ENV": "content",
+    "Instrumentation": "instrumentation",
+    "RunTelemetry": "run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{module}"), name)
