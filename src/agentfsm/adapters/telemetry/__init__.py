@@ -7,11 +7,11 @@ tool call, the ``gen_ai.client.*`` metrics, and per-run turns and tool calls. Ne
 ``docs/telemetry.md``.
 """
 
-from __future__ import annotations
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .content import CAPTURE_CONTENT_ENV
     from .instrumentation import Instrumentation
     from .run import RunTelemetry
@@ -25,10 +25,8 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(f"{__name__}.{module}"), name)
+    return getattr(_import_module(f"{__name__}.{module}"), name)
