@@ -56,4 +56,5 @@ def build_agent(
         max_tokens=max_tokens,
         context_budget_tokens=budget if args.preset == "minimal" else None,
         sandbox=sandbox,
+        instrument=getattr(args, "instrument", None) or False,  # set by run --otel
     )

@@ -375,6 +375,10 @@ def _one_line(text: str, limit: int = 500) -> str:
 
 def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     """Run ``agentfsm run``; returns the exit code."""
+    if getattr(args, "otel", False):
+        from .otel import run_with_otel  # needs the cli-otel extra
+
+        return run_with_otel(args, lambda args: run(args, chat_override))
     if getattr(args, "durable", False):
         if chat_override is not None:
             print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
@@ -478,6 +482,12 @@ def add_arguments(parser: Any) -> None:
         "--database-url",
         metavar="URL",
         help="with --durable: the DBOS system database (default: SQLite in $XDG_STATE_HOME)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces and metrics by OTLP/HTTP (OTEL_EXPORTER_OTLP_* "
+        "variables; docs/telemetry.md)",
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument(
