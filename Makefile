@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local lint typecheck test test-race test-crash test-live conformance-local bench diagrams sandbox-deps demo clean
+.PHONY: install install-local lint typecheck test test-race test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test-race: install
 # kill -9 of real `agentfsm run` processes at random moments, then --resume (about 75 s).
 test-crash: install
 	$(BIN)/python -m pytest -m crash -s tests/crash
+
+# Durable batches on a real PostgreSQL (Debian's binaries, a throwaway cluster on 127.0.0.1):
+# two `agentfsm worker` processes, 50 tasks, one worker killed -9 and restarted (about 20 s).
+test-postgres: install
+	$(BIN)/python -m pytest -m postgres tests/durable
 
 # The fuzz suite at full size: random runs of both drivers and Agent, nine invariants
 # checked on each, the count per invariant printed at the end (`make test` runs 200 runs).
