@@ -12,7 +12,13 @@ Runs, side by side in one process:
 - ``engine_recording``: ``Agent`` with a session file written as the run goes, streamed
   deltas on and interrupts armed;
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
-  nothing else, for scale.
+  nothing else, for scale;
+- ``agent``: ``Agent`` with no session file and no instrumentation: the reference of the
+  two telemetry variants;
+- ``instrumented_no_provider``: ``Agent(instrument=True)`` with no tracer or meter provider
+  configured (the OpenTelemetry API's no-op defaults);
+- ``instrumented_sdk``: ``Agent`` instrumented with the OpenTelemetry SDK, an in-memory span
+  exporter (simple processor) and an in-memory metric reader (docs/telemetry.md).
 
 Each turn the model asks for one tool; the last turn answers with text. Reported figures are
 medians over several samples, in µs per turn; ``overhead`` is a driver's figure minus the
@@ -141,6 +147,47 @@ async def engine_recording(turns: int) -> ZeroLatencyModel:
     return model
 
 
+async def agent(turns: int, instrument: Any = False) -> ZeroLatencyModel:
+    model = ZeroLatencyModel(turns)
+    outcome = await Agent(
+        model,
+        InstantTools(),
+        system_prompt="You are a benchmark.",
+        max_turns=turns,
+        instrument=instrument,
+    ).run("go")
+    assert outcome.stopped_reason == "final"
+    return model
+
+
+_SDK: dict[str, Any] = {}
+
+
+async def instrumented_sdk(turns: int) -> ZeroLatencyModel:
+    """Spans to an in-memory exporter (emptied before each run), metrics to a reader."""
+    if not _SDK:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from agentfsm.adapters.telemetry import Instrumentation
+
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        _SDK["exporter"] = exporter
+        _SDK["instrumentation"] = Instrumentation(
+            tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+    _SDK["exporter"].clear()
+    model = await agent(turns, _SDK["instrumentation"])
+    assert len(_SDK["exporter"].get_finished_spans()) == 2 * turns  # chat + tool, run span
+    return model
+
+
 async def bare_statechart(turns: int) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
     ctx = RunContext(params=LoopParams(max_turns=turns + 1), history=[])
@@ -165,6 +212,9 @@ VARIANTS = {
     ),
     "engine_recording": engine_recording,
     "bare_statechart": bare_statechart,
+    "agent": agent,
+    "instrumented_no_provider": lambda n: agent(n, True),
+    "instrumented_sdk": instrumented_sdk,
 }
 
 
@@ -236,6 +286,22 @@ def main(argv: list[str] | None = None) -> int:
             / results["10_turns"]["median_us_per_turn"]["compiled"],
             2,
         ),
+        "instrumented_no_provider_over_agent": {
+            key: round(
+                entry["median_us_per_turn"]["instrumented_no_provider"]
+                / entry["median_us_per_turn"]["agent"],
+                3,
+            )
+            for key, entry in results.items()
+        },
+        "instrumented_sdk_over_agent": {
+            key: round(
+                entry["median_us_per_turn"]["instrumented_sdk"]
+                / entry["median_us_per_turn"]["agent"],
+                3,
+            )
+            for key, entry in results.items()
+        },
         "results": results,
     }
     if args.out.exists():  # keep what other benchmarks wrote there (``sandbox``)

@@ -6,6 +6,7 @@ the SDK is the application's business (``agentfsm run --otel`` sets one up).
 
 from __future__ import annotations
 
+import functools
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ DURATION_BUCKETS = (
 """The conventions' advised bucket boundaries of ``gen_ai.client.operation.duration``."""
 
 
+@functools.cache
 def _version() -> str:
     try:
         return metadata.version("agentfsm")
@@ -98,27 +100,38 @@ class Instrumentation:
         self.capture_content = capture_from_env() if capture_content is None else capture_content
         """Whether message content is recorded."""
         self.agent_name = agent_name
+        self.tracer: Tracer
+        self.meter: Meter
+        self.token_usage: Histogram
+        self.duration: Histogram
+        self.turns: Histogram
+        self.tool_calls: Histogram
+        self._made = False
+
+    def _make(self) -> None:
+        """The tracer, the meter and its instruments, made on the first recorded run."""
         version = _version()
-        self.tracer: Tracer = trace.get_tracer(SCOPE, version, tracer_provider)
-        self.meter: Meter = metrics.get_meter(SCOPE, version, meter_provider)
-        self.token_usage: Histogram = self.meter.create_histogram(
+        self.tracer = trace.get_tracer(SCOPE, version, self.tracer_provider)
+        self.meter = metrics.get_meter(SCOPE, version, self.meter_provider)
+        self.token_usage = self.meter.create_histogram(
             GEN_AI_CLIENT_TOKEN_USAGE,
             unit="{token}",
             description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
-        self.duration: Histogram = self.meter.create_histogram(
+        self.duration = self.meter.create_histogram(
             GEN_AI_CLIENT_OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self.turns: Histogram = self.meter.create_histogram(
+        self.turns = self.meter.create_histogram(
             RUN_TURNS, unit="{turn}", description="LLM calls per agent run."
         )
-        self.tool_calls: Histogram = self.meter.create_histogram(
+        self.tool_calls = self.meter.create_histogram(
             RUN_TOOL_CALLS, unit="{call}", description="Tool calls per agent run."
         )
+        self._made = True
 
     def __repr__(self) -> str:
         return f"Instrumentation(agent_name={self.agent_name!r})"
@@ -132,6 +145,8 @@ class Instrumentation:
         metering = _metering(self.meter_provider)
         if not (tracing or metering):
             return None
+        if not self._made:
+            self._make()
         from .run import RunTelemetry
 
         return RunTelemetry(self, chat, emitter, conversation_id=conversation_id, tracing=tracing)
