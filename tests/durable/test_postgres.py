@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -42,11 +43,13 @@ def postgres() -> Iterator[PostgresServer]:
         if os.environ.get("CI"):
             pytest.fail(f"{NEEDS}; CI is set, where every test must run")
         pytest.skip(NEEDS)
-    server = PostgresServer(Path(tempfile.mkdtemp(prefix="agentfsm-pg-"))).start()
+    folder = Path(tempfile.mkdtemp(prefix="agentfsm-pg-"))
+    server = PostgresServer(folder).start()
     try:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _slow(request: RecordedRequest) -> Reply:
