@@ -48,14 +48,13 @@ from .workflow import (
 
 __all__ = [
     "APPLICATION_VERSION",
-    "QUEUE_NAME",
-    "WORKFLOW_FORMAT",
     "AgentFactory",
     "BatchProgress",
     "DbosStepRunner",
     "DurableAgent",
     "DurableEvent",
     "DurableRuntime",
+    "QUEUE_NAME",
     "RunInfo",
     "RunSpec",
     "StepFailed",
@@ -63,6 +62,7 @@ __all__ = [
     "TaskResult",
     "TaskWorker",
     "UNFINISHED",
+    "WORKFLOW_FORMAT",
     "WORKFLOW_NAME",
     "agent_factory",
     "declare_queue",

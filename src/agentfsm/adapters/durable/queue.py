@@ -30,11 +30,11 @@ from .workflow import WORKFLOW_NAME
 
 __all__ = [
     "APPLICATION_VERSION",
+    "BatchProgress",
     "FAILED",
     "QUEUE_NAME",
-    "WORKFLOW_FORMAT",
-    "BatchProgress",
     "TaskResult",
+    "WORKFLOW_FORMAT",
     "declare_queue",
     "enqueue",
     "gather_results",
