@@ -197,3 +197,5 @@ class ChatResult:
     """The provider's finish reason, normalized where the adapter knows better."""
     model: str | None = None
     """The model that answered, when the provider said."""
+    response_id: str | None = None
+    """The provider's id of the response (``chatcmpl-…``, ``msg_…``), when it gave one."""

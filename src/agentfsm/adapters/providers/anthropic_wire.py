@@ -184,6 +184,7 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
         anthropic_usage(opt_dict(data.get("usage"), "usage")),
         normalize_stop_reason(opt_str(data.get("stop_reason"), "stop_reason"), bool(calls)),
         data.get("model") if isinstance(data.get("model"), str) else None,
+        data.get("id") if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -215,6 +216,7 @@ class EventAccumulator:
     usage: dict[str, Any] = field(factory=dict, init=False)
     stop_reason: str | None = field(default=None, init=False)
     model: str | None = field(default=None, init=False)
+    response_id: str | None = field(default=None, init=False)
     stopped: bool = field(default=False, init=False)
     started: bool = field(default=False, init=False)
     tool_calls: int = field(default=0, init=False)
@@ -243,6 +245,8 @@ class EventAccumulator:
             message = opt_dict(data.get("message"), "message")
             if isinstance(message.get("model"), str):
                 self.model = message["model"]
+            if isinstance(message.get("id"), str):
+                self.response_id = message["id"]
             merge_usage_fields(self.usage, opt_dict(message.get("usage"), "message.usage"))
         elif kind == "content_block_start":
             index = _index(data.get("index"), len(self.order))
@@ -315,6 +319,7 @@ class EventAccumulator:
             anthropic_usage(self.usage),
             normalize_stop_reason(self.stop_reason, bool(calls)),
             self.model,
+            self.response_id,
         )
 
     @property

@@ -320,6 +320,7 @@ def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> C
         openai_usage(opt_dict(data.get("usage"), "usage") or groq.get("usage")),
         normalize_finish_reason(opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)),
         data.get("model") if isinstance(data.get("model"), str) else None,
+        data.get("id") if isinstance(data.get("id"), str) else None,
     )
 
 
@@ -369,6 +370,7 @@ class StreamAccumulator:
     usage: dict[str, Any] = field(factory=dict, init=False)
     finish_reason: str | None = field(default=None, init=False)
     model: str | None = field(default=None, init=False)
+    response_id: str | None = field(default=None, init=False)
     chunks: int = field(default=0, init=False)
     saw_choice: bool = field(default=False, init=False)
     budget: list[int] = field(init=False)
@@ -383,6 +385,8 @@ class StreamAccumulator:
         self.chunks += 1
         if isinstance(chunk.get("model"), str) and chunk.get("model"):
             self.model = chunk["model"]
+        if self.response_id is None and isinstance(chunk.get("id"), str) and chunk.get("id"):
+            self.response_id = chunk["id"]
         usage = chunk.get("usage")
         if usage is None:
             usage = opt_dict(chunk.get("x_groq"), "x_groq").get("usage")
@@ -496,6 +500,7 @@ class StreamAccumulator:
             openai_usage(self.usage),
             normalize_finish_reason(self.finish_reason, bool(calls)),
             self.model,
+            self.response_id,
         )
 
     @property

@@ -242,6 +242,8 @@ class RunTelemetry:
                 attributes = _usage_attributes(result)
                 if result.model:
                     attributes[ga.GEN_AI_RESPONSE_MODEL] = result.model
+                if result.response_id:
+                    attributes[ga.GEN_AI_RESPONSE_ID] = result.response_id
                 if result.finish_reason:
                     attributes[ga.GEN_AI_RESPONSE_FINISH_REASONS] = (result.finish_reason,)
                 if self.capture:
