@@ -38,6 +38,7 @@ from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
 from agentfsm.engine.steps import run_step
 
+from .durable import gather_durable, submit_durable
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
 from .preamble import PreambleProvider, is_preamble_message, preamble_message
 
@@ -75,6 +76,9 @@ class Agent:
         instrument: OpenTelemetry traces and metrics of every run (the ``otel`` extra):
             ``True`` uses the global tracer and meter providers; an
             ``agentfsm.adapters.telemetry.Instrumentation`` says which (docs/telemetry.md).
+        durable_factory: The name this agent's factory is registered under
+            (``agentfsm.adapters.durable.register_agent_factory``): :meth:`submit` then
+            starts durable runs that any process with that factory can run or resume.
 
     Subscribe to ``engine.events`` to follow every run, streamed deltas included.
     """
@@ -98,6 +102,7 @@ class Agent:
         sandbox: CommandSandbox | None = None,
         context: PreambleProvider | None = None,
         instrument: bool | Instrumentation = False,
+        durable_factory: str | None = None,
     ) -> None:
         if context is not None:
             warn_renamed("Agent(context=...)", "Agent(preamble=...)")
@@ -127,12 +132,33 @@ class Agent:
         """The policies, checked at construction (a ``TypeError`` names an object that
         implements no hook)."""
         self._active: set[AbortController] = set()
+        self.durable_factory = durable_factory
         self.instrumentation: Instrumentation | None = None
         """Where the runs' spans and metrics go (``None``: not instrumented)."""
         if instrument is not False:
             from agentfsm.adapters.telemetry import Instrumentation
 
             self.instrumentation = Instrumentation() if instrument is True else instrument
+
+    # -- durable runs (the ``durable`` extra; DBOS launched by a ``DurableRuntime``) -------
+
+    async def submit(
+        self,
+        prompt: str,
+        *,
+        run_id: str | None = None,
+        on_event: Callable[[Any], None] | None = None,
+    ) -> str:
+        """Start a durable run of ``prompt``; returns its id (idempotent per id).
+
+        The run is rebuilt from :attr:`durable_factory` in whichever process runs or
+        resumes it, and recorded in a new session file of this agent's ``session_dir``.
+        """
+        return await submit_durable(self, prompt, run_id=run_id, on_event=on_event)
+
+    async def gather(self, run_ids: Sequence[str]) -> list[LoopOutcome]:
+        """The outcomes of durable runs, in order (waits for each to finish)."""
+        return await gather_durable(run_ids)
 
     # -- sessions ------------------------------------------------------------------------
 
