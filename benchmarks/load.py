@@ -13,9 +13,18 @@ Chat Completions stream. Against it, in a fresh client process per measurement:
 The modes are interleaved and repeated; the figures are medians: runs per second, the ratio
 of the floor's rate to the agent's, errors, the client's peak RSS during the burst (VmHWM
 reset before it) and its open file descriptors before the client existed, after the burst
-(the pool's idle connections) and after closing it. Results go under the ``load`` key of
-``benchmarks/results.json`` (other keys are kept). Only ``127.0.0.1`` is contacted; every
-process runs under a timeout.
+(the pool's idle connections) and after closing it, and the peak RSS per concurrent run
+(the burst's peak over the RSS before it, divided by the runs).
+
+``sse_decode`` (in this process, no sockets): the same Chat Completions stream bytes (text
+deltas and a streamed tool call, cut into 1 KiB reads) decoded and accumulated into one
+answer by the default adapter's path (``SSEDecoder`` + bounded JSON + ``StreamAccumulator``)
+and by the official ``openai`` SDK's (its ``SSEDecoder``, chunks built as its ``Stream`` does,
+``ChatCompletionStreamState``, the accumulator behind ``client.chat.completions.stream``);
+medians of timed passes, in MB/s and µs per frame.
+
+Results go under the ``load`` key of ``benchmarks/results.json`` (other keys are kept). Only
+``127.0.0.1`` is contacted; every process runs under a timeout.
 """
 
 from __future__ import annotations
@@ -32,6 +41,10 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._results import merge_results
 
 GOAL_RATIO = 1.3
 WARMUP_RUNS = 20
@@ -225,11 +238,120 @@ async def measure(mode: str, runs: int, port: int) -> dict[str, Any]:
         "rss_before_mb": round(rss_before_kb / 1024, 1),
         "peak_rss_mb": round(peak_kb / 1024, 1),
         "peak_is_burst_only": peak_reset,
+        "peak_rss_per_run_kb": round(max(0, peak_kb - rss_before_kb) / runs, 1),
         "fds_before": fds_before,
         "fds_pooled": fds_pooled,
         "fds_after": fds_after,
         "warmup_seconds": round(warm_elapsed, 4),
     }
+
+
+# -- SSE decode throughput ----------------------------------------------------------------
+
+SSE_TEXT_DELTAS = 400
+SSE_ARGUMENT_DELTAS = 100
+SSE_READ_BYTES = 1024
+
+
+def decode_body() -> bytes:
+    """A longer reply than the load test's: text deltas, then one tool call streamed in
+    argument pieces, finish, usage, DONE."""
+    base = {"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 0, "model": MODEL}
+
+    def delta(d: dict[str, Any], finish: str | None = None) -> bytes:
+        return _frame({**base, "choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+
+    frames = [delta({"role": "assistant", "content": ""})]
+    frames += [delta({"content": f" word{i}"}) for i in range(SSE_TEXT_DELTAS)]
+    head = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "echo"}}
+    frames.append(delta({"tool_calls": [{**head, "function": {"name": "echo", "arguments": ""}}]}))
+    pieces = ['{"text": "'] + [f"p{i} " for i in range(SSE_ARGUMENT_DELTAS - 2)] + ['"}']
+    frames += [
+        delta({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in pieces
+    ]
+    frames.append(delta({}, "tool_calls"))
+    usage = {"prompt_tokens": 12, "completion_tokens": 500, "total_tokens": 512}
+    frames.append(_frame({**base, "choices": [], "usage": usage}))
+    frames.append(b"data: [DONE]\n\n")
+    return b"".join(frames)
+
+
+def _reads(body: bytes) -> list[bytes]:
+    return [body[i : i + SSE_READ_BYTES] for i in range(0, len(body), SSE_READ_BYTES)]
+
+
+def decode_agentfsm(reads: list[bytes]) -> tuple[str, str]:
+    from agentfsm.adapters.providers.limits import Limits, loads_bounded
+    from agentfsm.adapters.providers.openai_wire import StreamAccumulator
+    from agentfsm.adapters.providers.sse import SSEDecoder
+
+    limits = Limits()
+    decoder = SSEDecoder(
+        max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
+    )
+    acc = StreamAccumulator(limits)
+    for read in reads:
+        for event in decoder.feed(read):
+            data = event.data.strip()
+            if not data or data == "[DONE]":
+                continue
+            acc.add(loads_bounded(data, limits.max_json_depth))
+    result = acc.result()
+    call = result.message.tool_calls[0]
+    return result.message.content, json.dumps(call.arguments)
+
+
+def decode_openai(reads: list[bytes]) -> tuple[str, str]:
+    from openai._models import construct_type
+    from openai._streaming import SSEDecoder
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    from openai.types.chat import ChatCompletionChunk
+
+    state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+    for sse in SSEDecoder().iter_bytes(iter(reads)):
+        if sse.data.startswith("[DONE]"):
+            continue
+        chunk = construct_type(type_=ChatCompletionChunk, value=sse.json())
+        for _ in state.handle_chunk(chunk):  # type: ignore[arg-type]
+            pass
+    message = state.get_final_completion().choices[0].message
+    call: Any = message.tool_calls[0] if message.tool_calls else None
+    arguments = call.function.arguments if call is not None else "{}"
+    return message.content or "", json.dumps(json.loads(arguments))
+
+
+def sse_decode(passes: int) -> dict[str, Any]:
+    """Both decoders over the same bytes, interleaved; medians of ``passes`` timed passes."""
+    from importlib import metadata
+
+    body = decode_body()
+    reads = _reads(body)
+    frames = body.count(b"\n\n")
+    decoders = {"agentfsm": decode_agentfsm, "openai_sdk": decode_openai}
+    answers = {name: fn(reads) for name, fn in decoders.items()}  # warm-up, and the check
+    if answers["agentfsm"] != answers["openai_sdk"]:
+        raise AssertionError(f"the decoders disagree: {answers}")
+    times: dict[str, list[float]] = {name: [] for name in decoders}
+    for _ in range(passes):
+        for name, fn in decoders.items():
+            started = time.perf_counter()
+            fn(reads)
+            times[name].append(time.perf_counter() - started)
+    out: dict[str, Any] = {
+        "body_bytes": len(body),
+        "frames": frames,
+        "read_bytes": SSE_READ_BYTES,
+        "passes": passes,
+        "openai_version": metadata.version("openai"),
+    }
+    for name, xs in times.items():
+        seconds = statistics.median(xs)
+        out[name] = {
+            "mb_per_s": round(len(body) / seconds / 1e6, 2),
+            "us_per_frame": round(seconds * 1e6 / frames, 2),
+        }
+    out["agentfsm_speedup"] = round(out["agentfsm"]["mb_per_s"] / out["openai_sdk"]["mb_per_s"], 2)
+    return out
 
 
 # -- the driver -----------------------------------------------------------------------------
@@ -255,6 +377,7 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": max(int(s["errors"]) for s in samples),
         "peak_rss_mb": median("peak_rss_mb"),
         "rss_before_mb": median("rss_before_mb"),
+        "peak_rss_per_run_kb": median("peak_rss_per_run_kb"),
         "fds_before": max(int(s["fds_before"]) for s in samples),
         "fds_pooled": max(int(s["fds_pooled"]) for s in samples),
         "fds_after": max(int(s["fds_after"]) for s in samples),
@@ -300,14 +423,14 @@ def run_benchmark(sizes: list[int], rounds: int, modes: list[str]) -> dict[str, 
 def _table(by_size: dict[str, Any]) -> str:
     lines = [
         f"{'runs':>5} {'mode':<16} {'runs/s':>8} {'ratio':>6} {'errors':>6} "
-        f"{'peak RSS MB':>11} {'fds before/pooled/after':>24}"
+        f"{'peak RSS MB':>11} {'KB/run':>7} {'fds before/pooled/after':>24}"
     ]
     for runs, summary in by_size.items():
         for mode, s in summary.items():
             fds = f"{s['fds_before']}/{s['fds_pooled']}/{s['fds_after']}"
             lines.append(
                 f"{runs:>5} {mode:<16} {s['runs_per_s']:>8} {s['ratio']:>6} {s['errors']:>6} "
-                f"{s['peak_rss_mb']:>11} {fds:>24}"
+                f"{s['peak_rss_mb']:>11} {s['peak_rss_per_run_kb']:>7} {fds:>24}"
             )
     return "\n".join(lines)
 
@@ -318,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="200,1000", help="concurrent runs, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-run", action="store_true", help="also one adapter per run")
+    parser.add_argument("--decode-passes", type=int, default=31, help="SSE decode timed passes")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, default=0, help=argparse.SUPPRESS)
@@ -336,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("sizes must be 1-5000 runs and rounds 1-10")
     modes = ["agent", "raw"] + (["adapter_per_run"] if args.per_run else [])
     started = time.perf_counter()
+    decode = sse_decode(args.decode_passes)
     by_size = run_benchmark(sizes, args.rounds, modes)
     largest = by_size[str(max(sizes))]["agent"]
     result = {
@@ -347,15 +472,17 @@ def main(argv: list[str] | None = None) -> int:
         "goal": f"ratio <= {GOAL_RATIO} and 0 errors at {max(sizes)} runs",
         "goal_met": largest["ratio"] <= GOAL_RATIO and largest["errors"] == 0,
         "by_runs": by_size,
+        "sse_decode": decode,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    report: dict[str, Any] = {}
-    if args.out.exists():
-        report = json.loads(args.out.read_text("utf-8"))
-    report["load"] = result
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    merge_results(args.out, "load", result)
     print(_table(by_size))
+    print(
+        f"SSE decode, {decode['body_bytes']} bytes / {decode['frames']} frames: agentfsm "
+        f"{decode['agentfsm']['mb_per_s']} MB/s ({decode['agentfsm']['us_per_frame']} µs/frame), "
+        f"openai SDK {decode['openai_sdk']['mb_per_s']} MB/s "
+        f"({decode['openai_sdk']['us_per_frame']} µs/frame): {decode['agentfsm_speedup']}x"
+    )
     print(f"goal met: {result['goal_met']} ({result['goal']}); {result['seconds']} s -> {args.out}")
     return 0
 

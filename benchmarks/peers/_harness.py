@@ -1,0 +1,80 @@
+"""The shared timing of every workload in ``benchmarks/peers`` (no agentfsm import here).
+
+The workload: a zero-latency scripted model that asks for one ``echo`` tool call per turn
+N times, then answers "done" (N + 1 model calls per run); the tool is ``async``. A workload
+script gives :func:`main` a ``run_once(turns)`` coroutine function that makes one whole run
+and returns how many model calls it made, which must be ``turns + 1``.
+
+Each sample times ``repeat`` back-to-back runs in one event loop (after one untimed warm-up
+run) and reports µs per model call. The script prints one JSON line: ``{"10": [µs, ...],
+"200": [µs, ...], "versions": {...}}``; ``benchmarks/peers.py`` interleaves the scripts and
+takes the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import time
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+
+RunOnce = Callable[[int], Awaitable[int]]
+
+# turns -> runs per sample: about 200 model calls per sample either way.
+PLANS = {10: 20, 200: 1}
+
+
+class Counter:
+    """The scripted model's only state: model calls so far in the current run."""
+
+    calls = 0
+
+
+def versions(*names: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+async def _sample(run_once: RunOnce, turns: int, repeat: int) -> float:
+    await _checked(run_once, turns)  # warm-up: imports, caches, first-call paths
+    gc.collect()
+    started = time.perf_counter_ns()
+    for _ in range(repeat):
+        await _checked(run_once, turns)
+    elapsed = time.perf_counter_ns() - started
+    return elapsed / 1000 / (repeat * (turns + 1))
+
+
+async def _checked(run_once: RunOnce, turns: int) -> None:
+    Counter.calls = 0
+    calls = await run_once(turns)
+    if calls != turns + 1:
+        raise AssertionError(f"expected {turns + 1} model calls, the run made {calls}")
+
+
+def main(run_once: RunOnce, package_names: tuple[str, ...]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=1)
+    parser.add_argument("--turns", default=",".join(str(t) for t in PLANS))
+    args = parser.parse_args()
+
+    async def all_samples() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for turns in (int(t) for t in args.turns.split(",")):
+            repeat = PLANS.get(turns, 1)
+            out[str(turns)] = [
+                round(await _sample(run_once, turns, repeat), 2) for _ in range(args.samples)
+            ]
+        return out
+
+    result: dict[str, object] = dict(asyncio.run(all_samples()))
+    result["versions"] = versions(*package_names)
+    print(json.dumps(result))

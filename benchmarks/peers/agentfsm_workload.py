@@ -1,0 +1,197 @@
+"""agentfsm's side of benchmarks/peers.py, in the project's environment: one variant a run.
+
+- ``core_default``: ``run_conversation`` with the default (compiled) driver;
+- ``core_statechart``: ``run_conversation`` on the python-statemachine driver;
+- ``statemachine_alone``: python-statemachine with nothing else, its ``AsyncEngine``, four
+  sends per turn whose async callbacks call the model and the tool;
+- ``plain_loop``: a plain asyncio loop over dicts, the limit any engine is measured against;
+- ``agent_coding_session``: ``Agent`` with the coding-agent preset and a session file.
+
+The agentfsm variants run the tool through a ``ToolBox`` (arguments validated by pydantic,
+as the peers' function tools are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from statemachine import State, StateChart
+
+from agentfsm import (
+    Agent,
+    AssistantMessage,
+    ChatResult,
+    LoopParams,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    run_conversation,
+)
+from agentfsm.adapters.tools import ToolBox
+from agentfsm.engine.stepper import StepperKind
+from agentfsm.policies import presets
+
+if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
+    from benchmarks.peers._harness import Counter, main
+else:
+    from _harness import Counter, main
+
+PROMPT = "You are a benchmark."
+DONE = ChatResult(AssistantMessage("done"), Usage(1200, 5), "stop")
+TURNS = [0]
+
+
+async def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+async def model(messages: Sequence[Message], tools: Sequence[ToolSpec], **_: Any) -> ChatResult:
+    Counter.calls += 1
+    if Counter.calls > TURNS[0]:
+        return DONE
+    call = ToolCall(f"c{Counter.calls}", "echo", {"text": f"m{Counter.calls}"})
+    return ChatResult(AssistantMessage("", tool_calls=(call,)), Usage(1200, 30), "tool_calls")
+
+
+TOOLS = ToolBox([echo])
+
+
+def core(stepper: StepperKind) -> Callable[[int], Awaitable[int]]:
+    async def run_once(turns: int) -> int:
+        TURNS[0] = turns
+        outcome = await run_conversation(
+            model,
+            TOOLS,
+            [UserMessage("go")],
+            LoopParams(max_turns=turns + 1, system_prompt=PROMPT),
+            stepper=stepper,
+        )
+        assert outcome.stopped_reason == "final", outcome.stopped_reason
+        return Counter.calls
+
+    return run_once
+
+
+async def agent_coding_session(turns: int) -> int:
+    TURNS[0] = turns
+    with tempfile.TemporaryDirectory() as folder:
+        policies = presets.coding_agent(
+            workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12
+        )
+        outcome = await Agent(
+            model,
+            TOOLS,
+            policies=policies,
+            system_prompt=PROMPT,
+            session_dir=folder,
+            max_turns=turns + 1,
+        ).run("go")
+    assert outcome.stopped_reason == "final", outcome.stopped_reason
+    return Counter.calls
+
+
+# -- python-statemachine alone --------------------------------------------------------------
+
+
+class Loop(StateChart):  # type: ignore[type-arg]
+    """Four sends a tool turn: call, replied, tool, tools_done (the last turn: finish)."""
+
+    idle = State(initial=True)
+    calling = State()
+    routing = State()
+    tooling = State()
+    done = State(final=True)
+
+    call = idle.to(calling)
+    replied = calling.to(routing)
+    tool = routing.to(tooling)
+    tools_done = tooling.to(idle)
+    finish = routing.to(done)
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": PROMPT},
+            {"role": "user", "content": "go"},
+        ]
+        self.reply: dict[str, Any] = {}
+        super().__init__()
+
+    async def on_enter_calling(self) -> None:
+        self.reply = await dict_model(self.messages)
+        self.messages.append(self.reply)
+
+    async def on_enter_tooling(self) -> None:
+        for call in self.reply["tool_calls"]:
+            out = await DICT_TOOLS[call["name"]](**call["arguments"])
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+
+
+async def statemachine_alone(turns: int) -> int:
+    TURNS[0] = turns
+    machine = Loop()
+    await machine.activate_initial_state()
+    while True:
+        await machine.send("call")
+        await machine.send("replied")
+        if not machine.reply.get("tool_calls"):
+            await machine.send("finish")
+            break
+        await machine.send("tool")
+        await machine.send("tools_done")
+    assert machine.reply["content"] == "done"
+    return Counter.calls
+
+
+# -- the limit: a plain asyncio loop over dicts ---------------------------------------------
+
+
+async def dict_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    Counter.calls += 1
+    if Counter.calls > TURNS[0]:
+        return {"role": "assistant", "content": "done"}
+    call = {"id": f"c{Counter.calls}", "name": "echo", "arguments": {"text": f"m{Counter.calls}"}}
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+DICT_TOOLS: dict[str, Callable[..., Awaitable[str]]] = {"echo": echo}
+
+
+async def plain_loop(turns: int) -> int:
+    TURNS[0] = turns
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": PROMPT},
+        {"role": "user", "content": "go"},
+    ]
+    while True:
+        reply = await dict_model(messages)
+        messages.append(reply)
+        if not reply.get("tool_calls"):
+            break
+        for call in reply["tool_calls"]:
+            out = await DICT_TOOLS[call["name"]](**call["arguments"])
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+    assert messages[-1]["content"] == "done"
+    return Counter.calls
+
+
+VARIANTS: dict[str, Callable[[int], Awaitable[int]]] = {
+    "core_default": core("compiled"),
+    "core_statechart": core("statechart"),
+    "statemachine_alone": statemachine_alone,
+    "plain_loop": plain_loop,
+    "agent_coding_session": agent_coding_session,
+}
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("variant", choices=sorted(VARIANTS))
+    known, rest = parser.parse_known_args()
+    sys.argv = [sys.argv[0], *rest]
+    main(VARIANTS[known.variant], ("agentfsm", "python-statemachine", "pydantic"))
