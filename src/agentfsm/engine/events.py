@@ -364,11 +364,14 @@ class AgentEmitter:
     being emitted: each emit iterates the subscriber list as it was when the emit began.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_by_type", "_entries")
 
     def __init__(self) -> None:
         # Copy-on-write tuple: emit iterates it without copying, (un)subscribing replaces it.
         self._entries: tuple[_Entry, ...] = ()
+        # Each event type's handlers in registration order, built on the type's first emit
+        # and dropped whenever the subscriptions change.
+        self._by_type: dict[str, tuple[EventHandler, ...]] = {}
 
     # One overload per event type, so that a handler's parameter is typed with its event
     # class (tests/engine/test_typed_handlers.py checks that every event has one).
@@ -498,21 +501,28 @@ class AgentEmitter:
         """
         entry: _Entry = (event_type, handler)
         self._entries = (*self._entries, entry)
+        self._by_type = {}
 
         def unsubscribe() -> None:
-            self._entries = tuple(e for e in self._entries if e is not entry)
+            entries = tuple(e for e in self._entries if e is not entry)
+            if len(entries) != len(self._entries):
+                self._entries = entries
+                self._by_type = {}
 
         return unsubscribe
 
     def emit(self, event: AgentEvent) -> None:
         """Deliver ``event`` to its subscribers."""
         event_type = event.type
-        for kind, handler in self._entries:
-            if kind == event_type or kind == "*":
-                try:
-                    handler(event)
-                except Exception:
-                    logger.exception("agentfsm: %s handler %r raised", event_type, handler)
+        handlers = self._by_type.get(event_type)
+        if handlers is None:
+            handlers = tuple(h for k, h in self._entries if k == event_type or k == "*")
+            self._by_type[event_type] = handlers
+        for handler in handlers:
+            try:
+                handler(event)
+            except Exception:
+                logger.exception("agentfsm: %s handler %r raised", event_type, handler)
 
     @property
     def has_subscribers(self) -> bool:

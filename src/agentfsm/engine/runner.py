@@ -39,6 +39,7 @@ from .events import (
     TurnStartEvent,
 )
 from .history import budget_exhausted_result, tool_message_from_result
+from .interrupt import cancel_on_abort
 from .machine import LoopGuards
 from .messages import ChatResult, ImagePart, Message, ToolCall, ToolResult, UserMessage
 from .params import LoopOutcome, StopInfo, StoppedReason
@@ -193,6 +194,10 @@ class LoopRunner:
         signal: Any = self.ctx.params.signal
         if not self.ctx.interruptible or signal is None:
             return await awaitable
+        add_callback = getattr(signal, "add_callback", None)
+        current = asyncio.current_task()
+        if callable(add_callback) and current is not None and not signal.aborted:
+            return await cancel_on_abort(awaitable, add_callback, current, INTERRUPTED)
         task = asyncio.ensure_future(awaitable)
         if not signal.aborted:
             waiter = asyncio.ensure_future(signal.wait())

@@ -38,11 +38,11 @@ class SessionRecorder:
     call id: a reader then knows the tool may have acted if its result never arrives),
     ``tool_call_end`` the tool message (cancelled ones too), ``budget_exhausted`` and
     ``compress_end`` a meta record; ``finish`` writes
-    ``run_end`` with the stop reason and the run's usage. Policy decisions (warnings, stops,
-    gate refusals, redirections) are recorded as meta records too, without reminder or
-    advice texts. Best effort: a write error logs a warning (once per run) and never reaches
-    the run. Give it an emitter that carries only this run's events: the ``Agent`` gives
-    each run its own, forwarding to ``engine.events``.
+    ``run_end`` with the stop reason and the run's usage, then closes the file. Policy
+    decisions (warnings, stops, gate refusals, redirections) are recorded as meta records
+    too, without reminder or advice texts. Best effort: a write error logs a warning (once
+    per run) and never reaches the run. Give it an emitter that carries only this run's
+    events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
     """
 
     def __init__(self, handle: SessionHandle) -> None:
@@ -173,6 +173,7 @@ class SessionRecorder:
             meta["policy_state"] = dict(policy_state)
             self.handle.policy_state = dict(policy_state)
         self._safely(lambda: self.handle.write_meta(meta))
+        self._safely(self.handle.close)  # the next run on this handle opens it again
 
 
 def _error_record(error: BaseException) -> dict[str, Any]:

@@ -8,8 +8,11 @@ Each line is one record::
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +41,11 @@ class SessionHandle:
 
     The handle remembers the messages written through it, so that a later run on the same
     handle can continue the conversation.
+
+    The file is opened once (append mode) and kept open until :meth:`close` (the recorder
+    closes it when a run ends; a forgotten handle closes it when collected). Each write is
+    flushed to the operating system before it returns, so a killed process loses at most
+    the record being written.
     """
 
     def __init__(self, path: Path, clock: Callable[[], datetime] | None = None) -> None:
@@ -50,6 +58,8 @@ class SessionHandle:
         """Runs that started on this handle."""
         self.policy_state: dict[str, Any] = {}
         """The policies' durable state as the last run on this handle left it."""
+        self._file: io.FileIO | None = None
+        self._closer: weakref.finalize[Any, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -67,12 +77,37 @@ class SessionHandle:
         # is written as valid escapes and reads back as the same string.
         return json.dumps({"ts": utc_timestamp(now), **record}, separators=(",", ":"))
 
-    def write(self, *records: Mapping[str, Any]) -> None:
-        """Append records (``kind`` and payload) as lines; raises ``OSError`` on failure."""
-        text = "".join(self._line(r) + "\n" for r in records)
+    def _open(self) -> io.FileIO:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as file:
-            file.write(text)
+        file = self.path.open("ab", buffering=0)  # unbuffered: each write is a syscall
+        self._file = file
+        self._closer = weakref.finalize(self, file.close)
+        return file
+
+    def write(self, *records: Mapping[str, Any]) -> None:
+        """Append records (``kind`` and payload) as lines, handed to the operating system
+        before returning; raises ``OSError`` on failure (the file is then closed, and the
+        next write opens it again)."""
+        data = memoryview("".join([self._line(r) + "\n" for r in records]).encode("ascii"))
+        file = self._file
+        try:
+            if file is None:
+                file = self._open()
+            while data:
+                written = file.write(data)
+                if not written:
+                    raise OSError(f"could not write to {str(self.path)!r}")
+                data = data[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the file if it is open (harmless otherwise); the next write reopens it."""
+        closer, self._closer, self._file = self._closer, None, None
+        if closer is not None:
+            closer()
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Append a ``meta`` record."""
