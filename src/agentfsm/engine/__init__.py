@@ -3,6 +3,8 @@
 Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`.
 """
 
+from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
+
 from .abort import AbortController, AbortSignal
 from .compression import (
     COMPRESSION_SYSTEM_PROMPT,
@@ -197,10 +199,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name == "Compactor":
-        from agentfsm._deprecated import warn_renamed
-
-        warn_renamed("agentfsm.engine.Compactor", "agentfsm.engine.Compressor")
-        return Compressor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecated_getattr(
+    __name__, {"Compactor": ("agentfsm.engine.Compressor", lambda: Compressor)}
+)

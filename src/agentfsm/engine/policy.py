@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, runtime_checka
 
 from attrs import frozen
 
+from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
+
 from .errors import PolicyError, PolicyVerdictError, RunRefused
 from .messages import ChatResult, Message
 
@@ -529,10 +531,6 @@ def loop_policies(policies: Sequence[Policy] | Sequence[object], params: LoopPar
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Compactor":
-        from agentfsm._deprecated import warn_renamed
-
-        warn_renamed("agentfsm.engine.policy.Compactor", "Compressor")
-        return Compressor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecated_getattr(
+    __name__, {"Compactor": ("agentfsm.engine.policy.Compressor", lambda: Compressor)}
+)

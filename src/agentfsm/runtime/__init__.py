@@ -3,9 +3,9 @@
 Every name that was here still resolves, with an ``AgentfsmDeprecationWarning``.
 """
 
-from typing import Any as _Any
+from collections.abc import Callable as _Callable
 
-from agentfsm._deprecated import warn_renamed as _warn_renamed
+from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 
 __all__: list[str] = []
 
@@ -23,11 +23,16 @@ _RENAMED = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module 'agentfsm.runtime' has no attribute {name!r}")
-    import agentfsm.agent as agent
+def _loader(new: str) -> _Callable[[], object]:
+    def load() -> object:
+        import agentfsm.agent as agent
 
-    _warn_renamed(f"agentfsm.runtime.{name}", f"agentfsm.agent.{new}")
-    return getattr(agent, new)
+        return getattr(agent, new)
+
+    return load
+
+
+__getattr__ = _deprecated_getattr(
+    __name__,
+    {old: (f"agentfsm.agent.{new}", _loader(new)) for old, new in _RENAMED.items()},
+)
