@@ -32,6 +32,7 @@ hook               state               may return
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, runtime_checkable
@@ -295,6 +296,20 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _class_names(cls: type) -> tuple[str, ...]:
+    """A class's public attribute names (checked once per class)."""
+    return tuple(name for name in dir(cls) if not name.startswith("_"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _near_hook(name: str) -> str | None:
+    """The hook ``name`` misspells (one edit away), if any."""
+    if name.startswith("_") or name in HOOK_NAMES:
+        return None
+    return next((hook for hook in HOOK_NAMES if _one_edit_apart(name, hook)), None)
+
+
 def _hooks_of(policy: object) -> list[str]:
     return [hook for hook in HOOK_NAMES if hook != "compress" and hasattr(policy, hook)] + (
         ["compress"] if hasattr(policy, "should_compress") else []
@@ -312,20 +327,19 @@ def check_policies(policies: object) -> tuple[object, ...]:
         raise TypeError(f"policies must be a sequence of policy objects, got {policies!r}")
     checked = tuple(policies)
     for policy in checked:
-        shown = f"{policy!r} ({type(policy).__name__})"
-        for attr in dir(policy):
-            if attr.startswith("_") or attr in HOOK_NAMES:
-                continue
-            for hook in HOOK_NAMES:
-                if _one_edit_apart(attr, hook):
-                    raise TypeError(
-                        f"policy {policy_name(policy)}: {attr!r} is not a hook; did you "
-                        f"mean {hook!r}? (hooks: {', '.join(HOOK_NAMES)})"
-                    )
+        instance_names = getattr(policy, "__dict__", None)
+        for attr in (*_class_names(type(policy)), *(instance_names or ())):
+            hook = _near_hook(attr)
+            if hook is not None:
+                raise TypeError(
+                    f"policy {policy_name(policy)}: {attr!r} is not a hook; did you "
+                    f"mean {hook!r}? (hooks: {', '.join(HOOK_NAMES)})"
+                )
         hooks = _hooks_of(policy)
         if not hooks:
             raise TypeError(
-                f"{shown} is not a policy: it implements none of the hooks {', '.join(HOOK_NAMES)}"
+                f"{policy!r} ({type(policy).__name__}) is not a policy: it implements none of "
+                f"the hooks {', '.join(HOOK_NAMES)}"
             )
         if hasattr(policy, "should_compress") != hasattr(policy, "compress"):
             raise TypeError(
@@ -416,8 +430,11 @@ async def consult(
     of the ``passthrough`` types propagate as they are, any other becomes a
     :class:`PolicyError` naming the policy (a :class:`RunRefused` propagates as it is).
     """
+    check, expected = EXPECTED[hook]
     try:
         answer = getattr(policy, hook)(*args)
+        if check(answer):  # a sync hook's verdict (no verdict kind is awaitable)
+            return answer
         if inspect.isawaitable(answer):
             answer = await (wait(answer) if wait is not None else answer)
     except passthrough:
@@ -426,7 +443,6 @@ async def consult(
         raise
     except Exception as exc:
         raise PolicyError(policy_name(policy), hook, exc) from exc
-    check, expected = EXPECTED[hook]
     if not check(answer):
         raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
     return answer

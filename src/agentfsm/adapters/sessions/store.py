@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import re
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -32,8 +33,29 @@ _MAX_COUNTER = 9999
 
 def utc_timestamp(now: datetime | None = None) -> str:
     """``2026-09-14T05:00:00.000Z``: UTC, milliseconds."""
-    moment = now if now is not None else datetime.now(UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if now is None:
+        return _now_stamp()
+    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_second: list[Any] = [None, ""]
+"""The last whole second formatted by :func:`_now_stamp`, and its text."""
+
+
+def _now_stamp() -> str:
+    """:func:`utc_timestamp` of now, formatting the date and time once a second."""
+    now = time.time()
+    second = int(now)
+    cached = _second
+    if cached[0] != second:
+        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        cached[0] = second
+    return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call (ASCII:
+any text, lone surrogates included, becomes valid escapes)."""
 
 
 class SessionHandle:
@@ -72,10 +94,12 @@ class SessionHandle:
         return self.runs == 0
 
     def _line(self, record: Mapping[str, Any]) -> str:
-        now = self._clock() if self._clock is not None else None
+        stamp = _now_stamp() if self._clock is None else utc_timestamp(self._clock())
         # ASCII JSON: any text, lone surrogates included (a non-UTF-8 file name becomes one),
         # is written as valid escapes and reads back as the same string.
-        return json.dumps({"ts": utc_timestamp(now), **record}, separators=(",", ":"))
+        if "ts" in record or not record:
+            return _encode({"ts": stamp, **record})
+        return f'{{"ts":"{stamp}",{_encode(record)[1:]}'
 
     def _open(self) -> io.FileIO:
         self.path.parent.mkdir(parents=True, exist_ok=True)

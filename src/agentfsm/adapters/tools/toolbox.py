@@ -20,6 +20,8 @@ from typing import Any, get_type_hints, overload
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from agentfsm.engine.errors import AbortError
+from agentfsm.engine.interrupt import cancel_on_abort
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.engine.protocols import SupportsAbort
 
@@ -344,9 +346,22 @@ class ToolBox:
 
     @staticmethod
     async def _until_aborted(work: Awaitable[Any], signal: SupportsAbort | None) -> Any:
-        """Await ``work``; cancel it (killing what it started) when ``signal`` fires."""
+        """Await ``work``; cancel it (killing what it started) when ``signal`` fires.
+
+        With a signal that takes callbacks, the work runs in the calling task (no task per
+        call): the abort cancels that task and the cancellation is turned back into
+        ``_Cancelled`` here."""
+        if signal is None:
+            return await work
+        add_callback = getattr(signal, "add_callback", None)
+        current = asyncio.current_task()
+        if callable(add_callback) and current is not None:
+            try:
+                return await cancel_on_abort(work, add_callback, current, "cancelled")
+            except AbortError:
+                raise _Cancelled from None
         wait = getattr(signal, "wait", None)
-        if signal is None or not callable(wait):
+        if not callable(wait):
             return await work
         task = asyncio.ensure_future(work)
         waiter = asyncio.ensure_future(wait())
