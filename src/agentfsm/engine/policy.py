@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, runtime_checkable
 
@@ -296,10 +297,15 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
-@functools.lru_cache(maxsize=1024)
+_CLASS_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
 def _class_names(cls: type) -> tuple[str, ...]:
-    """A class's public attribute names (checked once per class)."""
-    return tuple(name for name in dir(cls) if not name.startswith("_"))
+    """A class's public attribute names (listed once per class)."""
+    names = _CLASS_NAMES.get(cls)
+    if names is None:
+        names = _CLASS_NAMES[cls] = tuple(n for n in dir(cls) if not n.startswith("_"))
+    return names
 
 
 @functools.lru_cache(maxsize=4096)
