@@ -79,20 +79,34 @@ def core(stepper: StepperKind) -> Callable[[int], Awaitable[int]]:
     return run_once
 
 
-async def agent_coding_session(turns: int) -> int:
-    TURNS[0] = turns
-    with tempfile.TemporaryDirectory() as folder:
+WORKSPACE = tempfile.TemporaryDirectory(prefix="agentfsm-bench-")
+"""The workspace and session folder of the agent variant: it exists before the runs, as a
+user's does (each run adds its session file)."""
+AGENTS: dict[int, Agent] = {}
+"""One agent per turn count, built once like the peers' agents (each run is its own)."""
+
+
+def coding_agent(turns: int) -> Agent:
+    agent = AGENTS.get(turns)
+    if agent is None:
+        folder = WORKSPACE.name
         policies = presets.coding_agent(
             workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12
         )
-        outcome = await Agent(
+        agent = AGENTS[turns] = Agent(
             model,
             TOOLS,
             policies=policies,
             system_prompt=PROMPT,
             session_dir=folder,
             max_turns=turns + 1,
-        ).run("go")
+        )
+    return agent
+
+
+async def agent_coding_session(turns: int) -> int:
+    TURNS[0] = turns
+    outcome = await coding_agent(turns).run("go")
     assert outcome.stopped_reason == "final", outcome.stopped_reason
     return Counter.calls
 

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .messages import Message, SystemMessage, ToolCall, ToolMessage, ToolResult
+from .messages import (
+    ImagePart,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from .context import ToolOutcome
 
 __all__ = [
     "TURN_BUDGET_EXHAUSTED",
     "budget_exhausted_result",
     "format_tool_result_content",
+    "images_message",
     "seed_system_prompt",
     "tool_message_from_result",
 ]
@@ -59,3 +72,19 @@ def tool_message_from_result(call: ToolCall, result: ToolResult) -> ToolMessage:
 def budget_exhausted_result() -> ToolResult:
     """The result that closes a call skipped because no turn is left to read it."""
     return ToolResult(ok=False, output="", error=TURN_BUDGET_EXHAUSTED)
+
+
+def images_message(outcomes: Sequence[ToolOutcome]) -> UserMessage | None:
+    """The images of a turn's tool results as one user message to follow all the results
+    (inside a tool result they would break the call/result pairing), or ``None``."""
+    images = []
+    names = []
+    for outcome in outcomes:
+        image = outcome.result.metadata.get("image")
+        if isinstance(image, dict) and isinstance(image.get("data"), str):
+            images.append(ImagePart(str(image.get("media_type", "image/png")), image["data"]))
+            names.append(outcome.call.name)
+    if not images:
+        return None
+    label = ", ".join(dict.fromkeys(names))
+    return UserMessage(f"[image output of {label}]", images=images)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from .errors import AbortError
 
-__all__ = ["cancel_on_abort"]
+__all__ = ["cancel_on_abort", "race_abort"]
 
 T = TypeVar("T")
 
@@ -51,3 +51,25 @@ async def cancel_on_abort(
             raise asyncio.CancelledError
         raise AbortError(reason)
     return result
+
+
+async def race_abort(awaitable: Awaitable[T], signal: Any, reason: str) -> T:
+    """Await ``awaitable`` in a task of its own, raced against ``signal.wait()`` (for a
+    signal without ``add_callback``); the abort cancels it and raises ``AbortError``."""
+    task = asyncio.ensure_future(awaitable)
+    if not signal.aborted:
+        waiter = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait((task,))
+            raise
+        finally:
+            waiter.cancel()
+        if task.done():
+            return task.result()
+    task.cancel()
+    await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
+    raise AbortError(reason)

@@ -32,11 +32,9 @@ hook               state               may return
 
 from __future__ import annotations
 
-import functools
 import inspect
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from attrs import frozen
 
@@ -44,6 +42,7 @@ from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 
 from .errors import PolicyError, PolicyVerdictError, RunRefused
 from .messages import ChatResult, Message
+from .policy_check import HOOK_NAMES, check_policies, hooks_of, policy_name
 
 if TYPE_CHECKING:
     from .compression import CompressionResult
@@ -59,6 +58,7 @@ __all__ = [
     "LlmObserver",
     "Notice",
     "OutcomeShaper",
+    "Pending",
     "Policy",
     "PolicySet",
     "Remind",
@@ -72,6 +72,7 @@ __all__ = [
     "TurnObserver",
     "TurnVerdict",
     "Warn",
+    "ask",
     "check_policies",
     "consult",
     "loop_policies",
@@ -260,108 +261,6 @@ Policy: TypeAlias = (
 )
 """Anything that implements at least one hook: what ``policies=[...]`` takes."""
 
-HOOK_NAMES = (
-    "turn_budget",
-    "check_turn",
-    "should_compress",
-    "compress",
-    "shape_request",
-    "shape_reply",
-    "on_llm_end",
-    "on_tool_result",
-    "on_turn_end",
-    "check_final",
-    "shape_outcome",
-)
-"""Every hook name, in the order the machine consults them."""
-
-
-def policy_name(policy: object) -> str:
-    """The name a policy is reported under: its ``name`` attribute, else its class name."""
-    name = getattr(policy, "name", None)
-    return name if isinstance(name, str) else type(policy).__name__
-
-
-def _one_edit_apart(a: str, b: str) -> bool:
-    """Whether ``a`` becomes ``b`` by one insertion, deletion, substitution or swap of
-    neighbours."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        if len(diff) == 1:
-            return True
-        i, j = diff[0], diff[-1]
-        return len(diff) == 2 and j == i + 1 and a[i] == b[j] and a[j] == b[i]
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
-
-
-_CLASS_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def _class_names(cls: type) -> tuple[str, ...]:
-    """A class's public attribute names (listed once per class)."""
-    names = _CLASS_NAMES.get(cls)
-    if names is None:
-        names = _CLASS_NAMES[cls] = tuple(n for n in dir(cls) if not n.startswith("_"))
-    return names
-
-
-@functools.lru_cache(maxsize=4096)
-def _near_hook(name: str) -> str | None:
-    """The hook ``name`` misspells (one edit away), if any."""
-    if name.startswith("_") or name in HOOK_NAMES:
-        return None
-    return next((hook for hook in HOOK_NAMES if _one_edit_apart(name, hook)), None)
-
-
-def _hooks_of(policy: object) -> list[str]:
-    return [hook for hook in HOOK_NAMES if hook != "compress" and hasattr(policy, hook)] + (
-        ["compress"] if hasattr(policy, "should_compress") else []
-    )
-
-
-def check_policies(policies: object) -> tuple[object, ...]:
-    """The policies as a tuple, after checking each implements a hook, and none has a
-    method one letter off a hook's name.
-
-    Raises:
-        TypeError: naming the offending object (and the hook it nearly named).
-    """
-    if isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
-        raise TypeError(f"policies must be a sequence of policy objects, got {policies!r}")
-    checked = tuple(policies)
-    for policy in checked:
-        instance_names = getattr(policy, "__dict__", None)
-        for attr in (*_class_names(type(policy)), *(instance_names or ())):
-            hook = _near_hook(attr)
-            if hook is not None:
-                raise TypeError(
-                    f"policy {policy_name(policy)}: {attr!r} is not a hook; did you "
-                    f"mean {hook!r}? (hooks: {', '.join(HOOK_NAMES)})"
-                )
-        hooks = _hooks_of(policy)
-        if not hooks:
-            raise TypeError(
-                f"{policy!r} ({type(policy).__name__}) is not a policy: it implements none of "
-                f"the hooks {', '.join(HOOK_NAMES)}"
-            )
-        if hasattr(policy, "should_compress") != hasattr(policy, "compress"):
-            raise TypeError(
-                f"policy {policy_name(policy)}: a compressor implements both "
-                "should_compress and compress"
-            )
-        if hasattr(policy, "turn_budget"):
-            budget = policy.turn_budget
-            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-                raise PolicyVerdictError(policy_name(policy), "turn_budget", budget, "an int >= 1")
-        for hook in hooks:
-            if hook != "turn_budget" and not callable(getattr(policy, hook)):
-                raise TypeError(f"policy {policy_name(policy)}: {hook} is not callable")
-    return checked
-
-
 _TURN_VERDICTS = (Stop, Warn, Remind, Notice)
 
 
@@ -423,6 +322,66 @@ EXPECTED: dict[str, tuple[Callable[[object], bool], str]] = {
 """What each hook may return, checked on every answer."""
 
 
+def ask(
+    policy: object,
+    hook: str,
+    method: Callable[..., Any],
+    *args: Any,
+    passthrough: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Call ``method`` (``policy.<hook>``) and check its answer, without awaiting.
+
+    Returns a sync hook's checked answer, or a :class:`Pending` holding what an async hook
+    returned (``await pending.settle()`` gives its checked answer). Errors as
+    :func:`consult`.
+    """
+    try:
+        answer = method(*args)
+    except passthrough:
+        raise
+    except (PolicyError, PolicyVerdictError, RunRefused):
+        raise
+    except Exception as exc:
+        raise PolicyError(policy_name(policy), hook, exc) from exc
+    check, expected = EXPECTED[hook]
+    if check(answer):  # no verdict kind is awaitable
+        return answer
+    if inspect.isawaitable(answer):
+        return Pending(policy, hook, answer)
+    raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
+
+
+class Pending:
+    """An async hook's answer still to be awaited (see :func:`ask`)."""
+
+    __slots__ = ("awaitable", "hook", "policy")
+
+    def __init__(self, policy: object, hook: str, awaitable: Awaitable[Any]) -> None:
+        self.policy = policy
+        self.hook = hook
+        self.awaitable = awaitable
+
+    async def settle(
+        self,
+        wait: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+        passthrough: tuple[type[BaseException], ...] = (),
+    ) -> Any:
+        """Await the answer (through ``wait`` when given) and check it."""
+        policy, hook = self.policy, self.hook
+        try:
+            answer = await (wait(self.awaitable) if wait is not None else self.awaitable)
+        except passthrough:
+            raise
+        except (PolicyError, PolicyVerdictError, RunRefused):
+            raise
+        except Exception as exc:
+            raise PolicyError(policy_name(policy), hook, exc) from exc
+        check, expected = EXPECTED[hook]
+        if not check(answer):
+            raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
+        return answer
+
+
 async def consult(
     policy: object,
     hook: str,
@@ -436,21 +395,13 @@ async def consult(
     of the ``passthrough`` types propagate as they are, any other becomes a
     :class:`PolicyError` naming the policy (a :class:`RunRefused` propagates as it is).
     """
-    check, expected = EXPECTED[hook]
     try:
-        answer = getattr(policy, hook)(*args)
-        if check(answer):  # a sync hook's verdict (no verdict kind is awaitable)
-            return answer
-        if inspect.isawaitable(answer):
-            answer = await (wait(answer) if wait is not None else answer)
-    except passthrough:
-        raise
-    except (PolicyError, PolicyVerdictError, RunRefused):
-        raise
+        method = getattr(policy, hook)
     except Exception as exc:
         raise PolicyError(policy_name(policy), hook, exc) from exc
-    if not check(answer):
-        raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
+    answer = ask(policy, hook, method, *args, passthrough=passthrough)
+    if type(answer) is Pending:
+        return await answer.settle(wait, passthrough)
     return answer
 
 
@@ -474,36 +425,20 @@ class PolicySet:
 
     def __init__(self, policies: Sequence[Policy] | Sequence[object] = ()) -> None:
         self.all = check_policies(policies)
-        self.turn_budgets: list[TurnBudget] = [
-            cast(TurnBudget, p) for p in self.all if hasattr(p, "turn_budget")
-        ]
-        self.turn_gates: list[TurnGate] = [
-            cast(TurnGate, p) for p in self.all if hasattr(p, "check_turn")
-        ]
-        self.compressors: list[Compressor] = [
-            cast(Compressor, p) for p in self.all if hasattr(p, "should_compress")
-        ]
-        self.request_shapers: list[RequestShaper] = [
-            cast(RequestShaper, p) for p in self.all if hasattr(p, "shape_request")
-        ]
-        self.reply_shapers: list[ReplyShaper] = [
-            cast(ReplyShaper, p) for p in self.all if hasattr(p, "shape_reply")
-        ]
-        self.llm_observers: list[LlmObserver] = [
-            cast(LlmObserver, p) for p in self.all if hasattr(p, "on_llm_end")
-        ]
-        self.tool_observers: list[ToolObserver] = [
-            cast(ToolObserver, p) for p in self.all if hasattr(p, "on_tool_result")
-        ]
-        self.turn_observers: list[TurnObserver] = [
-            cast(TurnObserver, p) for p in self.all if hasattr(p, "on_turn_end")
-        ]
-        self.final_gates: list[FinalGate] = [
-            cast(FinalGate, p) for p in self.all if hasattr(p, "check_final")
-        ]
-        self.outcome_shapers: list[OutcomeShaper] = [
-            cast(OutcomeShaper, p) for p in self.all if hasattr(p, "shape_outcome")
-        ]
+        by_hook: dict[str, list[Any]] = {hook: [] for hook in HOOK_NAMES}
+        for policy in self.all:
+            for hook in hooks_of(policy):
+                by_hook[hook].append(policy)
+        self.turn_budgets: list[TurnBudget] = by_hook["turn_budget"]
+        self.turn_gates: list[TurnGate] = by_hook["check_turn"]
+        self.compressors: list[Compressor] = by_hook["should_compress"]
+        self.request_shapers: list[RequestShaper] = by_hook["shape_request"]
+        self.reply_shapers: list[ReplyShaper] = by_hook["shape_reply"]
+        self.llm_observers: list[LlmObserver] = by_hook["on_llm_end"]
+        self.tool_observers: list[ToolObserver] = by_hook["on_tool_result"]
+        self.turn_observers: list[TurnObserver] = by_hook["on_turn_end"]
+        self.final_gates: list[FinalGate] = by_hook["check_final"]
+        self.outcome_shapers: list[OutcomeShaper] = by_hook["shape_outcome"]
         keys: dict[int, str] = {}
         seen: dict[str, int] = {}
         for policy in self.all:

@@ -8,7 +8,6 @@ at the fixed points listed in :mod:`agentfsm.engine.policy`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -38,18 +37,20 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .history import budget_exhausted_result, tool_message_from_result
-from .interrupt import cancel_on_abort
+from .history import budget_exhausted_result, images_message, tool_message_from_result
+from .interrupt import cancel_on_abort, race_abort
 from .machine import LoopGuards
-from .messages import ChatResult, ImagePart, Message, ToolCall, ToolResult, UserMessage
+from .messages import ChatResult, Message, ToolCall, ToolResult
 from .params import LoopOutcome, StopInfo, StoppedReason
 from .policy import (
     Notice,
+    Pending,
     Policy,
     PolicySet,
     Remind,
     Stop,
     Warn,
+    ask,
     consult,
     loop_policies,
     policy_name,
@@ -113,6 +114,15 @@ class LoopRunner:
         self._reported: BaseException | None = None
         """The error the ``error`` event already reported."""
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
+        hooks = self.policies
+        # Each per-turn hook bound once per run: (policy, method) in the set's order.
+        self._turn_gates = [(p, p.check_turn) for p in hooks.turn_gates]
+        self._compressors = [(p, p.should_compress) for p in hooks.compressors]
+        self._request_shapers = [(p, p.shape_request) for p in hooks.request_shapers]
+        self._reply_shapers = [(p, p.shape_reply) for p in hooks.reply_shapers]
+        self._llm_observers = [(p, p.on_llm_end) for p in hooks.llm_observers]
+        self._tool_observers = [(p, p.on_tool_result) for p in hooks.tool_observers]
+        self._turn_observers = [(p, p.on_turn_end) for p in hooks.turn_observers]
         self._effects: dict[str, _Effect] = {
             "turn_start": self._turn_start,
             "compress_check": self._compress_check,
@@ -198,23 +208,7 @@ class LoopRunner:
         current = asyncio.current_task()
         if callable(add_callback) and current is not None and not signal.aborted:
             return await cancel_on_abort(awaitable, add_callback, current, INTERRUPTED)
-        task = asyncio.ensure_future(awaitable)
-        if not signal.aborted:
-            waiter = asyncio.ensure_future(signal.wait())
-            try:
-                await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
-            except BaseException:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait((task,))
-                raise
-            finally:
-                waiter.cancel()
-            if task.done():
-                return task.result()
-        task.cancel()
-        await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
-        raise AbortError(INTERRUPTED)
+        return await race_abort(awaitable, signal, INTERRUPTED)
 
     async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
         chat = self.chat
@@ -233,9 +227,11 @@ class LoopRunner:
         ctx.overflow_compactions = 0
         ctx.error = None
         self._emit(TurnStartEvent(turn=ctx.turn))
-        if self.policies.turn_gates and not ctx.signal_aborted:
-            for gate in self.policies.turn_gates:
-                answer = await consult(gate, "check_turn", ctx)
+        if self._turn_gates and not ctx.signal_aborted:
+            for gate, check_turn in self._turn_gates:
+                answer = ask(gate, "check_turn", check_turn, ctx)
+                if type(answer) is Pending:
+                    answer = await answer.settle()
                 verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
                 for verdict in verdicts:
                     if isinstance(verdict, Stop):
@@ -263,8 +259,9 @@ class LoopRunner:
         """Ask each compressor whether this turn compresses (the first yes decides)."""
         ctx = self.ctx
         ctx.compress_by = None
-        for compressor in self.policies.compressors:
-            if await consult(compressor, "should_compress", ctx):
+        for compressor, should_compress in self._compressors:
+            answer = ask(compressor, "should_compress", should_compress, ctx)
+            if answer is True or (type(answer) is Pending and await answer.settle()):
                 ctx.compress_by = compressor
                 break
         return "check"
@@ -299,8 +296,9 @@ class LoopRunner:
         params = ctx.params
         self._emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
-        for request_shaper in self.policies.request_shapers:
-            request = await consult(request_shaper, "shape_request", ctx, request)
+        for request_shaper, shape_request in self._request_shapers:
+            shaped = ask(request_shaper, "shape_request", shape_request, ctx, request)
+            request = await shaped.settle() if type(shaped) is Pending else shaped
         if ctx.reminders:
             request = with_reminders(request, render_reminders(ctx.reminders))
             ctx.reminders = []
@@ -324,8 +322,11 @@ class LoopRunner:
         except Exception as exc:
             ctx.error = exc
             return "raised"
-        for reply_shaper in self.policies.reply_shapers:
-            result = await consult(reply_shaper, "shape_reply", ctx, result) or result
+        for reply_shaper, shape_reply in self._reply_shapers:
+            shaped = ask(reply_shaper, "shape_reply", shape_reply, ctx, result)
+            if type(shaped) is Pending:
+                shaped = await shaped.settle()
+            result = shaped or result
         ctx.last_result = result
         ctx.turns_used += 1
         if result.usage is not None:
@@ -341,8 +342,11 @@ class LoopRunner:
         assert result is not None
         ctx.append(result.message)
         self._emit(LlmEndEvent(turn=ctx.turn, result=result))
-        for observer in self.policies.llm_observers:
-            self._remind(observer, await consult(observer, "on_llm_end", ctx))
+        for observer, on_llm_end in self._llm_observers:
+            remind = ask(observer, "on_llm_end", on_llm_end, ctx)
+            if type(remind) is Pending:
+                remind = await remind.settle()
+            self._remind(observer, remind)
         return "route"
 
     async def _run_tools(self) -> str:
@@ -360,7 +364,9 @@ class LoopRunner:
                     await self._run_batch(batch)
         finally:
             current_run.reset(token)
-        self._post_images()
+        images = images_message(ctx.turn_tools)
+        if images is not None:
+            ctx.append(images)
         await self._turn_end_observers()
         return "tools_done"
 
@@ -405,8 +411,11 @@ class LoopRunner:
 
     async def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
         outcome = self._record(call, result, cancelled)
-        for observer in self.policies.tool_observers:
-            self._remind(observer, await consult(observer, "on_tool_result", self.ctx, outcome))
+        for observer, on_tool_result in self._tool_observers:
+            remind = ask(observer, "on_tool_result", on_tool_result, self.ctx, outcome)
+            if type(remind) is Pending:
+                remind = await remind.settle()
+            self._remind(observer, remind)
 
     def _record(self, call: ToolCall, result: ToolResult, cancelled: bool) -> ToolOutcome:
         ctx = self.ctx
@@ -421,20 +430,6 @@ class LoopRunner:
         self._emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cancelled))
         return outcome
 
-    def _post_images(self) -> None:
-        """Images from tool results go back as one user message after all the results
-        (inside a tool result they would break the call/result pairing)."""
-        images = []
-        names = []
-        for outcome in self.ctx.turn_tools:
-            image = outcome.result.metadata.get("image")
-            if isinstance(image, dict) and isinstance(image.get("data"), str):
-                images.append(ImagePart(str(image.get("media_type", "image/png")), image["data"]))
-                names.append(outcome.call.name)
-        if images:
-            label = ", ".join(dict.fromkeys(names))
-            self.ctx.append(UserMessage(f"[image output of {label}]", images=images))
-
     def _record_mutation(self, call: ToolCall, result: ToolResult) -> None:
         ctx = self.ctx
         ctx.mutations += 1
@@ -443,8 +438,11 @@ class LoopRunner:
             ctx.mutated_files.append(path)
 
     async def _turn_end_observers(self) -> None:
-        for observer in self.policies.turn_observers:
-            self._remind(observer, await consult(observer, "on_turn_end", self.ctx))
+        for observer, on_turn_end in self._turn_observers:
+            remind = ask(observer, "on_turn_end", on_turn_end, self.ctx)
+            if type(remind) is Pending:
+                remind = await remind.settle()
+            self._remind(observer, remind)
 
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
         return await self._interruptible(self._run_tool(call))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
+from collections.abc import Awaitable
 
 from attrs import define, field
 
@@ -31,6 +32,8 @@ from .redirect import redirect as RedirectSettings
 __all__ = ["HealthState", "loop_health"]
 
 _WORDS = re.compile(r"\w+")
+_signature_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+"""``json.dumps(arguments, sort_keys=True, separators=(",", ":"))``, one encoder for all."""
 
 
 @define
@@ -45,6 +48,8 @@ class HealthState:
     last_words: frozenset[str] | None = None
     similar_turns: int = 0
     warned: dict[str, int] = field(factory=dict)
+    destructive: frozenset[str] | None = None
+    """The run's destructive tool names (read once from its tool specs)."""
 
     @property
     def oscillation(self) -> int:
@@ -107,7 +112,7 @@ class loop_health:
             return None
         state = self.state(ctx)
         call = outcome.call
-        signature = call.name + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
+        signature = call.name + _signature_json(call.arguments)
         state.signatures.append(signature)
         state.repeated = state.signatures.count(signature)
         state.last_signature = call.name
@@ -126,8 +131,12 @@ class loop_health:
 
     def on_turn_end(self, ctx: RunContext) -> None:
         state = self.state(ctx)
-        destructive = {s.name for s in ctx.tool_specs if s.destructive}
-        changed = any(
+        destructive = state.destructive
+        if destructive is None:
+            destructive = state.destructive = frozenset(
+                s.name for s in ctx.tool_specs if s.destructive
+            )
+        changed = destructive and any(
             o.result.ok and not o.cancelled and o.call.name in destructive for o in ctx.turn_tools
         )
         state.stagnant_turns = 0 if changed else state.stagnant_turns + 1
@@ -137,11 +146,13 @@ class loop_health:
         result = ctx.last_result
         if result is None:
             return None
-        text = result.message.reasoning or ""
+        text = result.message.reasoning
+        if not text:
+            return None
         words = frozenset(_WORDS.findall(text.lower()))
-        state = self.state(ctx)
         if not words:
             return None
+        state = self.state(ctx)
         if state.last_words:
             jaccard = len(words & state.last_words) / len(words | state.last_words)
             state.similar_turns = state.similar_turns + 1 if jaccard >= self.similarity else 0
@@ -150,56 +161,85 @@ class loop_health:
 
     # -- verdict ---------------------------------------------------------------------
 
-    def _measures(self, state: HealthState) -> list[tuple[str, int, int, bool, str]]:
-        return [
-            (
-                "repeated_identical_tool",
-                state.repeated,
-                self.repeated_calls,
-                True,
-                f"{state.repeated} identical {state.last_signature} calls among the last 10",
-            ),
-            (
-                "oscillation_detected",
-                state.oscillation,
-                self.oscillations,
-                True,
-                f"{state.oscillation} edits undone within the last 30",
-            ),
-            (
-                "repeated_reasoning",
-                state.similar_turns,
-                self.similar_reasoning,
-                True,
-                f"{state.similar_turns} turns in a row with near-identical reasoning",
-            ),
-            (
-                "no_progress",
-                state.stagnant_turns,
-                self.stagnant_turns,
-                False,
-                f"{state.stagnant_turns} turns without changing a file",
-            ),
-        ]
+    def _measures(self, state: HealthState) -> tuple[tuple[str, int, int, bool], ...]:
+        """``(code, value, threshold, stops)`` of each pattern, in verdict order."""
+        return (
+            ("repeated_identical_tool", state.repeated, self.repeated_calls, True),
+            ("oscillation_detected", state.oscillation, self.oscillations, True),
+            ("repeated_reasoning", state.similar_turns, self.similar_reasoning, True),
+            ("no_progress", state.stagnant_turns, self.stagnant_turns, False),
+        )
 
-    async def check_turn(self, ctx: RunContext) -> list[TurnVerdict]:
+    @staticmethod
+    def _detail(state: HealthState, code: str) -> str:
+        if code == "repeated_identical_tool":
+            return f"{state.repeated} identical {state.last_signature} calls among the last 10"
+        if code == "oscillation_detected":
+            return f"{state.oscillation} edits undone within the last 30"
+        if code == "repeated_reasoning":
+            return f"{state.similar_turns} turns in a row with near-identical reasoning"
+        return f"{state.stagnant_turns} turns without changing a file"
+
+    def _judge(
+        self, state: HealthState, code: str, value: int, threshold: int, stops: bool
+    ) -> Stop | Warn | None:
+        """One pattern's verdict (a warning once per level reached)."""
+        if stops and value >= 2 * threshold:
+            return Stop(f"Loop stopped: {code}: {self._detail(state, code)}")
+        if value < threshold:
+            state.warned.pop(code, None)
+            return None
+        if value <= state.warned.get(code, 0):
+            return None  # already warned at this level
+        state.warned[code] = value
+        return Warn(self._detail(state, code), code=code)
+
+    def check_turn(self, ctx: RunContext) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]]:
+        """The verdicts; awaitable only when a warning asks the supervisor for advice."""
         state = self.state(ctx)
+        measures = self._measures(state)
         verdicts: list[TurnVerdict] = []
-        for code, value, threshold, stops, detail in self._measures(state):
-            if stops and value >= 2 * threshold:
-                return [Stop(f"Loop stopped: {code}: {detail}")]
-            if value < threshold:
-                state.warned.pop(code, None)
+        for index, (code, value, threshold, stops) in enumerate(measures):
+            verdict = self._judge(state, code, value, threshold, stops)
+            if verdict is None:
                 continue
-            if value <= state.warned.get(code, 0):
-                continue  # already warned at this level
-            state.warned[code] = value
-            verdicts.append(Warn(detail, code=code))
+            if isinstance(verdict, Stop):
+                return [verdict]
+            verdicts.append(verdict)
             if code in REDIRECT_TRIGGERS:
-                advice = await self.redirect.consider(ctx, code, detail)
+                advice = self.redirect.advice_now(ctx, code)
+                if advice is None:  # a supervisor call: the rest of the verdict waits for it
+                    return self._advised(ctx, state, measures, index, verdicts)
                 verdicts.extend(advice)
-                if any(isinstance(v, Remind) for v in advice):
-                    state.reset(code)
+        return verdicts
+
+    async def _advised(
+        self,
+        ctx: RunContext,
+        state: HealthState,
+        measures: tuple[tuple[str, int, int, bool], ...],
+        index: int,
+        verdicts: list[TurnVerdict],
+    ) -> list[TurnVerdict]:
+        """:meth:`check_turn` from ``measures[index]`` (just warned) on, asking the
+        supervisor for advice on each redirect trigger that warns."""
+        for position in range(index, len(measures)):
+            code, value, threshold, stops = measures[position]
+            if position > index:
+                verdict = self._judge(state, code, value, threshold, stops)
+                if verdict is None:
+                    continue
+                if isinstance(verdict, Stop):
+                    return [verdict]
+                verdicts.append(verdict)
+                if code not in REDIRECT_TRIGGERS:
+                    continue
+            warning = verdicts[-1]
+            assert isinstance(warning, Warn)
+            advice = await self.redirect.consider(ctx, code, warning.reason)
+            verdicts.extend(advice)
+            if any(isinstance(v, Remind) for v in advice):
+                state.reset(code)
         return verdicts
 
     def __repr__(self) -> str:

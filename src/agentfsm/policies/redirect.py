@@ -143,6 +143,20 @@ class redirect:
         """Enabled, and not disabled by the environment."""
         return self.enabled and os.environ.get(DISABLE_ENV, "") != "1"
 
+    def advice_now(self, ctx: RunContext, trigger: str) -> list[TurnVerdict] | None:
+        """What :meth:`consider` answers without asking the supervisor (redirection off, or
+        its budget spent), or ``None`` when the supervisor must be asked."""
+        state: dict[str, Any] = ctx.state(self, lambda: {"fired": 0})
+        if not self.active:
+            if state.get("recorded_disabled"):
+                return []
+            state["recorded_disabled"] = True
+            return [Notice(RedirectSkippedEvent(turn=ctx.turn, trigger=trigger, reason="disabled"))]
+        if state["fired"] >= self.max_per_run:
+            reason = "max_per_run"
+            return [Notice(RedirectSkippedEvent(turn=ctx.turn, trigger=trigger, reason=reason))]
+        return None
+
     async def consider(self, ctx: RunContext, trigger: str, detail: str) -> list[TurnVerdict]:
         """Advice for a warning ``trigger``: a reminder and a ``redirect`` notice, or a
         ``redirect_skipped`` notice. Never raises."""
@@ -151,13 +165,9 @@ class redirect:
         def skipped(reason: str) -> list[TurnVerdict]:
             return [Notice(RedirectSkippedEvent(turn=ctx.turn, trigger=trigger, reason=reason))]
 
-        if not self.active:
-            if state.get("recorded_disabled"):
-                return []
-            state["recorded_disabled"] = True
-            return skipped("disabled")
-        if state["fired"] >= self.max_per_run:
-            return skipped("max_per_run")
+        answered = self.advice_now(ctx, trigger)
+        if answered is not None:
+            return answered
         evidence = build_evidence(list(ctx.recent_events), trigger, detail)
         if not evidence.text:
             return skipped("empty_evidence")

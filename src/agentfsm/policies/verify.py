@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -245,9 +246,15 @@ class verify:
             sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
-    async def check_turn(self, ctx: RunContext) -> Notice | None:
+    def check_turn(self, ctx: RunContext) -> Awaitable[Notice | None] | None:
         """At the run's first turn: take the command as the workspace defines it now (and
-        fail before the model acts when there is a command but no sandbox to run it in)."""
+        fail before the model acts when there is a command but no sandbox to run it in);
+        nothing to await on later turns."""
+        if ctx.state(self, dict):
+            return None
+        return self._first_turn(ctx)
+
+    async def _first_turn(self, ctx: RunContext) -> Notice | None:
         state, new = await self._state(ctx)
         if not new:
             return None
