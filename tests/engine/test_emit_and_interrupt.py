@@ -10,7 +10,14 @@ import pytest
 from agentfsm.engine.abort import AbortController
 from agentfsm.engine.errors import AbortError
 from agentfsm.engine.events import AgentEmitter, ErrorEvent, TurnStartEvent
-from agentfsm.engine.interrupt import cancel_on_abort
+from agentfsm.engine.interrupt import (
+    Interrupter,
+    activate,
+    active_interrupter,
+    cancel_on_abort,
+    deactivate,
+    interrupt,
+)
 
 
 def test_dispatch_follows_subscriptions_in_registration_order() -> None:
@@ -70,3 +77,118 @@ async def test_a_result_before_the_abort_is_kept() -> None:
     assert await cancel_on_abort(quick(), controller.signal.add_callback, task, "stop") == 7
     controller.abort()
     await asyncio.sleep(0.01)  # the late abort cancels nothing
+
+
+# -- the run's interrupter: armed once, each call a counter ---------------------------------
+
+
+async def test_the_interrupter_turns_an_abort_during_a_call_into_abort_error() -> None:
+    controller = AbortController()
+    interrupter = Interrupter.arm(controller.signal)
+    assert interrupter is not None
+    assert len(controller.signal._callbacks) == 1
+    assert await interrupter.call(asyncio.sleep(0, 3), "stop") == 3  # cheap calls, no new arming
+    assert len(controller.signal._callbacks) == 1
+    threading.Timer(0.05, controller.abort).start()
+    with pytest.raises(AbortError, match="stop"):
+        await interrupter.call(asyncio.sleep(5), "stop")
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    assert not interrupter.serves(controller.signal)  # later calls go the aborted-signal way
+    interrupter.close()
+    assert not controller.signal._callbacks
+
+
+async def test_an_abort_between_calls_cancels_nothing() -> None:
+    controller = AbortController()
+    interrupter = Interrupter.arm(controller.signal)
+    assert interrupter is not None
+    controller.abort()
+    await asyncio.sleep(0.01)  # the callback ran with no call in flight
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+    assert not interrupter.interrupted
+    with pytest.raises(AbortError):  # a call after the abort is cut at once
+        await interrupt(asyncio.sleep(5), controller.signal, interrupter, "late")
+
+
+async def test_nested_calls_the_inner_converts_and_the_outer_still_reports_the_abort() -> None:
+    controller = AbortController()
+    interrupter = Interrupter.arm(controller.signal)
+    assert interrupter is not None
+    inner_saw: list[str] = []
+
+    async def tool() -> str:
+        try:
+            return await interrupter.call(asyncio.sleep(5), "inner")
+        except AbortError as exc:
+            inner_saw.append(str(exc))
+            return "cancelled result"  # the toolbox answers instead of raising
+
+    threading.Timer(0.05, controller.abort).start()
+    with pytest.raises(AbortError, match="outer"):
+        await interrupter.call(tool(), "outer")
+    assert inner_saw == ["inner"]
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
+async def test_a_call_that_swallows_the_interrupt_still_ends_in_abort_error() -> None:
+    controller = AbortController()
+    interrupter = Interrupter.arm(controller.signal)
+    assert interrupter is not None
+
+    async def stubborn() -> str:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "slept"
+
+    threading.Timer(0.05, controller.abort).start()
+    with pytest.raises(AbortError):
+        await interrupter.call(stubborn(), "stop")
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
+async def test_an_outside_cancel_through_the_interrupter_stays_a_cancel() -> None:
+    controller = AbortController()
+
+    async def run() -> None:
+        interrupter = Interrupter.arm(controller.signal)
+        assert interrupter is not None
+        try:
+            await interrupter.call(asyncio.sleep(5), "stop")
+        finally:
+            interrupter.close()
+
+    outer = asyncio.ensure_future(run())
+    await asyncio.sleep(0.01)
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    assert not controller.signal._callbacks
+
+
+async def test_the_interrupter_serves_only_its_own_task_and_signal() -> None:
+    controller, other = AbortController(), AbortController()
+    interrupter = Interrupter.arm(controller.signal)
+    assert interrupter is not None
+    token = activate(interrupter)
+    try:
+        assert active_interrupter(controller.signal) is interrupter
+        assert active_interrupter(other.signal) is None
+
+        async def elsewhere() -> Interrupter | None:
+            return active_interrupter(controller.signal)  # another task: arm per call there
+
+        assert await asyncio.ensure_future(elsewhere()) is None
+    finally:
+        deactivate(token)
+        interrupter.close()
+    assert active_interrupter(controller.signal) is None

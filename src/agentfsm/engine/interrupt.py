@@ -1,15 +1,30 @@
-"""Interrupting an awaited call from an abort signal without a task per call."""
+"""Interrupting an awaited call from an abort signal without a task per call.
+
+:class:`Interrupter` arms once per run (one callback on the signal) and makes each
+interruptible await of the run's task cost a counter and a ``try``; the code it awaits can
+find it through :func:`active_interrupter` (the toolbox does) instead of arming its own.
+:func:`cancel_on_abort` arms for one call.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .errors import AbortError
 
-__all__ = ["cancel_on_abort", "race_abort"]
+__all__ = [
+    "Interrupter",
+    "activate",
+    "active_interrupter",
+    "cancel_on_abort",
+    "deactivate",
+    "interrupt",
+    "race_abort",
+]
 
 T = TypeVar("T")
 
@@ -73,3 +88,125 @@ async def race_abort(awaitable: Awaitable[T], signal: Any, reason: str) -> T:
     task.cancel()
     await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
     raise AbortError(reason)
+
+
+class Interrupter:
+    """Cancels the interruptible awaits of one task when one signal fires.
+
+    One callback on the signal for the whole run: the abort cancels the task only while it
+    is inside :meth:`call`; that cancellation becomes ``AbortError`` there, a cancellation
+    from elsewhere stays a ``CancelledError``. Calls may nest (the toolbox's inside the
+    runner's): the innermost turns the cancellation into ``AbortError``, and every call the
+    interrupt happened in raises ``AbortError`` even if what it awaited swallowed it.
+    """
+
+    __slots__ = ("_loop", "_remove", "depth", "interrupted", "owed", "signal", "task")
+
+    @classmethod
+    def arm(cls, signal: Any) -> Interrupter | None:
+        """An interrupter for the current task, when ``signal`` takes callbacks (and has
+        not fired yet)."""
+        add_callback = getattr(signal, "add_callback", None)
+        task = asyncio.current_task()
+        if not callable(add_callback) or task is None or signal.aborted:
+            return None
+        return cls(signal, add_callback, task)
+
+    def __init__(
+        self,
+        signal: Any,
+        add_callback: Callable[[Callable[[], object]], Callable[[], None]],
+        task: asyncio.Task[Any],
+    ) -> None:
+        self.signal = signal
+        """The signal (what the code awaited is given, to know this interrupter is its)."""
+        self.task = task
+        self.depth = 0
+        """How many calls are in flight (nested)."""
+        self.interrupted = False
+        """Whether the abort cancelled a call."""
+        self.owed = False
+        """Whether that cancellation is still to be taken back (``uncancel``)."""
+        self._loop = task.get_loop()
+        self._remove = add_callback(self._on_abort)
+
+    def _on_abort(self) -> None:  # on whichever thread aborted
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to cancel
+            self._loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:  # on the loop, after the abort
+        if self.depth > 0 and not self.interrupted:
+            self.interrupted = self.owed = True
+            self.task.cancel()
+
+    def serves(self, signal: Any) -> bool:
+        """Whether a call awaited now for ``signal`` can go through this interrupter."""
+        return (
+            signal is self.signal
+            and not self.interrupted
+            and not self.signal.aborted
+            and asyncio.current_task() is self.task
+        )
+
+    async def call(self, awaitable: Awaitable[T], reason: str) -> T:
+        """Await ``awaitable`` in the task; ``AbortError(reason)`` if the signal fires."""
+        interrupted = self.interrupted
+        self.depth += 1
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            if self.owed:
+                self.owed = False
+                if self.task.uncancel() == 0:
+                    raise AbortError(reason) from None
+            raise
+        finally:
+            self.depth -= 1
+        if self.interrupted and not interrupted:  # the call swallowed the interrupt
+            if self.owed:
+                self.owed = False
+                if self.task.uncancel() > 0:
+                    raise asyncio.CancelledError
+            raise AbortError(reason)
+        return result
+
+    def close(self) -> None:
+        """Take the callback off the signal."""
+        self._remove()
+
+
+_ACTIVE: contextvars.ContextVar[Interrupter | None] = contextvars.ContextVar(
+    "agentfsm_interrupter", default=None
+)
+
+
+def active_interrupter(signal: Any) -> Interrupter | None:
+    """The run's interrupter when it serves ``signal`` in the current task, else ``None``."""
+    interrupter = _ACTIVE.get()
+    if interrupter is not None and interrupter.serves(signal):
+        return interrupter
+    return None
+
+
+def activate(interrupter: Interrupter | None) -> contextvars.Token[Interrupter | None]:
+    """Make ``interrupter`` the current context's (undo with ``_ACTIVE.reset(token)``)."""
+    return _ACTIVE.set(interrupter)
+
+
+def deactivate(token: contextvars.Token[Interrupter | None]) -> None:
+    """Undo :func:`activate`."""
+    _ACTIVE.reset(token)
+
+
+async def interrupt(
+    awaitable: Awaitable[T], signal: Any, interrupter: Interrupter | None, reason: str
+) -> T:
+    """Await ``awaitable``, cancelled with ``AbortError(reason)`` when ``signal`` fires:
+    through ``interrupter`` when it serves, else armed for this call alone."""
+    if interrupter is not None and interrupter.serves(signal):
+        return await interrupter.call(awaitable, reason)
+    add_callback = getattr(signal, "add_callback", None)
+    current = asyncio.current_task()
+    if callable(add_callback) and current is not None and not signal.aborted:
+        return await cancel_on_abort(awaitable, add_callback, current, reason)
+    return await race_abort(awaitable, signal, reason)

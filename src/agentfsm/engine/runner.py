@@ -38,7 +38,7 @@ from .events import (
     TurnStartEvent,
 )
 from .history import budget_exhausted_result, images_message, tool_message_from_result
-from .interrupt import cancel_on_abort, race_abort
+from .interrupt import Interrupter, activate, deactivate, interrupt
 from .machine import LoopGuards
 from .messages import ChatResult, Message, ToolCall, ToolResult
 from .params import LoopOutcome, StopInfo, StoppedReason
@@ -112,6 +112,7 @@ class LoopRunner:
         self._started: set[str] = set()
         """Ids of the current turn's calls whose tool has started."""
         self._reported: BaseException | None = None
+        self._interrupter: Interrupter | None = None
         """The error the ``error`` event already reported."""
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         hooks = self.policies
@@ -148,6 +149,8 @@ class LoopRunner:
         """
         stepper = self.stepper
         effects = self._effects
+        interrupter = self._interrupter = Interrupter.arm(self.ctx.params.signal)
+        token = activate(interrupter)
         try:
             while True:
                 step = await effects[stepper.state]()
@@ -165,6 +168,11 @@ class LoopRunner:
                 self._close_open_calls()
                 self._emit(ErrorEvent(error=exc))
             raise
+        finally:
+            deactivate(token)
+            if interrupter is not None:
+                interrupter.close()
+            self._interrupter = None
 
     def _close_open_calls(self) -> None:
         """Answer the calls of the current turn an ending run left open (cancelled
@@ -204,11 +212,7 @@ class LoopRunner:
         signal: Any = self.ctx.params.signal
         if not self.ctx.interruptible or signal is None:
             return await awaitable
-        add_callback = getattr(signal, "add_callback", None)
-        current = asyncio.current_task()
-        if callable(add_callback) and current is not None and not signal.aborted:
-            return await cancel_on_abort(awaitable, add_callback, current, INTERRUPTED)
-        return await race_abort(awaitable, signal, INTERRUPTED)
+        return await interrupt(awaitable, signal, self._interrupter, INTERRUPTED)
 
     async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
         chat = self.chat

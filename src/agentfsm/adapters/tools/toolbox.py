@@ -21,7 +21,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentfsm.engine.errors import AbortError
-from agentfsm.engine.interrupt import cancel_on_abort
+from agentfsm.engine.interrupt import active_interrupter, cancel_on_abort
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.engine.protocols import SupportsAbort
 
@@ -353,6 +353,12 @@ class ToolBox:
         ``_Cancelled`` here."""
         if signal is None:
             return await work
+        interrupter = active_interrupter(signal)  # the run's: armed once, not per call
+        if interrupter is not None:
+            try:
+                return await interrupter.call(work, "cancelled")
+            except AbortError:
+                raise _Cancelled from None
         add_callback = getattr(signal, "add_callback", None)
         current = asyncio.current_task()
         if callable(add_callback) and current is not None:
