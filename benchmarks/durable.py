@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.pg_server import PostgresServer, postgres_bin  # noqa: E402
 
+from benchmarks._results import merge_results  # noqa: E402
+
 TURNS = 20
 
 
@@ -224,12 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         **sqlite,
         "postgres": postgres,
     }
-    report: dict[str, Any] = {}
-    if args.out.exists():
-        report = json.loads(args.out.read_text("utf-8"))
-    report["durable"] = result_
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    merge_results(args.out, "durable", result_)
     print(json.dumps(result_, indent=2))
     return 0
 

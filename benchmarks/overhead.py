@@ -11,6 +11,9 @@ Runs, side by side in one process:
   figure the 500 µs budget is checked against;
 - ``engine_recording``: ``Agent`` with a session file written as the run goes, streamed
   deltas on and interrupts armed;
+- ``agent_coding_session``: the full product, ``Agent`` with the coding-agent preset and a
+  session file (the agent built once per turn count, as an application builds it; each run
+  writes its own session file into a folder that already exists);
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
   nothing else, for scale;
 - ``agent``: ``Agent`` with no session file and no instrumentation: the reference of the
@@ -30,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import platform
 import statistics
 import sys
@@ -39,6 +41,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentfsm import (
     Agent,
@@ -59,6 +63,7 @@ from agentfsm.engine.machine import LoopGuards
 from agentfsm.engine.policy import Policy
 from agentfsm.engine.stepper import StatechartStepper, StepperKind
 from agentfsm.policies import presets
+from benchmarks._results import merge_results
 
 BUDGET_US = 500.0
 SPEC = ToolSpec("noop", "Does nothing.")
@@ -85,6 +90,11 @@ class ZeroLatencyModel:
             )
             for i in range(turns)
         ]
+
+    def reset(self) -> None:
+        """Ready for another run."""
+        self.calls = 0
+        self.stamps = []
 
     async def __call__(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], **_: Any
@@ -143,6 +153,33 @@ async def engine_recording(turns: int) -> ZeroLatencyModel:
             session_dir=folder,
             max_turns=turns,
         ).run("go")
+    assert outcome.stopped_reason == "final"
+    return model
+
+
+_CODING: dict[int, tuple[Agent, ZeroLatencyModel]] = {}
+_FOLDER = tempfile.TemporaryDirectory(prefix="agentfsm-overhead-")
+
+
+async def agent_coding_session(turns: int) -> ZeroLatencyModel:
+    built = _CODING.get(turns)
+    if built is None:
+        model = ZeroLatencyModel(turns)
+        policies = presets.coding_agent(
+            workspace=_FOLDER.name, context_budget_tokens=10**9, spend_tokens=10**12
+        )
+        coding = Agent(
+            model,
+            InstantTools(),
+            policies=policies,
+            system_prompt="You are a benchmark.",
+            session_dir=_FOLDER.name,
+            max_turns=turns,
+        )
+        built = _CODING[turns] = (coding, model)
+    coding, model = built
+    model.reset()
+    outcome = await coding.run("go")
     assert outcome.stopped_reason == "final"
     return model
 
@@ -211,6 +248,7 @@ VARIANTS = {
         presets.coding_agent(context_budget_tokens=10**9, spend_tokens=10**12),
     ),
     "engine_recording": engine_recording,
+    "agent_coding_session": agent_coding_session,
     "bare_statechart": bare_statechart,
     "agent": agent,
     "instrumented_no_provider": lambda n: agent(n, True),
@@ -302,18 +340,26 @@ def main(argv: list[str] | None = None) -> int:
             )
             for key, entry in results.items()
         },
+        "agent_coding_session_over_compiled": {
+            key: round(
+                entry["median_us_per_turn"]["agent_coding_session"]
+                / entry["median_us_per_turn"]["compiled"],
+                2,
+            )
+            for key, entry in results.items()
+        },
         "results": results,
     }
-    if args.out.exists():  # keep what other benchmarks wrote there (``sandbox``)
-        previous = json.loads(args.out.read_text("utf-8"))
-        report.update({k: v for k, v in previous.items() if k not in report})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    merge_results(args.out, "overhead", report)
     for key, entry in results.items():
         print(key, "median µs/turn:", entry["median_us_per_turn"])
         print(key, "overhead µs/turn:", entry["overhead_us_per_turn"])
         if "flatness" in entry:
             print(key, "flatness:", entry["flatness"])
+    print(
+        "agent + coding preset + session over compiled:",
+        report["agent_coding_session_over_compiled"],
+    )
     print("within budget:", report["within_budget"], "->", args.out)
     return 0
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -18,8 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from agentfsm.adapters.tools import SandboxUnavailable, Unsandboxed, detect_sandbox
 from agentfsm.engine.process import CommandSandbox, run_command
+from benchmarks._results import merge_results
 
 WARMUP = 5
 
@@ -67,12 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     result = asyncio.run(measure(args.samples))
-    report: dict[str, Any] = {}
-    if args.out.exists():
-        report = json.loads(args.out.read_text("utf-8"))
-    report["sandbox"] = result
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    merge_results(args.out, "sandbox", result)
     if not result["available"]:
         print("sandbox: not measured:", result["error"], file=sys.stderr)
         return 0
