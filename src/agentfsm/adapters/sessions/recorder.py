@@ -21,6 +21,7 @@ from agentfsm.engine.messages import Message, Usage
 from agentfsm.engine.reminders import retry_message
 from agentfsm.engine.serialization import to_jsonable
 
+from .records import dumps, json_string, usage_json
 from .store import SessionHandle
 
 __all__ = ["SessionRecorder"]
@@ -51,13 +52,16 @@ class SessionRecorder:
         self._unsubscribe: list[Callable[[], None]] = []
         self._warned = False
 
+    def _failed(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("agentfsm: session %s not recorded: %s", self.handle.id, exc)
+
     def _safely(self, action: Callable[[], object]) -> None:
         try:
             action()
         except Exception as exc:
-            if not self._warned:
-                self._warned = True
-                logger.warning("agentfsm: session %s not recorded: %s", self.handle.id, exc)
+            self._failed(exc)
 
     def start(
         self,
@@ -89,9 +93,25 @@ class SessionRecorder:
             meta["resumed_from"] = {"id": resumed_from.stem, "path": str(resumed_from)}
         if sandbox is not None:
             meta["sandbox"] = dict(sandbox)
-        self._safely(lambda: self.handle.write_meta(meta))
+        # One write for both, but a record that cannot be written does not keep the other out.
+        handle = self.handle
+        text = lines = ""
+        try:
+            text = handle._meta_line(dumps(meta))
+        except Exception as exc:
+            self._failed(exc)
         if messages:
-            self._safely(lambda: self.handle.write_messages(*messages))
+            try:
+                lines = handle._message_lines(messages)
+            except Exception as exc:
+                self._failed(exc)
+        if text or lines:
+            try:
+                handle._write_text(text + lines)
+                if lines:
+                    handle.messages.extend(messages)
+            except Exception as exc:
+                self._failed(exc)
         self._unsubscribe = [
             emitter.on("llm_end", self._on_llm_end),
             emitter.on("tool_call_start", self._on_tool_call_start),
@@ -107,15 +127,22 @@ class SessionRecorder:
         ]
 
     def _on_llm_end(self, event: LlmEndEvent) -> None:
-        self._safely(lambda: self.handle.write_messages(event.result.message))
+        try:
+            self.handle._write_message(event.result.message)
+        except Exception as exc:
+            self._failed(exc)
 
     def _on_tool_call_start(self, event: ToolCallStartEvent) -> None:
-        meta = {"event": "tool_call_start", "turn": event.turn, "call_id": event.call.id}
-        self._safely(lambda: self.handle.write_meta(meta))
+        try:
+            self.handle._write_meta_json(_tool_call_start(event.turn, event.call.id))
+        except Exception as exc:
+            self._failed(exc)
 
     def _on_tool_call_end(self, event: ToolCallEndEvent) -> None:
-        message = tool_message_from_result(event.call, event.result)
-        self._safely(lambda: self.handle.write_messages(message))
+        try:
+            self.handle._write_message(tool_message_from_result(event.call, event.result))
+        except Exception as exc:
+            self._failed(exc)
 
     def _on_budget_exhausted(self, event: BudgetExhaustedEvent) -> None:
         meta = {"event": "budget_exhausted", "turns_used": event.turns_used}
@@ -162,18 +189,31 @@ class SessionRecorder:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-        meta: dict[str, Any] = {
-            "event": "run_end",
-            "stopped_reason": stopped_reason,
-            "usage": to_jsonable(usage),
-        }
-        if error is not None:
-            meta["error"] = _error_record(error)
+        handle = self.handle
         if policy_state:
-            meta["policy_state"] = dict(policy_state)
-            self.handle.policy_state = dict(policy_state)
-        self._safely(lambda: self.handle.write_meta(meta))
-        self._safely(self.handle.close)  # the next run on this handle opens it again
+            handle.policy_state = dict(policy_state)
+        try:
+            # {"event": "run_end", "stopped_reason", "usage", "error"?, "policy_state"?}
+            meta = f'{{"event":"run_end","stopped_reason":{dumps(stopped_reason)},'
+            meta += f'"usage":{usage_json(usage)}'
+            if error is not None:
+                meta += f',"error":{dumps(_error_record(error))}'
+            if policy_state:
+                meta += f',"policy_state":{dumps(dict(policy_state))}'
+            handle._write_text(handle._meta_line(meta + "}"))
+        except Exception as exc:
+            self._failed(exc)
+        try:
+            handle.close()  # the next run on this handle opens it again
+        except Exception as exc:
+            self._failed(exc)
+
+
+def _tool_call_start(turn: int, call_id: str) -> str:
+    """The JSON of ``{"event": "tool_call_start", "turn": turn, "call_id": call_id}``."""
+    if type(turn) is int and type(call_id) is str:
+        return f'{{"event":"tool_call_start","turn":{turn},"call_id":{json_string(call_id)}}}'
+    return dumps({"event": "tool_call_start", "turn": turn, "call_id": call_id})
 
 
 def _error_record(error: BaseException) -> dict[str, Any]:

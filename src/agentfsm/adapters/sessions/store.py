@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
+import os
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agentfsm.engine.messages import Message
-from agentfsm.engine.serialization import to_jsonable
 
+from .records import dumps, message_json
 from .resolve import SessionNotFound, session_files
 
 __all__ = ["SessionHandle", "SessionStore", "utc_timestamp"]
@@ -29,6 +30,11 @@ __all__ = ["SessionHandle", "SessionStore", "utc_timestamp"]
 _LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_COUNTER = 9999
 """Names tried per timestamp before giving up."""
+
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+"""How a session file is opened (``open(path, "ab")``; file descriptors are never inherited)."""
+_CREATE = _APPEND | os.O_EXCL
+"""How a new session file is created: only if no file has its name yet."""
 
 
 def utc_timestamp(now: datetime | None = None) -> str:
@@ -38,42 +44,52 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-_second: list[Any] = [None, ""]
-"""The last whole second formatted by :func:`_now_stamp`, and its text."""
+_cached: list[Any] = [-1, "", -1, ""]
+"""The millisecond last formatted by :func:`_now_stamp` and its text, the second and its
+text."""
 
 
 def _now_stamp() -> str:
     """:func:`utc_timestamp` of now, formatting the date and time once a second."""
-    now = time.time()
-    second = int(now)
-    cached = _second
-    if cached[0] != second:
-        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        cached[0] = second
-    return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
+    ms = time.time_ns() // 1_000_000
+    cached = _cached
+    if cached[0] == ms:
+        text: str = cached[1]
+        return text
+    second, fraction = divmod(ms, 1000)
+    if cached[2] != second:
+        cached[3] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        cached[2] = second
+    text = f"{cached[3]}.{fraction:03d}Z"
+    cached[0], cached[1] = ms, text
+    return text
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call (ASCII:
-any text, lone surrogates included, becomes valid escapes)."""
+def _clock_stamp(clock: Callable[[], datetime]) -> str:
+    return utc_timestamp(clock())
 
 
 class SessionHandle:
-    """One session file. Created lazily on the first write; reusable across runs.
+    """One session file, reusable across runs.
 
     The handle remembers the messages written through it, so that a later run on the same
     handle can continue the conversation.
 
-    The file is opened once (append mode) and kept open until :meth:`close` (the recorder
-    closes it when a run ends; a forgotten handle closes it when collected). Each write is
-    flushed to the operating system before it returns, so a killed process loses at most
-    the record being written.
+    The file is opened once (append mode: :meth:`SessionStore.new_handle` creates and opens
+    it, a handle built from a path opens it on the first write) and kept open until
+    :meth:`close` (the recorder closes it when a run ends; a forgotten handle closes it when
+    collected). Each write hands its records to the operating system before it returns
+    (nothing is buffered in the process), so a killed process loses at most the record
+    being written.
     """
 
     def __init__(self, path: Path, clock: Callable[[], datetime] | None = None) -> None:
         self.path = path
         """Where the records go."""
-        self._clock = clock
+        self._stamp: Callable[[], str] = (
+            _now_stamp if clock is None else partial(_clock_stamp, clock)
+        )
+        """The ``ts`` of a record written now."""
         self.messages: list[Message] = []
         """Messages written through this handle, in order (the raw, uncompressed transcript)."""
         self.runs = 0
@@ -94,38 +110,62 @@ class SessionHandle:
         return self.runs == 0
 
     def _line(self, record: Mapping[str, Any]) -> str:
-        stamp = _now_stamp() if self._clock is None else utc_timestamp(self._clock())
+        stamp = self._stamp()
         # ASCII JSON: any text, lone surrogates included (a non-UTF-8 file name becomes one),
         # is written as valid escapes and reads back as the same string.
         if "ts" in record or not record:
-            return _encode({"ts": stamp, **record})
-        return f'{{"ts":"{stamp}",{_encode(record)[1:]}'
+            return dumps({"ts": stamp, **record}) + "\n"
+        return f'{{"ts":"{stamp}",{dumps(record)[1:]}\n'
 
-    def _open(self) -> io.FileIO:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = self.path.open("ab", buffering=0)  # unbuffered: each write is a syscall
+    def _adopt(self, fd: int) -> io.FileIO:
+        """Write through the open file ``fd`` until :meth:`close` (or collection)."""
+        try:
+            file = io.FileIO(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
         self._file = file
         self._closer = weakref.finalize(self, file.close)
         return file
+
+    def _open(self) -> io.FileIO:
+        try:
+            fd = os.open(self.path, _APPEND, 0o666)
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, _APPEND, 0o666)
+        return self._adopt(fd)
+
+    def _write_text(self, text: str) -> None:
+        """Append ``text`` (whole lines of ASCII JSON), handed to the operating system
+        before returning; on failure the file is closed (the next write opens it again)."""
+        data = text.encode("ascii")
+        file = self._file
+        try:
+            if file is None:
+                file = self._open()
+            written = file.write(data)
+            if written != len(data):
+                self._write_rest(file, memoryview(data), written)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.close()
+            raise
+
+    def _write_rest(self, file: io.FileIO, data: memoryview, written: int | None) -> None:
+        while True:
+            if not written:
+                raise OSError(f"could not write to {str(self.path)!r}")
+            data = data[written:]
+            if not data:
+                return
+            written = file.write(data)
 
     def write(self, *records: Mapping[str, Any]) -> None:
         """Append records (``kind`` and payload) as lines, handed to the operating system
         before returning; raises ``OSError`` on failure (the file is then closed, and the
         next write opens it again)."""
-        data = memoryview("".join([self._line(r) + "\n" for r in records]).encode("ascii"))
-        file = self._file
-        try:
-            if file is None:
-                file = self._open()
-            while data:
-                written = file.write(data)
-                if not written:
-                    raise OSError(f"could not write to {str(self.path)!r}")
-                data = data[written:]
-        except BaseException:
-            with contextlib.suppress(OSError):
-                self.close()
-            raise
+        self._write_text("".join([self._line(r) for r in records]))
 
     def close(self) -> None:
         """Close the file if it is open (harmless otherwise); the next write reopens it."""
@@ -135,15 +175,45 @@ class SessionHandle:
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Append a ``meta`` record."""
-        self.write({"kind": "meta", "meta": dict(meta)})
+        self._write_text(self._meta_line(dumps(meta if type(meta) is dict else dict(meta))))
+
+    def _meta_line(self, meta: str) -> str:
+        """The line of a ``meta`` record whose JSON text is ``meta``."""
+        return f'{{"ts":"{self._stamp()}","kind":"meta","meta":{meta}}}\n'
+
+    def _write_meta_json(self, meta: str) -> None:
+        """Append a ``meta`` record whose JSON text is ``meta``."""
+        self._write_text(f'{{"ts":"{self._stamp()}","kind":"meta","meta":{meta}}}\n')
+
+    def _message_lines(self, messages: Sequence[Message]) -> str:
+        """The lines of ``message`` records."""
+        stamp = self._stamp
+        return "".join(
+            [
+                f'{{"ts":"{stamp()}","kind":"message","message":{message_json(m)}}}\n'
+                for m in messages
+            ]
+        )
 
     def write_messages(self, *messages: Message) -> None:
         """Append ``message`` records."""
-        self.write(*({"kind": "message", "message": to_jsonable(m)} for m in messages))
+        self._write_text(self._message_lines(messages))
         self.messages.extend(messages)
+
+    def _write_message(self, message: Message) -> None:
+        """``write_messages(message)``."""
+        self._write_text(
+            f'{{"ts":"{self._stamp()}","kind":"message","message":{message_json(message)}}}\n'
+        )
+        self.messages.append(message)
 
     def __repr__(self) -> str:
         return f"SessionHandle({self.id!r})"
+
+
+_latest: dict[str, str] = {}
+"""Per session folder, the latest timestamp of a session this process named there with the
+system clock."""
 
 
 class SessionStore:
@@ -156,15 +226,50 @@ class SessionStore:
         self._clock = clock
 
     def new_handle(self, label: str | None = None) -> SessionHandle:
-        """A handle on a new, unused file name (the file appears on the first write).
+        """A handle on a new file, created empty and open, whose name no other session file
+        of the folder had: nor its timestamp and counter (the session id up to the label).
+
+        The file is created only if no file has its name (safe against a concurrent
+        writer); the folder is searched for another label on the same timestamp and counter
+        when one could be there: with a clock given to the store, after a name was taken,
+        and when this process already named a session with the timestamp or a later one
+        (the system clock went back). Timestamps have microseconds: a session of another
+        process would otherwise need the same microsecond and another label.
 
         Raises :class:`NotADirectoryError` when ``session_dir`` exists and is not a folder.
         Any other problem creating the folder or the file is left to the first write (which
         the recorder reports as a warning): recording is best effort.
         """
-        now = self._clock() if self._clock is not None else datetime.now(UTC)
-        stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        clock = self._clock
+        if clock is None:
+            second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+            stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(second))}{micros:06d}Z"
+        else:
+            stamp = clock().astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         suffix = f"-{_LABEL.sub('-', label).strip('-')}" if label else ""
+        folder = self.session_dir
+        key = str(folder)
+        search = clock is not None or stamp <= _latest.get(key, "")
+        made = search and self._make_folder()
+        for counter in range(1, _MAX_COUNTER + 1):
+            prefix = f"{stamp}-{counter:04d}"
+            if (search or counter > 1) and self._taken(prefix):
+                continue
+            path = folder / f"{prefix}{suffix}.jsonl"
+            try:
+                fd = self._create(path, made)
+            except FileExistsError:
+                continue
+            if clock is None and stamp > _latest.get(key, ""):
+                _latest[key] = stamp
+            handle = SessionHandle(path, clock)
+            if fd is not None:
+                handle._adopt(fd)
+            return handle
+        raise FileExistsError(f"no free session name for {stamp} in {str(folder)!r}")
+
+    def _make_folder(self) -> bool:
+        """Create the folder if missing; whether it is there (best effort)."""
         try:
             self.session_dir.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -172,19 +277,34 @@ class SessionStore:
                 f"the session folder {str(self.session_dir)!r} is not a folder"
             ) from None
         except OSError:
-            pass  # best effort: the first write reports the problem
-        for counter in range(1, _MAX_COUNTER + 1):
-            path = self.session_dir / f"{stamp}-{counter:04d}{suffix}.jsonl"
-            try:
-                if any(self.session_dir.glob(f"{stamp}-{counter:04d}*.jsonl")):
-                    continue
-                path.touch(exist_ok=False)  # reserve the name against a concurrent writer
-            except FileExistsError:
-                continue
-            except OSError:
-                pass  # best effort: the first write reports the problem
-            return SessionHandle(path, self._clock)
-        raise FileExistsError(f"no free session name for {stamp} in {str(self.session_dir)!r}")
+            return False  # best effort: the first write reports the problem
+        return True
+
+    def _taken(self, prefix: str) -> bool:
+        """Whether a session file of the folder starts with ``prefix`` (id up to the
+        label)."""
+        try:
+            return any(self.session_dir.glob(f"{prefix}*.jsonl"))
+        except OSError:
+            return False
+
+    def _create(self, path: Path, made: bool) -> int | None:
+        """The open file descriptor of the new file ``path``, or ``None`` when it could not
+        be created (the first write reports why); raises ``FileExistsError`` when a file
+        has that name."""
+        try:
+            return os.open(path, _CREATE, 0o666)
+        except FileExistsError:
+            raise
+        except OSError:
+            if made or not self._make_folder():
+                return None
+        try:
+            return os.open(path, _CREATE, 0o666)
+        except FileExistsError:
+            raise
+        except OSError:
+            return None
 
     def list(self) -> list[Path]:
         """Session files (regular ``*.jsonl`` files only), oldest first by modification
