@@ -205,6 +205,27 @@ def test_unknown_event_is_refused() -> None:
         stepper.send("route")
 
 
+@pytest.mark.parametrize("driver", [CompiledStepper, StatechartStepper])
+def test_both_drivers_refuse_undeclared_disallowed_and_late_events(
+    driver: type[CompiledStepper] | type[StatechartStepper],
+) -> None:
+    guards = FakeGuards()
+    stepper = driver(guards)  # type: ignore[arg-type]
+    for event in ("no_such_event", "route"):
+        with pytest.raises(TransitionNotAllowed):
+            stepper.send(event)
+        assert stepper.state == "turn_start"
+    assert stepper.send("begin") == "compress_check"
+    guards.values["compression_needed"] = True
+    assert stepper.send("check") == "compress"
+    assert stepper.send("compressed") == "llm_start"
+    guards.values["interrupted"] = True
+    assert stepper.send("raised") == "aborted"
+    with pytest.raises(TransitionNotAllowed):
+        stepper.send("begin")
+    assert stepper.state == "aborted"
+
+
 def test_committed_mermaid_diagram_is_current() -> None:
     committed = (DIAGRAMS / "agent_loop.mmd").read_text("utf-8")
     rendered = render_diagram("mermaid")

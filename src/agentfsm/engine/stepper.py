@@ -8,7 +8,8 @@ Two interchangeable drivers move a run through :class:`AgentLoopMachine`:
   like this one that is exactly the selection rule of python-statemachine's engine, without
   its per-event SCXML bookkeeping (about 100 µs per event on this kind of machine).
 - :class:`StatechartStepper` runs a real ``AgentLoopMachine`` instance on
-  python-statemachine's synchronous engine, with :class:`LoopGuards` as its listener.
+  python-statemachine's synchronous engine, with a view of :class:`LoopGuards` as its
+  listener: that engine selects and takes every transition, evaluating the guards itself.
 
 The test-suite drives both with the same inputs and requires the same states.
 """
@@ -16,6 +17,7 @@ The test-suite drives both with the same inputs and requires the same states.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import methodcaller
 from typing import Any, Literal, Protocol, TypeAlias
 
 from attrs import frozen
@@ -148,23 +150,100 @@ class CompiledStepper:
         raise NoTransition(event, self.state)
 
 
-class StatechartStepper:
-    """Drives a run on a real :class:`AgentLoopMachine` with python-statemachine's engine."""
+@frozen
+class _ChartSupport:
+    """What :class:`StatechartStepper` needs per machine class, built once."""
 
-    __slots__ = ("machine", "state")
+    view: type[Any]
+    """The guard view's class: one property per guard the machine names."""
+    ids: dict[Any, str]
+    """``state value -> state id``."""
+
+
+_SUPPORT: dict[type[Any], _ChartSupport] = {}
+
+
+def _guard_property(name: str) -> property:
+    call = methodcaller(name)
+
+    def read(view: Any) -> Any:
+        return call(view.guards)
+
+    read.__name__ = name
+    return property(read, doc=f"Evaluates the guard ``{name}``.")
+
+
+def _chart_support(cls: type[Any]) -> _ChartSupport:
+    cached = _SUPPORT.get(cls)
+    if cached is not None:
+        return cached
+    names = sorted(
+        {
+            name
+            for by_event in compile_machine(cls).transitions.values()
+            for transitions in by_event.values()
+            for transition in transitions
+            for name, _ in transition.guards
+        }
+    )
+    namespace: dict[str, Any] = {"__slots__": ("guards",)}
+    namespace.update((name, _guard_property(name)) for name in names)
+    support = _ChartSupport(
+        view=type(f"{cls.__name__}GuardView", (), namespace),
+        ids={state.value: str(state.id) for state in cls.states_map.values()},
+    )
+    _SUPPORT[cls] = support
+    return support
+
+
+class StatechartStepper:
+    """Drives a run on a real :class:`AgentLoopMachine` with python-statemachine's engine.
+
+    Three choices keep python-statemachine's per-event work down without changing what it
+    decides:
+
+    - the listener is a view of the guards object whose guards are properties: the engine
+      reads a non-callable listener attribute as a value, without binding the event's
+      arguments to a signature as it does for a method. (It reads each once when it binds the
+      listener; guards are pure, so that is harmless.)
+    - events are sent by calling the machine's bound events, fetched once per run, instead
+      of :meth:`~statemachine.StateChart.send`, which looks the event up and binds a new one
+      each time; a name the machine does not declare still goes through ``send``, and is
+      refused with :class:`TransitionNotAllowed`.
+    - the instance (not the declared class) updates its configuration in one step
+      (``atomic_configuration_update``): that only changes what entry, exit and transition
+      callbacks would see, and the machine has none; the engine then skips copying the
+      configuration for each state it leaves and each it enters.
+
+    The current state is read as ``current_state_value``, the raw value the engine stores.
+    """
+
+    __slots__ = ("_ids", "_triggers", "machine", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
-        self.machine = cls(listeners=[guards])
+        support = _chart_support(cls)
+        view = support.view()
+        view.guards = guards
+        machine = cls(listeners=[view])
+        machine.atomic_configuration_update = True
+        self.machine = machine
+        self._ids = support.ids
+        self._triggers: dict[str, Callable[[], Any]] = {
+            str(event.id): event for event in machine.events
+        }
         self.state: str = self._current()
 
     def _current(self) -> str:
-        (state,) = self.machine.configuration
-        return str(state.id)
+        return self._ids[self.machine.current_state_value]
 
     def send(self, event: str) -> str:
-        self.machine.send(event)
-        self.state = self._current()
-        return self.state
+        trigger = self._triggers.get(event)
+        if trigger is None:
+            self.machine.send(event)
+        else:
+            trigger()
+        self.state = state = self._ids[self.machine.current_state_value]
+        return state
 
 
 def make_stepper(kind: StepperKind, guards: LoopGuards) -> CompiledStepper | StatechartStepper:
