@@ -79,6 +79,12 @@ CONTENDERS = (
         ("statemachine_alone",),
     ),
     Contender(
+        "statemachine_alone_5",
+        "python-statemachine alone, AsyncEngine, agentfsm's 5 sends/turn",
+        "agentfsm_workload.py",
+        ("statemachine_alone_5",),
+    ),
+    Contender(
         "plain_loop",
         "plain asyncio loop over dicts (the limit)",
         "agentfsm_workload.py",
@@ -104,6 +110,12 @@ CONTENDERS = (
     ),
 )
 REFERENCE = "core_default"
+TARGETS = (
+    ("agent_coding_session", "core_default", 2.0),
+    ("core_statechart", "statemachine_alone", 1.3),
+    ("core_statechart", "statemachine_alone_5", 1.3),
+)
+"""``(contender, reference, at most)``: the ratios the project holds itself to."""
 
 
 def ensure_env(name: str) -> Path:
@@ -171,6 +183,27 @@ def run_benchmark(contenders: list[Contender], rounds: int) -> dict[str, Any]:
     return by_contender
 
 
+def targets(by_contender: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target's ratios (medians of one run) and whether they hold at every N."""
+    found = []
+    for contender, reference, at_most in TARGETS:
+        if contender not in by_contender or reference not in by_contender:
+            continue
+        mine = by_contender[contender]["median_us_per_model_call"]
+        theirs = by_contender[reference]["median_us_per_model_call"]
+        ratio = {n: round(mine[n] / theirs[n], 2) for n in mine}
+        found.append(
+            {
+                "contender": contender,
+                "reference": reference,
+                "at_most": at_most,
+                "ratio": ratio,
+                "met": all(r <= at_most for r in ratio.values()),
+            }
+        )
+    return found
+
+
 def table(by_contender: dict[str, Any]) -> str:
     head = [f"µs/model call, N={n}" for n in TURNS] + [f"x default driver, N={n}" for n in TURNS]
     lines = ["| contender | versions | " + " | ".join(head) + " |", "|---|---|" + "---:|" * 4]
@@ -206,8 +239,15 @@ def main(argv: list[str] | None = None) -> int:
         "contenders": by_contender,
         "seconds": round(time.perf_counter() - started, 1),
     }
+    result["targets"] = targets(by_contender)
     merge_results(args.out, "peers", result)
     print(table(by_contender))
+    for target in result["targets"]:
+        print(
+            f"{target['contender']} / {target['reference']} (at most {target['at_most']}): "
+            + ", ".join(f"N={n}: {r}" for n, r in target["ratio"].items())
+            + (" ok" if target["met"] else " MISSED")
+        )
     print(f"{result['seconds']} s -> {args.out}")
     return 0
 

@@ -4,6 +4,9 @@
 - ``core_statechart``: ``run_conversation`` on the python-statemachine driver;
 - ``statemachine_alone``: python-statemachine with nothing else, its ``AsyncEngine``, four
   sends per turn whose async callbacks call the model and the tool;
+- ``statemachine_alone_5``: the same with the five sends a tool turn of agentfsm's machine
+  (``begin``, ``check``, ``replied``, ``route``, ``tools_done``), so the statechart driver
+  can be compared send for send;
 - ``plain_loop``: a plain asyncio loop over dicts, the limit any engine is measured against;
 - ``agent_coding_session``: ``Agent`` with the coding-agent preset and a session file.
 
@@ -163,6 +166,59 @@ async def statemachine_alone(turns: int) -> int:
     return Counter.calls
 
 
+class FiveSendLoop(StateChart):  # type: ignore[type-arg]
+    """The sends of agentfsm's machine a tool turn: begin, check, replied, route, tools_done
+    (the last turn: finish)."""
+
+    turn_start = State(initial=True)
+    compress_check = State()
+    llm_start = State()
+    llm_end = State()
+    run_tools = State()
+    done = State(final=True)
+
+    begin = turn_start.to(compress_check)
+    check = compress_check.to(llm_start)
+    replied = llm_start.to(llm_end)
+    route = llm_end.to(run_tools)
+    tools_done = run_tools.to(turn_start)
+    finish = llm_end.to(done)
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": PROMPT},
+            {"role": "user", "content": "go"},
+        ]
+        self.reply: dict[str, Any] = {}
+        super().__init__()
+
+    async def on_enter_llm_start(self) -> None:
+        self.reply = await dict_model(self.messages)
+        self.messages.append(self.reply)
+
+    async def on_enter_run_tools(self) -> None:
+        for call in self.reply["tool_calls"]:
+            out = await DICT_TOOLS[call["name"]](**call["arguments"])
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+
+
+async def statemachine_alone_5(turns: int) -> int:
+    TURNS[0] = turns
+    machine = FiveSendLoop()
+    await machine.activate_initial_state()
+    while True:
+        await machine.send("begin")
+        await machine.send("check")
+        await machine.send("replied")
+        if not machine.reply.get("tool_calls"):
+            await machine.send("finish")
+            break
+        await machine.send("route")
+        await machine.send("tools_done")
+    assert machine.reply["content"] == "done"
+    return Counter.calls
+
+
 # -- the limit: a plain asyncio loop over dicts ---------------------------------------------
 
 
@@ -199,6 +255,7 @@ VARIANTS: dict[str, Callable[[int], Awaitable[int]]] = {
     "core_default": core("compiled"),
     "core_statechart": core("statechart"),
     "statemachine_alone": statemachine_alone,
+    "statemachine_alone_5": statemachine_alone_5,
     "plain_loop": plain_loop,
     "agent_coding_session": agent_coding_session,
 }
