@@ -267,8 +267,7 @@ class Agent:
         controller = AbortController()
         params = evolve(self._params, system_prompt=system, signal=controller.signal)
         # This run's events only (concurrent runs share ``self.events``), forwarded there.
-        run_events = AgentEmitter()
-        run_events.on("*", self.events.emit)
+        run_events = AgentEmitter(parent=self.events)
         chat, tools, telemetry = self.chat, self.tools, None
         if self.instrumentation is not None:
             telemetry = self.instrumentation.start_run(

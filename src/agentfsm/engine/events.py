@@ -362,11 +362,16 @@ class AgentEmitter:
     Handlers run synchronously in registration order. A handler that raises is logged and
     skipped; the others still run. Handlers may subscribe or unsubscribe while an event is
     being emitted: each emit iterates the subscriber list as it was when the emit began.
+
+    ``parent`` gets every event too, before this emitter's handlers (an agent's per-run
+    emitter forwards to ``Agent.events`` this way); an emit costs it nothing while it has no
+    subscribers.
     """
 
-    __slots__ = ("_by_type", "_entries")
+    __slots__ = ("_by_type", "_entries", "_parent")
 
-    def __init__(self) -> None:
+    def __init__(self, parent: AgentEmitter | None = None) -> None:
+        self._parent = parent
         # Copy-on-write tuple: emit iterates it without copying, (un)subscribing replaces it.
         self._entries: tuple[_Entry, ...] = ()
         # Each event type's handlers in registration order, built on the type's first emit
@@ -518,6 +523,9 @@ class AgentEmitter:
         if handlers is None:
             handlers = tuple(h for k, h in self._entries if k == event_type or k == "*")
             self._by_type[event_type] = handlers
+        parent = self._parent
+        if parent is not None and parent._entries:
+            parent.emit(event)
         for handler in handlers:
             try:
                 handler(event)
@@ -526,8 +534,8 @@ class AgentEmitter:
 
     @property
     def has_subscribers(self) -> bool:
-        """Whether anyone listens."""
-        return bool(self._entries)
+        """Whether anyone listens (here or at the parent)."""
+        return bool(self._entries) or (self._parent is not None and self._parent.has_subscribers)
 
     def __len__(self) -> int:
         return len(self._entries)

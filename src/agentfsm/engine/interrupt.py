@@ -139,6 +139,11 @@ class Interrupter:
             self.interrupted = self.owed = True
             self.task.cancel()
 
+    def ready(self) -> bool:
+        """Whether a call can go through this interrupter (made in its task: the caller
+        knows)."""
+        return not self.interrupted and not self.signal.aborted
+
     def serves(self, signal: Any) -> bool:
         """Whether a call awaited now for ``signal`` can go through this interrupter."""
         return (

@@ -321,6 +321,9 @@ EXPECTED: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 """What each hook may return, checked on every answer."""
 
+NONE_ALLOWED = frozenset(hook for hook, (check, _) in EXPECTED.items() if check(None))
+"""The hooks that may answer ``None``."""
+
 
 def ask(
     policy: object,
@@ -343,6 +346,8 @@ def ask(
         raise
     except Exception as exc:
         raise PolicyError(policy_name(policy), hook, exc) from exc
+    if answer is None and hook in NONE_ALLOWED:  # the common "nothing to say"
+        return None
     check, expected = EXPECTED[hook]
     if check(answer):  # no verdict kind is awaitable
         return answer

@@ -207,12 +207,16 @@ class LoopRunner:
                 ReminderEvent(turn=self.ctx.turn, policy=policy_name(policy), text=verdict.text)
             )
 
-    async def _interruptible(self, awaitable: Awaitable[T]) -> T:
-        """Await ``awaitable``; with an immediate interrupt, cancel it when the signal fires."""
+    def _interruptible(self, awaitable: Awaitable[T], *, in_run_task: bool = True) -> Awaitable[T]:
+        """``awaitable``; with an immediate interrupt, cancelled when the signal fires (the
+        run's interrupter serves a call made in the run's own task)."""
         signal: Any = self.ctx.params.signal
         if not self.ctx.interruptible or signal is None:
-            return await awaitable
-        return await interrupt(awaitable, signal, self._interrupter, INTERRUPTED)
+            return awaitable
+        interrupter = self._interrupter
+        if in_run_task and interrupter is not None and interrupter.ready():
+            return interrupter.call(awaitable, INTERRUPTED)
+        return interrupt(awaitable, signal, interrupter, INTERRUPTED)
 
     async def _interruptible_chat(self, *args: Any, **kwargs: Any) -> ChatResult:
         chat = self.chat
@@ -234,10 +238,14 @@ class LoopRunner:
         if self._turn_gates and not ctx.signal_aborted:
             for gate, check_turn in self._turn_gates:
                 answer = ask(gate, "check_turn", check_turn, ctx)
+                if answer is None:
+                    continue
                 if type(answer) is Pending:
                     answer = await answer.settle()
                 verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
                 for verdict in verdicts:
+                    if verdict is None:
+                        continue
                     if isinstance(verdict, Stop):
                         ctx.pending_stop = verdict
                         ctx.stopping_policy = policy_name(gate)
@@ -348,9 +356,10 @@ class LoopRunner:
         self._emit(LlmEndEvent(turn=ctx.turn, result=result))
         for observer, on_llm_end in self._llm_observers:
             remind = ask(observer, "on_llm_end", on_llm_end, ctx)
-            if type(remind) is Pending:
-                remind = await remind.settle()
-            self._remind(observer, remind)
+            if remind is not None:
+                if type(remind) is Pending:
+                    remind = await remind.settle()
+                self._remind(observer, remind)
         return "route"
 
     async def _run_tools(self) -> str:
@@ -417,9 +426,10 @@ class LoopRunner:
         outcome = self._record(call, result, cancelled)
         for observer, on_tool_result in self._tool_observers:
             remind = ask(observer, "on_tool_result", on_tool_result, self.ctx, outcome)
-            if type(remind) is Pending:
-                remind = await remind.settle()
-            self._remind(observer, remind)
+            if remind is not None:
+                if type(remind) is Pending:
+                    remind = await remind.settle()
+                self._remind(observer, remind)
 
     def _record(self, call: ToolCall, result: ToolResult, cancelled: bool) -> ToolOutcome:
         ctx = self.ctx
@@ -444,12 +454,13 @@ class LoopRunner:
     async def _turn_end_observers(self) -> None:
         for observer, on_turn_end in self._turn_observers:
             remind = ask(observer, "on_turn_end", on_turn_end, self.ctx)
-            if type(remind) is Pending:
-                remind = await remind.settle()
-            self._remind(observer, remind)
+            if remind is not None:
+                if type(remind) is Pending:
+                    remind = await remind.settle()
+                self._remind(observer, remind)
 
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
-        return await self._interruptible(self._run_tool(call))
+        return await self._interruptible(self._run_tool(call), in_run_task=False)
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         if self.tools is None:

@@ -194,9 +194,19 @@ class loop_health:
         state.warned[code] = value
         return Warn(self._detail(state, code), code=code)
 
-    def check_turn(self, ctx: RunContext) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]]:
+    def check_turn(
+        self, ctx: RunContext
+    ) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]] | None:
         """The verdicts; awaitable only when a warning asks the supervisor for advice."""
         state = self.state(ctx)
+        if (
+            not state.warned
+            and state.repeated < self.repeated_calls
+            and state.stagnant_turns < self.stagnant_turns
+            and state.similar_turns < self.similar_reasoning
+            and (not state.edits or state.oscillation < self.oscillations)
+        ):
+            return None  # nothing reached a threshold, nothing to take back
         measures = self._measures(state)
         verdicts: list[TurnVerdict] = []
         for index, (code, value, threshold, stops) in enumerate(measures):
