@@ -235,6 +235,13 @@ class RunContext:
         self.charge(result.usage)
         return result
 
+    def record_mutation(self, call: ToolCall, result: ToolResult) -> None:
+        """Count a destructive tool's successful call and the file it changed."""
+        self.mutations += 1
+        path = result.metadata.get("path", call.arguments.get("path"))
+        if isinstance(path, str) and path not in self.mutated_files:
+            self.mutated_files.append(path)
+
     def append(self, message: Message) -> None:
         """Push a message onto the history, keeping the counters current."""
         self.history.append(message)

@@ -437,19 +437,12 @@ class LoopRunner:
             ctx.tool_calls_total += 1
             ctx.tool_counts[call.name] = ctx.tool_counts.get(call.name, 0) + 1
             if result.ok and call.name in self._destructive:
-                self._record_mutation(call, result)
+                ctx.record_mutation(call, result)
         ctx.append(tool_message_from_result(call, result))
         outcome = ToolOutcome(call, result, cancelled=cancelled)
         ctx.turn_tools.append(outcome)
         self._emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cancelled))
         return outcome
-
-    def _record_mutation(self, call: ToolCall, result: ToolResult) -> None:
-        ctx = self.ctx
-        ctx.mutations += 1
-        path = result.metadata.get("path", call.arguments.get("path"))
-        if isinstance(path, str) and path not in ctx.mutated_files:
-            ctx.mutated_files.append(path)
 
     async def _turn_end_observers(self) -> None:
         for observer, on_turn_end in self._turn_observers:
