@@ -165,7 +165,12 @@ class loop_health:
         """``(code, value, threshold, stops)`` of each pattern, in verdict order."""
         return (
             ("repeated_identical_tool", state.repeated, self.repeated_calls, True),
-            ("oscillation_detected", state.oscillation, self.oscillations, True),
+            (
+                "oscillation_detected",
+                state.oscillation if state.edits else 0,
+                self.oscillations,
+                True,
+            ),
             ("repeated_reasoning", state.similar_turns, self.similar_reasoning, True),
             ("no_progress", state.stagnant_turns, self.stagnant_turns, False),
         )
@@ -209,7 +214,12 @@ class loop_health:
             return None  # nothing reached a threshold, nothing to take back
         measures = self._measures(state)
         verdicts: list[TurnVerdict] = []
+        warned = state.warned
         for index, (code, value, threshold, stops) in enumerate(measures):
+            if value < threshold and threshold > 0:  # below: nothing to say, nothing to keep
+                if warned:
+                    warned.pop(code, None)
+                continue
             verdict = self._judge(state, code, value, threshold, stops)
             if verdict is None:
                 continue
@@ -221,7 +231,7 @@ class loop_health:
                 if advice is None:  # a supervisor call: the rest of the verdict waits for it
                     return self._advised(ctx, state, measures, index, verdicts)
                 verdicts.extend(advice)
-        return verdicts
+        return verdicts or None
 
     async def _advised(
         self,
