@@ -117,6 +117,27 @@ async def agent_coding_session(turns: int) -> int:
 # -- python-statemachine alone --------------------------------------------------------------
 
 
+class DictConversation:
+    """The conversation both python-statemachine charts drive: dict messages, the dict model
+    and tools of the plain loop."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": PROMPT},
+            {"role": "user", "content": "go"},
+        ]
+        self.reply: dict[str, Any] = {}
+
+    async def call_model(self) -> None:
+        self.reply = await dict_model(self.messages)
+        self.messages.append(self.reply)
+
+    async def run_tools(self) -> None:
+        for call in self.reply["tool_calls"]:
+            out = await DICT_TOOLS[call["name"]](**call["arguments"])
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+
+
 class Loop(StateChart):  # type: ignore[type-arg]
     """Four sends a tool turn: call, replied, tool, tools_done (the last turn: finish)."""
 
@@ -133,21 +154,14 @@ class Loop(StateChart):  # type: ignore[type-arg]
     finish = routing.to(done)
 
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": PROMPT},
-            {"role": "user", "content": "go"},
-        ]
-        self.reply: dict[str, Any] = {}
+        self.conversation = DictConversation()
         super().__init__()
 
     async def on_enter_calling(self) -> None:
-        self.reply = await dict_model(self.messages)
-        self.messages.append(self.reply)
+        await self.conversation.call_model()
 
     async def on_enter_tooling(self) -> None:
-        for call in self.reply["tool_calls"]:
-            out = await DICT_TOOLS[call["name"]](**call["arguments"])
-            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+        await self.conversation.run_tools()
 
 
 async def statemachine_alone(turns: int) -> int:
@@ -157,12 +171,12 @@ async def statemachine_alone(turns: int) -> int:
     while True:
         await machine.send("call")
         await machine.send("replied")
-        if not machine.reply.get("tool_calls"):
+        if not machine.conversation.reply.get("tool_calls"):
             await machine.send("finish")
             break
         await machine.send("tool")
         await machine.send("tools_done")
-    assert machine.reply["content"] == "done"
+    assert machine.conversation.reply["content"] == "done"
     return Counter.calls
 
 
@@ -185,21 +199,14 @@ class FiveSendLoop(StateChart):  # type: ignore[type-arg]
     finish = llm_end.to(done)
 
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": PROMPT},
-            {"role": "user", "content": "go"},
-        ]
-        self.reply: dict[str, Any] = {}
+        self.conversation = DictConversation()
         super().__init__()
 
     async def on_enter_llm_start(self) -> None:
-        self.reply = await dict_model(self.messages)
-        self.messages.append(self.reply)
+        await self.conversation.call_model()
 
     async def on_enter_run_tools(self) -> None:
-        for call in self.reply["tool_calls"]:
-            out = await DICT_TOOLS[call["name"]](**call["arguments"])
-            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
+        await self.conversation.run_tools()
 
 
 async def statemachine_alone_5(turns: int) -> int:
@@ -210,12 +217,12 @@ async def statemachine_alone_5(turns: int) -> int:
         await machine.send("begin")
         await machine.send("check")
         await machine.send("replied")
-        if not machine.reply.get("tool_calls"):
+        if not machine.conversation.reply.get("tool_calls"):
             await machine.send("finish")
             break
         await machine.send("route")
         await machine.send("tools_done")
-    assert machine.reply["content"] == "done"
+    assert machine.conversation.reply["content"] == "done"
     return Counter.calls
 
 
