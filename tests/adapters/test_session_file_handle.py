@@ -1,18 +1,28 @@
-"""A session handle keeps one file open (append mode) and hands every record to the OS."""
+"""A session handle keeps one file open (append mode) and hands every record to the OS: at
+once, except an assistant reply asking for tools, which goes out with its first call's
+record (before any tool runs), before the next model call, or when the run ends, fails, is
+cancelled or its handle is collected."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import io
 import json
+import subprocess
+import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentfsm import Agent, AssistantMessage, UserMessage
-from agentfsm.adapters.sessions import SessionHandle, SessionStore
-from agentfsm.engine.messages import ChatResult, Usage
+from agentfsm import Agent, AssistantMessage, ToolCall, UserMessage
+from agentfsm.adapters.sessions import SessionHandle, SessionRecorder, SessionStore
+from agentfsm.engine.events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
+from agentfsm.engine.messages import ChatResult, Message, Usage
+from agentfsm.testing import ScriptedTools
 
 
 def opened(handle: SessionHandle) -> io.FileIO | None:
@@ -91,3 +101,194 @@ async def test_a_run_closes_its_session_file(tmp_path: Path) -> None:
     assert opened(handle) is None
     events = [r["meta"]["event"] for r in records(handle.path) if r["kind"] == "meta"]  # type: ignore[index]
     assert events == ["run_start", "run_end", "run_start", "run_end"]
+
+
+def shapes(path: Path) -> list[str]:
+    """Each record of the file as ``meta:<event>`` or ``<role>``."""
+    out = []
+    for record in records(path):
+        if record["kind"] == "meta":
+            out.append(f"meta:{record['meta']['event']}")  # type: ignore[index]
+        else:
+            out.append(str(record["message"]["role"]))  # type: ignore[index]
+    return out
+
+
+def calls(*ids: str) -> AssistantMessage:
+    return AssistantMessage("", tool_calls=tuple(ToolCall(i, "echo", {"text": i}) for i in ids))
+
+
+async def test_each_record_is_on_disk_before_the_tool_runs_and_the_model_is_called(
+    tmp_path: Path,
+) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    seen_by_model: list[list[str]] = []
+    seen_by_tool: list[list[str]] = []
+    replies = [calls("a", "b"), calls("c"), AssistantMessage("done")]
+
+    async def chat(messages: Sequence[Message], *_: object, **__: object) -> ChatResult:
+        seen_by_model.append(shapes(handle.path))
+        return ChatResult(replies.pop(0), Usage(1, 1))
+
+    def echo(text: str) -> str:
+        seen_by_tool.append(shapes(handle.path))
+        return text
+
+    await Agent(chat, ScriptedTools({"echo": echo})).run("go", session=handle)
+    start = ["meta:run_start", "user"]
+    turn1 = ["assistant", "meta:tool_call_start"]
+    turn1_end = [*turn1, "tool", "meta:tool_call_start", "tool"]
+    turn2 = ["assistant", "meta:tool_call_start", "tool"]
+    assert seen_by_tool == [
+        [*start, *turn1],
+        [*start, *turn1, "tool", "meta:tool_call_start"],
+        [*start, *turn1_end, *turn2[:2]],
+    ]
+    assert seen_by_model == [start, [*start, *turn1_end], [*start, *turn1_end, *turn2]]
+    assert shapes(handle.path) == [*start, *turn1_end, *turn2, "assistant", "meta:run_end"]
+
+
+def test_a_reply_asking_for_tools_goes_out_with_its_first_call(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    emitter = AgentEmitter()
+    recorder = SessionRecorder(handle)
+    recorder.start(emitter, messages=[], input_chars=0, history_size=0)
+    reply = calls("a")
+    emitter.emit(LlmEndEvent(turn=1, result=ChatResult(reply)))
+    assert shapes(handle.path) == ["meta:run_start"]  # held
+    assert handle.messages == [reply]
+    emitter.emit(ToolCallStartEvent(turn=1, call=reply.tool_calls[0]))
+    assert shapes(handle.path) == ["meta:run_start", "assistant", "meta:tool_call_start"]
+    emitter.emit(LlmEndEvent(turn=2, result=ChatResult(AssistantMessage("no tools"))))
+    assert shapes(handle.path)[-1] == "assistant"  # nothing to wait for: written at once
+    recorder.finish("final", Usage())
+
+
+@pytest.mark.parametrize("ending", ["finish", "close", "write", "collect"])
+def test_a_held_reply_is_written_by_whatever_comes_next(tmp_path: Path, ending: str) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    path = handle.path
+    emitter = AgentEmitter()
+    recorder = SessionRecorder(handle)
+    recorder.start(emitter, messages=[], input_chars=0, history_size=0)
+    emitter.emit(LlmEndEvent(turn=1, result=ChatResult(calls("a"))))
+    if ending == "finish":
+        recorder.finish("failed", Usage(), RuntimeError("boom"))
+        assert shapes(path) == ["meta:run_start", "assistant", "meta:run_end"]
+    elif ending == "close":
+        handle.close()
+        assert shapes(path) == ["meta:run_start", "assistant"]
+    elif ending == "write":
+        handle.write_meta({"event": "note"})
+        assert shapes(path) == ["meta:run_start", "assistant", "meta:note"]
+        handle.close()
+    else:
+        del handle, recorder, emitter
+        gc.collect()
+        assert shapes(path) == ["meta:run_start", "assistant"]
+
+
+def test_a_held_reply_is_written_when_the_process_exits(tmp_path: Path) -> None:
+    script = """
+import sys
+from agentfsm import AssistantMessage, ToolCall
+from agentfsm.adapters.sessions import SessionRecorder, SessionStore
+from agentfsm.engine.events import AgentEmitter, LlmEndEvent
+from agentfsm.engine.messages import ChatResult
+handle = SessionStore(sys.argv[1]).new_handle()
+emitter = AgentEmitter()
+SessionRecorder(handle).start(emitter, messages=[], input_chars=0, history_size=0)
+reply = AssistantMessage("", tool_calls=(ToolCall("a", "echo", {}),))
+emitter.emit(LlmEndEvent(turn=1, result=ChatResult(reply)))
+sys.modules["__main__"].keep = (handle, emitter)  # alive until the interpreter exits
+"""
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=60)
+    (path,) = tmp_path.glob("*.jsonl")
+    assert shapes(path) == ["meta:run_start", "assistant"]
+
+
+async def test_a_cancelled_run_leaves_every_record_on_disk(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    started = asyncio.Event()
+
+    async def chat(*_: object, **__: object) -> ChatResult:
+        return ChatResult(calls("a"), Usage(1, 1))
+
+    async def echo(text: str) -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return text
+
+    run = asyncio.ensure_future(
+        Agent(chat, ScriptedTools({"echo": echo})).run("go", session=handle)
+    )
+    await started.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert shapes(handle.path) == [
+        "meta:run_start",
+        "user",
+        "assistant",
+        "meta:tool_call_start",
+        "tool",
+        "meta:run_end",
+    ]
+
+
+async def test_a_reply_on_the_last_turn_is_recorded_with_its_unrun_calls(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+
+    async def chat(*_: object, **__: object) -> ChatResult:
+        return ChatResult(calls("a", "b"), Usage(1, 1))
+
+    tools = ScriptedTools({"echo": lambda text: text})
+    outcome = await Agent(chat, tools, max_turns=1).run("go", session=handle)
+    assert outcome.stopped_reason == "budget"
+    assert shapes(handle.path) == [
+        "meta:run_start",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "meta:budget_exhausted",
+        "meta:run_end",
+    ]
+
+
+def test_a_failed_write_of_a_held_reply_is_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    emitter = AgentEmitter()
+    recorder = SessionRecorder(handle)
+    recorder.start(emitter, messages=[], input_chars=0, history_size=0)
+    emitter.emit(LlmEndEvent(turn=1, result=ChatResult(calls("a"))))
+    file = opened(handle)
+    assert file is not None
+    file.close()  # the file went bad under the handle
+    emitter.emit(ToolCallStartEvent(turn=1, call=ToolCall("a", "echo")))
+    recorder.finish("final", Usage())
+    assert caplog.text.count("not recorded") == 1
+    assert shapes(handle.path) == ["meta:run_start", "meta:run_end"]
+    assert opened(handle) is None
+
+
+def test_records_go_to_the_file_as_the_generic_writes_would_order_them(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    emitter = AgentEmitter()
+    recorder = SessionRecorder(handle)
+    recorder.start(emitter, messages=[UserMessage("hi")], input_chars=2, history_size=0)
+    reply = calls("a")
+    emitter.emit(LlmEndEvent(turn=1, result=ChatResult(reply)))
+    handle.write_messages(UserMessage("between"))
+    recorder.finish("final", Usage())
+    got: list[Any] = [r.get("message", r.get("meta")) for r in records(handle.path)]
+    assert [g.get("role", g.get("event")) for g in got] == [
+        "run_start",
+        "user",
+        "assistant",
+        "user",
+        "run_end",
+    ]
+    assert handle.messages == [UserMessage("hi"), reply, UserMessage("between")]

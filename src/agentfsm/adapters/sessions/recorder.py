@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,11 +18,11 @@ from agentfsm.engine.events import (
     ToolCallStartEvent,
 )
 from agentfsm.engine.history import tool_message_from_result
-from agentfsm.engine.messages import Message, Usage
+from agentfsm.engine.messages import Message, ToolMessage, Usage
 from agentfsm.engine.reminders import retry_message
 from agentfsm.engine.serialization import to_jsonable
 
-from .records import dumps, json_string, usage_json
+from .records import assistant_json, dumps, json_string, tool_json, usage_json
 from .store import SessionHandle
 
 __all__ = ["SessionRecorder"]
@@ -44,11 +45,24 @@ class SessionRecorder:
     too, without reminder or advice texts. Best effort: a write error logs a warning (once
     per run) and never reaches the run. Give it an emitter that carries only this run's
     events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
+
+    Every record reaches the operating system (so survives a killed process) as soon as it
+    is written, with one exception: an assistant message that asks for tools is held back
+    and goes out in one write with the next record, its first call's: ``tool_call_start``,
+    or the cancelled ``tool_call_end`` of a call that never runs (the run records every
+    call of a reply before it can call the model again). So it is on disk before any tool
+    runs, before the next model call, and when the run ends, fails or is cancelled
+    (``finish``); a handle collected (or open at exit) with it still held writes it then.
+    A process killed in between loses that reply, and a resume asks the model again, as it
+    does when it finds a reply's calls unanswered.
     """
 
     def __init__(self, handle: SessionHandle) -> None:
         self.handle = handle
         self._history: Callable[[], Sequence[Message]] | None = None
+        self._live: Sequence[Message] = ()
+        """The run's history as ``history`` gave it at the start (a list the run appends to),
+        or empty."""
         self._unsubscribe: list[Callable[[], None]] = []
         self._warned = False
 
@@ -83,21 +97,15 @@ class SessionRecorder:
         was read from (its id and path)."""
         self.handle.runs += 1
         self._history = history  # a compression's record carries the history it left
-        meta: dict[str, Any] = {
-            "event": "run_start",
-            "input_chars": input_chars,
-            "history_size": history_size,
-            "seeded": seeded,
-        }
-        if resumed_from is not None:
-            meta["resumed_from"] = {"id": resumed_from.stem, "path": str(resumed_from)}
-        if sandbox is not None:
-            meta["sandbox"] = dict(sandbox)
+        if history is not None:
+            with contextlib.suppress(Exception):  # a compression reports it, if it still fails
+                self._live = history()
         # One write for both, but a record that cannot be written does not keep the other out.
         handle = self.handle
         text = lines = ""
         try:
-            text = handle._meta_line(dumps(meta))
+            meta = _run_start(input_chars, history_size, seeded, resumed_from, sandbox)
+            text = handle._meta_line(meta)
         except Exception as exc:
             self._failed(exc)
         if messages:
@@ -126,21 +134,58 @@ class SessionRecorder:
             emitter.on("redirect_skipped", self._on_policy_event),
         ]
 
+    # The three records of every turn, written with as little work as they need.
+
     def _on_llm_end(self, event: LlmEndEvent) -> None:
+        handle = self.handle
+        message = event.result.message
         try:
-            self.handle._write_message(event.result.message)
+            line = handle._message_line(assistant_json(message))
+            if message.tool_calls:
+                # Held for the first record of its calls: each call gets a record before
+                # the run can call the model again (``tool_call_start``, or a cancelled
+                # ``tool_call_end`` for one that never runs), or the run ends (``finish``).
+                handle._hold(line)
+            else:
+                handle._write_text(line)
+            handle.messages.append(message)
         except Exception as exc:
             self._failed(exc)
 
     def _on_tool_call_start(self, event: ToolCallStartEvent) -> None:
+        handle = self.handle
+        turn, call_id = event.turn, event.call.id
         try:
-            self.handle._write_meta_json(_tool_call_start(event.turn, event.call.id))
+            if type(turn) is int and type(call_id) is str:
+                meta = (
+                    f'{{"event":"tool_call_start","turn":{turn},"call_id":{json_string(call_id)}}}'
+                )
+            else:
+                meta = dumps({"event": "tool_call_start", "turn": turn, "call_id": call_id})
+            handle._write_text(handle._meta_line(meta))
         except Exception as exc:
             self._failed(exc)
 
     def _on_tool_call_end(self, event: ToolCallEndEvent) -> None:
+        handle = self.handle
+        call, result = event.call, event.result
         try:
-            self.handle._write_message(tool_message_from_result(event.call, event.result))
+            # The run has just appended this call's tool message to its history: when the
+            # last message is the one ``tool_message_from_result`` would build (the call's
+            # id and the result's output, a success), record that one instead of a copy.
+            live = self._live
+            message = live[-1] if live else None
+            if not (
+                type(message) is ToolMessage
+                and message.tool_call_id is call.id
+                and message.content is result.output
+                and message.is_error is False
+                and result.ok is True
+                and message.role == "tool"
+            ):
+                message = tool_message_from_result(call, result)
+            handle._write_text(handle._message_line(tool_json(message)))
+            handle.messages.append(message)
         except Exception as exc:
             self._failed(exc)
 
@@ -194,7 +239,9 @@ class SessionRecorder:
             handle.policy_state = dict(policy_state)
         try:
             # {"event": "run_end", "stopped_reason", "usage", "error"?, "policy_state"?}
-            meta = f'{{"event":"run_end","stopped_reason":{dumps(stopped_reason)},'
+            text = stopped_reason
+            reason = json_string(text) if type(text) is str else dumps(text)
+            meta = f'{{"event":"run_end","stopped_reason":{reason},'
             meta += f'"usage":{usage_json(usage)}'
             if error is not None:
                 meta += f',"error":{dumps(_error_record(error))}'
@@ -209,11 +256,29 @@ class SessionRecorder:
             self._failed(exc)
 
 
-def _tool_call_start(turn: int, call_id: str) -> str:
-    """The JSON of ``{"event": "tool_call_start", "turn": turn, "call_id": call_id}``."""
-    if type(turn) is int and type(call_id) is str:
-        return f'{{"event":"tool_call_start","turn":{turn},"call_id":{json_string(call_id)}}}'
-    return dumps({"event": "tool_call_start", "turn": turn, "call_id": call_id})
+def _run_start(
+    input_chars: int,
+    history_size: int,
+    seeded: int,
+    resumed_from: Path | None,
+    sandbox: Mapping[str, Any] | None,
+) -> str:
+    """The JSON of ``{"event": "run_start", "input_chars", "history_size", "seeded",
+    "resumed_from"?: {"id", "path"}, "sandbox"?}``."""
+    if type(input_chars) is int and type(history_size) is int and type(seeded) is int:
+        text = (
+            f'{{"event":"run_start","input_chars":{input_chars},'
+            f'"history_size":{history_size},"seeded":{seeded}'
+        )
+    else:
+        counts = {"input_chars": input_chars, "history_size": history_size, "seeded": seeded}
+        text = dumps({"event": "run_start", **counts})[:-1]
+    if resumed_from is not None:
+        resumed = {"id": resumed_from.stem, "path": str(resumed_from)}
+        text += f',"resumed_from":{dumps(resumed)}'
+    if sandbox is not None:
+        text += f',"sandbox":{dumps(dict(sandbox))}'
+    return text + "}"
 
 
 def _error_record(error: BaseException) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 from attrs import fields
 
@@ -29,7 +29,16 @@ from agentfsm.engine.messages import (
 )
 from agentfsm.engine.serialization import to_jsonable
 
-__all__ = ["dumps", "json_string", "message_json", "usage_json"]
+__all__ = [
+    "assistant_json",
+    "dumps",
+    "json_string",
+    "message_json",
+    "system_json",
+    "tool_json",
+    "usage_json",
+    "user_json",
+]
 
 json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 """A string's JSON literal, ASCII (the encoder's own function: the same escapes); raises
@@ -47,105 +56,40 @@ def _not_plain(value: object) -> Any:
     raise _NotPlain
 
 
-def _c_encoder(default: Callable[[object], Any]) -> Callable[[object], str] | None:
+_Encoder: TypeAlias = Callable[[object, int], Sequence[str]]
+
+
+def _c_encoder(default: Callable[[object], Any]) -> _Encoder | None:
     """A reusable C encoder with the settings of ``_slow_dumps`` and no circular-reference
-    bookkeeping (it keeps no state between calls; a cycle ends in ``RecursionError``), or
-    ``None`` when this Python has none."""
+    bookkeeping (it keeps no state between calls; a cycle ends in ``RecursionError``):
+    ``"".join(encoder(obj, 0))`` is the JSON text. ``None`` when this Python has none."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
+    sample = {"a": [1, 2.5, None, True, "\udcff\u2028\u00e9"], "b": {}}
     try:
-        encoder = make(None, default, _string, None, ":", ",", False, False, True)
-
-        def encode(obj: object) -> str:
-            return "".join(encoder(obj, 0))
-
-        if encode({"a": [1, 2.5, None, True, "\udcff\u2028"]}) != _slow_dumps(
-            {"a": [1, 2.5, None, True, "\udcff\u2028"]}
-        ):
+        encoder: _Encoder = make(None, default, _string, None, ":", ",", False, False, True)
+        if "".join(encoder(sample, 0)) != _slow_dumps(sample):
             return None
     except Exception:  # another signature: use the generic encoder
         return None
-    return encode
+    return encoder
 
 
-_fast_dumps = _c_encoder(json.JSONEncoder().default)
-_plain_dumps = _c_encoder(_not_plain)
+_fast_encoder = _c_encoder(json.JSONEncoder().default)
+_plain_encoder = _c_encoder(_not_plain)
+"""Encodes what ``to_jsonable`` passes through unchanged (dicts, lists, tuples, strings,
+numbers, booleans, ``None``); raises for anything else."""
 
 
 def dumps(obj: object) -> str:
     """``json.dumps(obj, separators=(",", ":"))``: compact ASCII JSON; raises what it raises."""
-    if _fast_dumps is not None:
+    if _fast_encoder is not None:
         try:
-            return _fast_dumps(obj)
+            return "".join(_fast_encoder(obj, 0))
         except Exception:  # the generic encoder raises its own error (a cycle: ValueError)
             pass
     return _slow_dumps(obj)
-
-
-def _plain(obj: object) -> str:
-    """JSON of ``obj`` when it holds only what the encoder takes as is (dicts, lists,
-    tuples, strings, numbers, booleans, ``None``: what ``to_jsonable`` passes through);
-    raises otherwise."""
-    if _plain_dumps is None:
-        raise _NotPlain
-    return _plain_dumps(obj)
-
-
-def _null_or_string(value: str | None) -> str:
-    return "null" if value is None else _string(value)
-
-
-def _boolean(value: bool) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    raise _NotPlain
-
-
-def _tool_call(call: ToolCall) -> str:
-    if type(call) is not ToolCall or type(call.arguments) is not dict:
-        raise _NotPlain
-    return (
-        f'{{"id":{_string(call.id)},"name":{_string(call.name)},'
-        f'"arguments":{_plain(call.arguments)},'
-        f'"raw_arguments":{_null_or_string(call.raw_arguments)}}}'
-    )
-
-
-def _image(image: ImagePart) -> str:
-    if type(image) is not ImagePart:
-        raise _NotPlain
-    return f'{{"media_type":{_string(image.media_type)},"data":{_string(image.data)}}}'
-
-
-def _assistant(message: AssistantMessage) -> str:
-    calls = ",".join([_tool_call(call) for call in message.tool_calls])
-    return (
-        f'{{"content":{_string(message.content)},"tool_calls":[{calls}],'
-        f'"reasoning":{_null_or_string(message.reasoning)},"role":{_string(message.role)}}}'
-    )
-
-
-def _tool(message: ToolMessage) -> str:
-    return (
-        f'{{"tool_call_id":{_string(message.tool_call_id)},'
-        f'"content":{_string(message.content)},"is_error":{_boolean(message.is_error)},'
-        f'"role":{_string(message.role)}}}'
-    )
-
-
-def _user(message: UserMessage) -> str:
-    images = ",".join([_image(image) for image in message.images])
-    return (
-        f'{{"content":{_string(message.content)},"images":[{images}],'
-        f'"role":{_string(message.role)}}}'
-    )
-
-
-def _system(message: SystemMessage) -> str:
-    return f'{{"content":{_string(message.content)},"role":{_string(message.role)}}}'
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -171,37 +115,124 @@ _EXPECTED: dict[type, tuple[str, ...]] = {
 }
 _KNOWN = all(_fields(cls) == names for cls, names in _EXPECTED.items())
 
-_FORMATTERS: dict[type, Callable[[Any], str]] = (
-    {AssistantMessage: _assistant, ToolMessage: _tool, UserMessage: _user, SystemMessage: _system}
-    if _KNOWN and _plain_dumps is not None
-    else {}
-)
+
+def _no_encoder(obj: object, level: int) -> Sequence[str]:
+    raise _NotPlain
+
+
+_plain: _Encoder = _plain_encoder if _plain_encoder is not None else _no_encoder
+_FAST = _KNOWN and _plain_encoder is not None
+"""The formatters may run: they know the classes, and the plain encoder exists."""
+
+# Each formatter gives ``dumps(to_jsonable(message))``: directly for its own class with the
+# usual field types; for anything else (a subclass, a field of another type, an argument
+# value that is not plain JSON) it raises inside and the generic path writes the message.
+
+
+def _generic(message: Message) -> str:
+    return dumps(to_jsonable(message))
+
+
+def assistant_json(message: AssistantMessage) -> str:
+    """``dumps(to_jsonable(message))`` of an assistant message."""
+    if _FAST and type(message) is AssistantMessage:
+        try:
+            calls = []
+            for call in message.tool_calls:
+                arguments = call.arguments
+                if type(call) is not ToolCall or type(arguments) is not dict:
+                    raise _NotPlain
+                raw = call.raw_arguments
+                calls.append(
+                    f'{{"id":{_string(call.id)},"name":{_string(call.name)},'
+                    f'"arguments":{"".join(_plain(arguments, 0))},'
+                    f'"raw_arguments":{"null" if raw is None else _string(raw)}}}'
+                )
+            reasoning = message.reasoning
+            return (
+                f'{{"content":{_string(message.content)},"tool_calls":[{",".join(calls)}],'
+                f'"reasoning":{"null" if reasoning is None else _string(reasoning)},'
+                f'"role":{_string(message.role)}}}'
+            )
+        except Exception:
+            pass
+    return _generic(message)
+
+
+def tool_json(message: ToolMessage) -> str:
+    """``dumps(to_jsonable(message))`` of a tool message."""
+    if _FAST and type(message) is ToolMessage:
+        is_error = message.is_error
+        try:
+            if is_error is True or is_error is False:
+                return (
+                    f'{{"tool_call_id":{_string(message.tool_call_id)},'
+                    f'"content":{_string(message.content)},'
+                    f'"is_error":{"true" if is_error else "false"},'
+                    f'"role":{_string(message.role)}}}'
+                )
+        except Exception:
+            pass
+    return _generic(message)
+
+
+def user_json(message: UserMessage) -> str:
+    """``dumps(to_jsonable(message))`` of a user message."""
+    if _FAST and type(message) is UserMessage:
+        try:
+            images = []
+            for image in message.images:
+                if type(image) is not ImagePart:
+                    raise _NotPlain
+                images.append(
+                    f'{{"media_type":{_string(image.media_type)},"data":{_string(image.data)}}}'
+                )
+            return (
+                f'{{"content":{_string(message.content)},"images":[{",".join(images)}],'
+                f'"role":{_string(message.role)}}}'
+            )
+        except Exception:
+            pass
+    return _generic(message)
+
+
+def system_json(message: SystemMessage) -> str:
+    """``dumps(to_jsonable(message))`` of a system message."""
+    if _FAST and type(message) is SystemMessage:
+        try:
+            return f'{{"content":{_string(message.content)},"role":{_string(message.role)}}}'
+        except Exception:
+            pass
+    return _generic(message)
+
+
+_BY_CLASS: dict[type, Callable[[Any], str]] = {
+    AssistantMessage: assistant_json,
+    ToolMessage: tool_json,
+    UserMessage: user_json,
+    SystemMessage: system_json,
+}
 
 
 def message_json(message: Message) -> str:
-    """``dumps(to_jsonable(message))``."""
-    formatter = _FORMATTERS.get(type(message))
-    if formatter is not None:
-        try:
-            return formatter(message)
-        except Exception:  # not the usual shape: the generic path gives the same text
-            pass
-    return dumps(to_jsonable(message))
+    """``dumps(to_jsonable(message))``: compact ASCII JSON, as every session record."""
+    return _BY_CLASS.get(type(message), _generic)(message)
 
 
 def usage_json(usage: Usage) -> str:
     """``dumps(to_jsonable(usage))``."""
     if _KNOWN and type(usage) is Usage:
-        values = (
+        a, b, c, d, e = (
             usage.input_tokens,
             usage.output_tokens,
             usage.cache_read_tokens,
             usage.cache_write_tokens,
             usage.reasoning_tokens,
         )
-        if all(type(value) is int for value in values):
+        ints = type(a) is int and type(b) is int and type(c) is int and type(d) is int
+        if ints and type(e) is int:
             return (
-                '{{"input_tokens":{},"output_tokens":{},"cache_read_tokens":{},'
-                '"cache_write_tokens":{},"reasoning_tokens":{}}}'.format(*values)
+                f'{{"input_tokens":{a},"output_tokens":{b},"cache_read_tokens":{c},'
+                f'"cache_write_tokens":{d},"reasoning_tokens":{e}}}'
             )
     return dumps(to_jsonable(usage))

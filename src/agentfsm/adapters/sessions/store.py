@@ -44,25 +44,59 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-_cached: list[Any] = [-1, "", -1, ""]
-"""The millisecond last formatted by :func:`_now_stamp` and its text, the second and its
-text."""
+_MILLISECONDS = [f".{ms:03d}Z" for ms in range(1000)]
+_this_ms: tuple[int, str] = (0, "")
+"""When the millisecond :func:`_now_stamp` last formatted ends (``time.time_ns()``), and
+its text."""
+_this_second: list[Any] = [-1, ""]
+"""The second :func:`_now_stamp` last formatted, and its text."""
 
 
 def _now_stamp() -> str:
-    """:func:`utc_timestamp` of now, formatting the date and time once a second."""
-    ms = time.time_ns() // 1_000_000
-    cached = _cached
-    if cached[0] == ms:
-        text: str = cached[1]
+    """:func:`utc_timestamp` of now, formatting the date and time once a second (and
+    nothing while the millisecond lasts)."""
+    global _this_ms
+    now = time.time_ns()
+    until, text = _this_ms
+    if until > now >= until - 1_000_000:
         return text
+    ms = now // 1_000_000
     second, fraction = divmod(ms, 1000)
-    if cached[2] != second:
-        cached[3] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        cached[2] = second
-    text = f"{cached[3]}.{fraction:03d}Z"
-    cached[0], cached[1] = ms, text
+    cached = _this_second
+    if cached[0] != second:
+        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        cached[0] = second
+    prefix: str = cached[1]
+    text = prefix + _MILLISECONDS[fraction]
+    _this_ms = ((ms + 1) * 1_000_000, text)
     return text
+
+
+def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: Path) -> None:
+    """Write what is left of ``data`` after a short write of ``written`` bytes."""
+    while True:
+        if not written:
+            raise OSError(f"could not write to {str(path)!r}")
+        data = data[written:]
+        if not data:
+            return
+        written = file.write(data)
+
+
+def _close_file(file: io.FileIO, held: list[str], path: Path) -> None:
+    """Close a session file, writing the lines still held for it first (best effort: a
+    handle collected or open at exit has nobody to report a failure to)."""
+    try:
+        if held:
+            data = "".join(held).encode("ascii")
+            held.clear()
+            written = file.write(data)
+            if written != len(data):
+                _write_rest(file, memoryview(data), written, path)
+    except (OSError, ValueError):
+        pass
+    finally:
+        file.close()
 
 
 def _clock_stamp(clock: Callable[[], datetime]) -> str:
@@ -78,9 +112,12 @@ class SessionHandle:
     The file is opened once (append mode: :meth:`SessionStore.new_handle` creates and opens
     it, a handle built from a path opens it on the first write) and kept open until
     :meth:`close` (the recorder closes it when a run ends; a forgotten handle closes it when
-    collected). Each write hands its records to the operating system before it returns
-    (nothing is buffered in the process), so a killed process loses at most the record
-    being written.
+    collected). Each write (:meth:`write`, :meth:`write_meta`, :meth:`write_messages`) hands
+    its records to the operating system before it returns, so a process killed then loses
+    nothing written. The recorder may hold one record back to go out with the next one (an
+    assistant reply that asks for tools waits for its first call's ``tool_call_start``, see
+    :class:`SessionRecorder`): held records are handed over by the next write, by
+    :meth:`close` and when the handle is collected.
     """
 
     def __init__(self, path: Path, clock: Callable[[], datetime] | None = None) -> None:
@@ -98,6 +135,8 @@ class SessionHandle:
         """The policies' durable state as the last run on this handle left it."""
         self._file: io.FileIO | None = None
         self._closer: weakref.finalize[Any, Any] | None = None
+        self._held: list[str] = []
+        """Lines held back for the next write (never while the file is closed)."""
 
     @property
     def id(self) -> str:
@@ -125,7 +164,7 @@ class SessionHandle:
             os.close(fd)
             raise
         self._file = file
-        self._closer = weakref.finalize(self, file.close)
+        self._closer = weakref.finalize(self, _close_file, file, self._held, self.path)
         return file
 
     def _open(self) -> io.FileIO:
@@ -137,8 +176,14 @@ class SessionHandle:
         return self._adopt(fd)
 
     def _write_text(self, text: str) -> None:
-        """Append ``text`` (whole lines of ASCII JSON), handed to the operating system
-        before returning; on failure the file is closed (the next write opens it again)."""
+        """Append ``text`` (whole lines of ASCII JSON) after any held lines, handed to the
+        operating system before returning; on failure the file is closed (the next write
+        opens it again)."""
+        held = self._held
+        if held:
+            held.append(text)
+            text = "".join(held)
+            held.clear()
         data = text.encode("ascii")
         file = self._file
         try:
@@ -146,20 +191,24 @@ class SessionHandle:
                 file = self._open()
             written = file.write(data)
             if written != len(data):
-                self._write_rest(file, memoryview(data), written)
+                _write_rest(file, memoryview(data), written, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
                 self.close()
             raise
 
-    def _write_rest(self, file: io.FileIO, data: memoryview, written: int | None) -> None:
-        while True:
-            if not written:
-                raise OSError(f"could not write to {str(self.path)!r}")
-            data = data[written:]
-            if not data:
-                return
-            written = file.write(data)
+    def _hold(self, text: str) -> None:
+        """Keep ``text`` (whole lines) for the next write, :meth:`close` or collection; with
+        the file closed (nothing would write it on collection), write it now."""
+        if self._file is None:
+            self._write_text(text)
+        else:
+            self._held.append(text)
+
+    def _flush(self) -> None:
+        """Hand any held lines to the operating system."""
+        if self._held:
+            self._write_text("")
 
     def write(self, *records: Mapping[str, Any]) -> None:
         """Append records (``kind`` and payload) as lines, handed to the operating system
@@ -168,10 +217,15 @@ class SessionHandle:
         self._write_text("".join([self._line(r) for r in records]))
 
     def close(self) -> None:
-        """Close the file if it is open (harmless otherwise); the next write reopens it."""
-        closer, self._closer, self._file = self._closer, None, None
-        if closer is not None:
-            closer()
+        """Hand any held records to the operating system and close the file if it is open
+        (harmless otherwise); the next write reopens it. Raises ``OSError`` when the held
+        records could not be written (the file is closed all the same)."""
+        try:
+            self._flush()
+        finally:
+            closer, self._closer, self._file = self._closer, None, None
+            if closer is not None:
+                closer()
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Append a ``meta`` record."""
@@ -181,9 +235,9 @@ class SessionHandle:
         """The line of a ``meta`` record whose JSON text is ``meta``."""
         return f'{{"ts":"{self._stamp()}","kind":"meta","meta":{meta}}}\n'
 
-    def _write_meta_json(self, meta: str) -> None:
-        """Append a ``meta`` record whose JSON text is ``meta``."""
-        self._write_text(f'{{"ts":"{self._stamp()}","kind":"meta","meta":{meta}}}\n')
+    def _message_line(self, message: str) -> str:
+        """The line of a ``message`` record whose JSON text is ``message``."""
+        return f'{{"ts":"{self._stamp()}","kind":"message","message":{message}}}\n'
 
     def _message_lines(self, messages: Sequence[Message]) -> str:
         """The lines of ``message`` records."""
@@ -200,17 +254,12 @@ class SessionHandle:
         self._write_text(self._message_lines(messages))
         self.messages.extend(messages)
 
-    def _write_message(self, message: Message) -> None:
-        """``write_messages(message)``."""
-        self._write_text(
-            f'{{"ts":"{self._stamp()}","kind":"message","message":{message_json(message)}}}\n'
-        )
-        self.messages.append(message)
-
     def __repr__(self) -> str:
         return f"SessionHandle({self.id!r})"
 
 
+_name_second: list[Any] = [-1, ""]
+"""The second of the last session name stamped with the system clock, and its text."""
 _latest: dict[str, str] = {}
 """Per session folder, the latest timestamp of a session this process named there with the
 system clock."""
@@ -226,15 +275,16 @@ class SessionStore:
         self._clock = clock
 
     def new_handle(self, label: str | None = None) -> SessionHandle:
-        """A handle on a new file, created empty and open, whose name no other session file
-        of the folder had: nor its timestamp and counter (the session id up to the label).
+        """A handle on a new session file, created (empty) and opened now, whose timestamp
+        and counter (the id up to the label) no other session file of the folder has.
 
-        The file is created only if no file has its name (safe against a concurrent
-        writer); the folder is searched for another label on the same timestamp and counter
-        when one could be there: with a clock given to the store, after a name was taken,
-        and when this process already named a session with the timestamp or a later one
-        (the system clock went back). Timestamps have microseconds: a session of another
-        process would otherwise need the same microsecond and another label.
+        The file is created only if no file has its name, which is safe against a
+        concurrent writer. The folder is searched for the same timestamp and counter under
+        another label only when such a file could be there: with a clock given to the store,
+        once a name was found taken, and when this process already named a session in the
+        folder with this timestamp or a later one (the system clock went back). Timestamps
+        have microseconds: another process would have to name its session in the same
+        microsecond, with another label (the same name is refused by the exclusive create).
 
         Raises :class:`NotADirectoryError` when ``session_dir`` exists and is not a folder.
         Any other problem creating the folder or the file is left to the first write (which
@@ -243,7 +293,11 @@ class SessionStore:
         clock = self._clock
         if clock is None:
             second, micros = divmod(time.time_ns() // 1000, 1_000_000)
-            stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(second))}{micros:06d}Z"
+            cached = _name_second
+            if cached[0] != second:
+                cached[1] = time.strftime("%Y%m%dT%H%M%S", time.gmtime(second))
+                cached[0] = second
+            stamp = f"{cached[1]}{micros:06d}Z"
         else:
             stamp = clock().astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         suffix = f"-{_LABEL.sub('-', label).strip('-')}" if label else ""
