@@ -13,6 +13,7 @@ import datetime
 import enum
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,13 @@ from agentfsm import (
     UserMessage,
 )
 from agentfsm.adapters.sessions import SessionRecorder, SessionStore
-from agentfsm.adapters.sessions.records import dumps, message_json, usage_json
+from agentfsm.adapters.sessions.records import (
+    assistant_record,
+    dumps,
+    message_json,
+    tool_record,
+    usage_json,
+)
 from agentfsm.engine.events import AgentEmitter, ToolCallStartEvent
 from agentfsm.engine.messages import ImagePart
 from agentfsm.engine.serialization import to_jsonable
@@ -189,6 +196,14 @@ def same_as_generic(fast: Any, value: Any) -> None:
 @given(messages)
 def test_every_message_is_written_as_the_generic_path_wrote_it(message: Message) -> None:
     same_as_generic(message_json, message)
+    stamp = "2026-09-14T05:00:00.123Z"
+    expected = outcome(
+        lambda: generic({"ts": stamp, "kind": "message", "message": to_jsonable(message)}) + "\n"
+    )
+    records: list[Any] = [assistant_record, tool_record]
+    for record in records:  # the recorder's lines, given any message
+        got = outcome(partial(record, stamp, message))
+        assert got == expected or (expected[0] == "raised" and got[0] == "raised")
 
 
 @pytest.mark.parametrize("text", TEXTS)

@@ -22,7 +22,7 @@ from agentfsm.engine.messages import Message, ToolMessage, Usage
 from agentfsm.engine.reminders import retry_message
 from agentfsm.engine.serialization import to_jsonable
 
-from .records import assistant_json, dumps, json_string, tool_json, usage_json
+from .records import assistant_record, dumps, json_string, meta_line, tool_record, usage_json
 from .store import SessionHandle
 
 __all__ = ["SessionRecorder"]
@@ -140,7 +140,7 @@ class SessionRecorder:
         handle = self.handle
         message = event.result.message
         try:
-            line = handle._message_line(assistant_json(message))
+            line = assistant_record(handle._stamp(), message)
             if message.tool_calls:
                 # Held for the first record of its calls: each call gets a record before
                 # the run can call the model again (``tool_call_start``, or a cancelled
@@ -162,7 +162,7 @@ class SessionRecorder:
                 )
             else:
                 meta = dumps({"event": "tool_call_start", "turn": turn, "call_id": call_id})
-            handle._write_text(handle._meta_line(meta))
+            handle._write_text(meta_line(handle._stamp(), meta))
         except Exception as exc:
             self._failed(exc)
 
@@ -184,7 +184,7 @@ class SessionRecorder:
                 and message.role == "tool"
             ):
                 message = tool_message_from_result(call, result)
-            handle._write_text(handle._message_line(tool_json(message)))
+            handle._write_text(tool_record(handle._stamp(), message))
             handle.messages.append(message)
         except Exception as exc:
             self._failed(exc)

@@ -31,11 +31,15 @@ from agentfsm.engine.serialization import to_jsonable
 
 __all__ = [
     "assistant_json",
+    "assistant_record",
     "dumps",
     "json_string",
     "message_json",
+    "message_line",
+    "meta_line",
     "system_json",
     "tool_json",
+    "tool_record",
     "usage_json",
     "user_json",
 ]
@@ -133,8 +137,30 @@ def _generic(message: Message) -> str:
     return dumps(to_jsonable(message))
 
 
+def message_line(stamp: str, message: str) -> str:
+    """The line of a ``message`` record: ``ts`` ``stamp``, the message's JSON text
+    ``message``."""
+    return f'{{"ts":"{stamp}","kind":"message","message":{message}}}\n'
+
+
+def meta_line(stamp: str, meta: str) -> str:
+    """The line of a ``meta`` record: ``ts`` ``stamp``, the meta's JSON text ``meta``."""
+    return f'{{"ts":"{stamp}","kind":"meta","meta":{meta}}}\n'
+
+
+_AT_MESSAGE = len(message_line("", "")) - 2
+"""Where the message's JSON starts in a line stamped ``""``."""
+_ASSISTANT = _string("assistant")
+_TOOL = _string("tool")
+
+
 def assistant_json(message: AssistantMessage) -> str:
     """``dumps(to_jsonable(message))`` of an assistant message."""
+    return assistant_record("", message)[_AT_MESSAGE:-2]
+
+
+def assistant_record(stamp: str, message: AssistantMessage) -> str:
+    """The line of the ``message`` record of an assistant message, with ``ts`` ``stamp``."""
     if _FAST and type(message) is AssistantMessage:
         try:
             calls = []
@@ -149,31 +175,40 @@ def assistant_json(message: AssistantMessage) -> str:
                     f'"raw_arguments":{"null" if raw is None else _string(raw)}}}'
                 )
             reasoning = message.reasoning
+            role = message.role
             return (
+                f'{{"ts":"{stamp}","kind":"message","message":'
                 f'{{"content":{_string(message.content)},"tool_calls":[{",".join(calls)}],'
                 f'"reasoning":{"null" if reasoning is None else _string(reasoning)},'
-                f'"role":{_string(message.role)}}}'
+                f'"role":{_ASSISTANT if role == "assistant" else _string(role)}}}}}\n'
             )
         except Exception:
             pass
-    return _generic(message)
+    return message_line(stamp, _generic(message))
 
 
 def tool_json(message: ToolMessage) -> str:
     """``dumps(to_jsonable(message))`` of a tool message."""
+    return tool_record("", message)[_AT_MESSAGE:-2]
+
+
+def tool_record(stamp: str, message: ToolMessage) -> str:
+    """The line of the ``message`` record of a tool message, with ``ts`` ``stamp``."""
     if _FAST and type(message) is ToolMessage:
         is_error = message.is_error
+        role = message.role
         try:
             if is_error is True or is_error is False:
                 return (
+                    f'{{"ts":"{stamp}","kind":"message","message":'
                     f'{{"tool_call_id":{_string(message.tool_call_id)},'
                     f'"content":{_string(message.content)},'
                     f'"is_error":{"true" if is_error else "false"},'
-                    f'"role":{_string(message.role)}}}'
+                    f'"role":{_TOOL if role == "tool" else _string(role)}}}}}\n'
                 )
         except Exception:
             pass
-    return _generic(message)
+    return message_line(stamp, _generic(message))
 
 
 def user_json(message: UserMessage) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from agentfsm.engine.messages import Message
 
-from .records import dumps, message_json
+from .records import dumps, message_json, message_line, meta_line
 from .resolve import SessionNotFound, session_files
 
 __all__ = ["SessionHandle", "SessionStore", "utc_timestamp"]
@@ -232,22 +232,13 @@ class SessionHandle:
         self._write_text(self._meta_line(dumps(meta if type(meta) is dict else dict(meta))))
 
     def _meta_line(self, meta: str) -> str:
-        """The line of a ``meta`` record whose JSON text is ``meta``."""
-        return f'{{"ts":"{self._stamp()}","kind":"meta","meta":{meta}}}\n'
-
-    def _message_line(self, message: str) -> str:
-        """The line of a ``message`` record whose JSON text is ``message``."""
-        return f'{{"ts":"{self._stamp()}","kind":"message","message":{message}}}\n'
+        """The line of a ``meta`` record written now, whose JSON text is ``meta``."""
+        return meta_line(self._stamp(), meta)
 
     def _message_lines(self, messages: Sequence[Message]) -> str:
-        """The lines of ``message`` records."""
+        """The lines of ``message`` records written now."""
         stamp = self._stamp
-        return "".join(
-            [
-                f'{{"ts":"{stamp()}","kind":"message","message":{message_json(m)}}}\n'
-                for m in messages
-            ]
-        )
+        return "".join([message_line(stamp(), message_json(m)) for m in messages])
 
     def write_messages(self, *messages: Message) -> None:
         """Append ``message`` records."""
