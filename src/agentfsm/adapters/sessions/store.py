@@ -44,6 +44,7 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_time_ns = time.time_ns
 _MILLISECONDS = [f".{ms:03d}Z" for ms in range(1000)]
 _this_ms: tuple[int, str] = (0, "")
 """When the millisecond :func:`_now_stamp` last formatted ends (``time.time_ns()``), and
@@ -56,7 +57,7 @@ def _now_stamp() -> str:
     """:func:`utc_timestamp` of now, formatting the date and time once a second (and
     nothing while the millisecond lasts)."""
     global _this_ms
-    now = time.time_ns()
+    now = _time_ns()
     until, text = _this_ms
     if until > now >= until - 1_000_000:
         return text
