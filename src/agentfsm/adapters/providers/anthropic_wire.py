@@ -221,6 +221,8 @@ class EventAccumulator:
     started: bool = field(default=False, init=False)
     tool_calls: int = field(default=0, init=False)
     budget: list[int] = field(init=False)
+    continued: int | None = field(default=None, init=False)
+    """The index of the last block folded into the tool call before it (same id)."""
 
     def __attrs_post_init__(self) -> None:
         self.budget = [self.limits.max_body_bytes]
@@ -238,6 +240,22 @@ class EventAccumulator:
         self.blocks[index] = entry
         return entry
 
+    def _continues(self, index: int, block: Mapping[str, Any]) -> bool:
+        """A ``tool_use`` block with the id of the tool_use block just before it is the same
+        call (LiteLLM streams one block per chunk, all with one id): its deltas go there."""
+        if block.get("type") != "tool_use" or not block.get("id") or not self.order:
+            return False
+        last = self.blocks[self.order[-1]]
+        if last.kind != "tool_use" or last.id != block.get("id"):
+            return False
+        if index in self.blocks:
+            return self.blocks[index] is last
+        if self.continued is not None:
+            del self.blocks[self.continued]
+        self.blocks[index] = last
+        self.continued = index
+        return True
+
     def add(self, kind: str, data: Mapping[str, Any]) -> tuple[str, str]:
         """Fold one event in; returns the new (text, thinking) pieces it carried."""
         if kind == "message_start":
@@ -251,6 +269,9 @@ class EventAccumulator:
         elif kind == "content_block_start":
             index = _index(data.get("index"), len(self.order))
             block = opt_dict(data.get("content_block"), "content_block")
+            if self._continues(index, block):
+                return "", ""
+            self.continued = None
             entry = self._new_block(index, _str(block.get("type"), "content_block.type"))
             entry.id = _str(block.get("id"), "content_block.id")
             entry.name = _str(block.get("name"), "content_block.name")
