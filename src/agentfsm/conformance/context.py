@@ -18,6 +18,7 @@ from agentfsm.adapters.providers import (
     OpenAIQuirks,
     RetryPolicy,
     Timeouts,
+    endpoint_url,
 )
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine.protocols import ChatDelta, ChatFn
@@ -230,13 +231,13 @@ class LiveContext:
         body = {"model": self.target.model, **body}
         headers = {"content-type": "application/json"}
         if self.wire == "anthropic":
-            url = self.target.base_url.rstrip("/") + "/v1/messages"
+            url = endpoint_url(self.target.base_url, "anthropic")
             headers["anthropic-version"] = "2023-06-01"
             body.setdefault("max_tokens", 256)
             if self.target.api_key:
                 headers["x-api-key"] = self.target.api_key
         else:
-            url = self.target.base_url.rstrip("/") + "/chat/completions"
+            url = endpoint_url(self.target.base_url, "openai-chat")
             if self.target.api_key:
                 headers["authorization"] = f"Bearer {self.target.api_key}"
         async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:

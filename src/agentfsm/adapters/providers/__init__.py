@@ -1,6 +1,7 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
 from .anthropic import AnthropicChat
+from .endpoints import endpoint_url
 from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
 from .http_adapter import default_http_client
 from .limits import Limits
@@ -25,6 +26,7 @@ __all__ = [
     "Timeouts",
     "WireFixture",
     "default_http_client",
+    "endpoint_url",
     "is_overflow_message",
     "load_wire_fixture",
 ]

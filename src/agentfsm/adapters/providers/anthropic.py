@@ -12,6 +12,7 @@ from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .anthropic_wire import EventAccumulator, build_request, parse_message
+from .endpoints import endpoint_url
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
 from .limits import Deadline, Limits
@@ -33,7 +34,9 @@ class AnthropicChat(HttpAdapter):
 
     Args:
         model: The model name.
-        base_url: The API root (``/v1/messages`` is appended).
+        base_url: The server root (``/v1/messages`` is appended) or the API root ending
+            in ``/v1`` (``/messages`` is appended): see
+            :func:`~agentfsm.adapters.providers.endpoint_url`.
         api_key: Sent as ``x-api-key``; never written to errors, events or logs.
         http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
         stream: Stream responses.
@@ -84,10 +87,8 @@ class AnthropicChat(HttpAdapter):
         }
         if self._api_key:
             headers["x-api-key"] = self._api_key
-        base = self.base_url if self.base_url.endswith("/v1") else f"{self.base_url}/v1"
-        return self.client.build_request(
-            "POST", f"{base}/messages", headers=headers, content=json.dumps(body)
-        )
+        url = endpoint_url(self.base_url, "anthropic")
+        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
 
     async def __call__(
         self,

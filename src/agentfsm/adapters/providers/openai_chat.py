@@ -11,6 +11,7 @@ import httpx
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
+from .endpoints import endpoint_url
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
 from .limits import Deadline, Limits
@@ -31,7 +32,8 @@ class OpenAIChat(HttpAdapter):
     Args:
         model: The model name sent with every request.
         base_url: The API root, e.g. ``https://api.openai.com/v1`` or
-            ``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended.
+            ``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended (a bare host
+            gets ``/v1`` first: see :func:`~agentfsm.adapters.providers.endpoint_url`).
         api_key: Sent as a bearer token; never written to errors, events or logs.
         http_client: An ``httpx.AsyncClient`` to use (e.g. with a test transport); by default
             the adapter owns one.
@@ -82,9 +84,8 @@ class OpenAIChat(HttpAdapter):
         headers["accept"] = "text/event-stream" if stream else "application/json"
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
-        return self.client.build_request(
-            "POST", f"{self.base_url}/chat/completions", headers=headers, content=json.dumps(body)
-        )
+        url = endpoint_url(self.base_url, "openai-chat")
+        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
 
     async def __call__(
         self,
