@@ -1,6 +1,7 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
 from .anthropic import AnthropicChat
+from .anthropic_wire import AnthropicQuirks
 from .endpoints import endpoint_url
 from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
 from .http_adapter import default_http_client
@@ -14,6 +15,7 @@ from .transport import Timeouts
 
 __all__ = [
     "AnthropicChat",
+    "AnthropicQuirks",
     "ErrorKind",
     "Limits",
     "OpenAIChat",

@@ -11,7 +11,7 @@ import httpx
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec
 from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 
-from .anthropic_wire import EventAccumulator, build_request, parse_message
+from .anthropic_wire import AnthropicQuirks, EventAccumulator, build_request, parse_message
 from .endpoints import endpoint_url
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
@@ -40,6 +40,8 @@ class AnthropicChat(HttpAdapter):
         api_key: Sent as ``x-api-key``; never written to errors, events or logs.
         http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
         stream: Stream responses.
+        quirks: What the server needs when it differs from Anthropic (see
+            ``AnthropicQuirks``).
         timeouts: Connect, first-byte, idle and total limits.
         retry: The retry policy.
         headers: Extra request headers.
@@ -59,6 +61,7 @@ class AnthropicChat(HttpAdapter):
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
+        quirks: AnthropicQuirks | None = None,
         timeouts: Timeouts | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
@@ -77,6 +80,7 @@ class AnthropicChat(HttpAdapter):
             name=name,
             limits=limits,
         )
+        self.quirks = quirks if quirks is not None else AnthropicQuirks()
 
     def _request(self, body: dict[str, Any]) -> httpx.Request:
         headers = {
@@ -107,6 +111,7 @@ class AnthropicChat(HttpAdapter):
             temperature=temperature,
             max_tokens=max_tokens,
             stream=self.stream,
+            quirks=self.quirks,
         )
 
         async def attempt(deadline: Deadline) -> ChatResult:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from attrs import define, field
+from attrs import define, field, frozen
 
 from agentfsm.engine.messages import (
     AssistantMessage,
@@ -26,6 +26,7 @@ from .usage import anthropic_usage, merge_usage_fields
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "AnthropicQuirks",
     "EventAccumulator",
     "build_request",
     "normalize_stop_reason",
@@ -34,6 +35,23 @@ __all__ = [
 
 DEFAULT_MAX_TOKENS = 8192
 """The Messages API requires ``max_tokens``; this is sent when the caller gives none."""
+
+
+@frozen
+class AnthropicQuirks:
+    """What a Messages server needs, when it differs from Anthropic's own API.
+
+    ``agentfsm conformance probe --wire anthropic`` suggests a profile for an endpoint.
+    """
+
+    explicit_tool_choice: bool = False
+    """Send ``tool_choice: {"type": "auto"}`` with tools (LiteLLM's Messages route in front
+    of llama-cpp-python leaves the tools out of the prompt without it, so the model never
+    calls one)."""
+    string_content: bool = False
+    """Send a turn that is one text block as a plain string (LiteLLM's Messages route in
+    front of llama-cpp-python renders text blocks into the prompt as a Python ``repr``)."""
+
 
 _STOP_REASONS = {
     "end_turn": "stop",
@@ -70,8 +88,10 @@ def build_request(
     temperature: float | None,
     max_tokens: int | None,
     stream: bool,
+    quirks: AnthropicQuirks | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``/v1/messages`` request."""
+    quirks = quirks if quirks is not None else AnthropicQuirks()
     system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
     turns: list[dict[str, Any]] = []
     open_calls: set[str] = set()
@@ -116,6 +136,11 @@ def build_request(
                     "text": f"[result of tool call {message.tool_call_id}]\n{message.content}",
                 }
             _merge(turns, "user", [block])
+    if quirks.string_content:
+        for turn in turns:
+            blocks = turn["content"]
+            if len(blocks) == 1 and blocks[0]["type"] == "text":
+                turn["content"] = blocks[0]["text"]
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS,
@@ -128,6 +153,8 @@ def build_request(
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in tools
         ]
+        if quirks.explicit_tool_choice:
+            body["tool_choice"] = {"type": "auto"}
     if temperature is not None:
         body["temperature"] = temperature
     if stream:
