@@ -13,16 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.providers import AnthropicChat, OpenAIChat
+from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIChat, OpenAIQuirks
+from agentfsm.adapters.providers.endpoints import WireName
 from agentfsm.adapters.providers.local import (
     LOCAL_CONTEXT_TOKENS,
+    LOCAL_QUIRKS,
     LocalModel,
     LocalModelUnavailable,
 )
+from agentfsm.adapters.providers.profiles import QuirkProfile, parse_quirk, quirk_profile
 from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
 from agentfsm.adapters.tools import detect_sandbox
 from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
-from agentfsm.adapters.tools.workspace import PROTECTED_DIR
+from agentfsm.adapters.tools.workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.agent import Hooks
 from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
@@ -32,7 +35,15 @@ from .agent_build import build_agent
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from .report import Endpoint, RunTally, describe_failure, run_end
 
-__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "KEY_ENVS", "SYSTEM_PROMPT", "exit_code", "run"]
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "DEFAULT_MODELS",
+    "KEY_ENVS",
+    "SYSTEM_PROMPT",
+    "exit_code",
+    "quirks",
+    "run",
+]
 
 SYSTEM_PROMPT = (
     "You are a careful coding agent working in the project described below. Use the tools to "
@@ -110,25 +121,50 @@ def _endpoint(args: argparse.Namespace) -> Endpoint:
     )
 
 
+def quirks(args: argparse.Namespace, settings: Settings) -> QuirkProfile:
+    """The run's quirk profile: the provider's defaults, then the settings'
+    ``provider.quirks``, then each ``--quirk NAME=VALUE`` (the command line wins)."""
+    provider = _provider(args)
+    wire: WireName = "anthropic" if provider == "anthropic" else "openai-chat"
+    try:
+        profile = quirk_profile(
+            wire, dict(settings.provider.quirks), LOCAL_QUIRKS if provider == "local" else None
+        )
+    except ValueError as error:
+        raise UsageError(f"{SETTINGS_FILE}: provider.quirks: {error}") from None
+    try:
+        pairs = dict(parse_quirk(text) for text in getattr(args, "quirk", None) or ())
+        return quirk_profile(wire, pairs, profile)
+    except ValueError as error:
+        raise UsageError(f"--quirk: {error}") from None
+
+
 async def _chat(
-    args: argparse.Namespace, renderer: Renderer, stack: contextlib.AsyncExitStack
+    args: argparse.Namespace,
+    renderer: Renderer,
+    stack: contextlib.AsyncExitStack,
+    settings: Settings | None = None,
 ) -> ChatFn:
     provider = _provider(args)
+    profile = quirks(args, settings if settings is not None else load_settings(args.workspace))
+    openai_quirks = profile if isinstance(profile, OpenAIQuirks) else None
     if provider == "local":
         local = LocalModel(on_progress=renderer.progress)
         await stack.enter_async_context(local)
-        chat = local.chat()
+        chat = local.chat(quirks=openai_quirks or LOCAL_QUIRKS)
     elif provider == "openai":
         chat = OpenAIChat(
             args.model or DEFAULT_MODELS["openai"],
             base_url=args.base_url or DEFAULT_BASE_URLS["openai"],
             api_key=_key(args),
+            quirks=openai_quirks,
         )
     elif provider == "anthropic":
         chat_a = AnthropicChat(
             args.model or DEFAULT_MODELS["anthropic"],
             base_url=args.base_url or DEFAULT_BASE_URLS["anthropic"],
             api_key=_key(args),
+            quirks=profile if isinstance(profile, AnthropicQuirks) else None,
         )
         stack.push_async_callback(chat_a.aclose)
         return chat_a
@@ -137,7 +173,9 @@ async def _chat(
             raise UsageError("--provider openai-compatible needs --base-url")
         if not args.model:
             raise UsageError(_NEEDS_MODEL)
-        chat = OpenAIChat(args.model, base_url=args.base_url, api_key=_key(args))
+        chat = OpenAIChat(
+            args.model, base_url=args.base_url, api_key=_key(args), quirks=openai_quirks
+        )
     else:
         raise UsageError(f"unknown provider {provider!r}")
     stack.push_async_callback(chat.aclose)
@@ -232,7 +270,7 @@ async def _run(
 
     async with contextlib.AsyncExitStack() as stack:
         try:
-            chat = chat_override or await _chat(args, renderer, stack)
+            chat = chat_override or await _chat(args, renderer, stack, settings)
         except LocalModelUnavailable as error:
             return finish("failed", 1, error=error)
         local = _provider(args) == "local" and chat_override is None
@@ -394,6 +432,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
             settings = load_settings(workspace)
         except SettingsError as error:
             raise UsageError(str(error)) from None
+        quirks(args, settings)  # a bad profile stops the run before anything starts
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
         engine_log = logging.getLogger("agentfsm.engine")
@@ -436,6 +475,15 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument(
         "--api-key-env", metavar="VAR", help="environment variable holding the API key"
+    )
+    parser.add_argument(
+        "--quirk",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a field of the wire's quirk profile (OpenAIQuirks; AnthropicQuirks for "
+        "--provider anthropic), e.g. explicit_tool_choice=true; repeatable; over the "
+        "settings' provider.quirks (docs/cli.md)",
     )
     parser.add_argument(
         "--workspace", default=".", metavar="DIR", help="the project folder (default: .)"

@@ -8,8 +8,14 @@ applied: unknown keys, wrong types and unparsable rules are all refused (fail cl
 
     {
       "permissions": {"allow": ["shell(git status)"], "deny": ["shell(rm *)"]},
-      "sandbox": {"network": false, "read": ["/opt/toolchain"], "write": ["/var/cache/build"]}
+      "sandbox": {"network": false, "read": ["/opt/toolchain"], "write": ["/var/cache/build"]},
+      "provider": {"quirks": {"explicit_tool_choice": true, "stream_with_tools": false}}
     }
+
+``provider.quirks`` is the quirk profile of the run's provider (``OpenAIQuirks`` fields for
+the OpenAI wire, ``AnthropicQuirks`` fields for the Anthropic wire; ``agentfsm conformance
+probe --write-settings`` writes it); a name no wire has is refused here, a name the run's
+wire lacks when the run builds its provider.
 """
 
 from __future__ import annotations
@@ -17,15 +23,24 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from attrs import field, frozen
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
+from agentfsm.adapters.providers.profiles import QuirkValue, all_quirk_names
 from agentfsm.engine.files import read_small_file
 
 from .workspace import SETTINGS_FILE, PermissionRule, Permissions
 
-__all__ = ["MAX_SETTINGS_BYTES", "SandboxSettings", "Settings", "SettingsError", "load_settings"]
+__all__ = [
+    "MAX_SETTINGS_BYTES",
+    "ProviderSettings",
+    "SandboxSettings",
+    "Settings",
+    "SettingsError",
+    "load_settings",
+]
 
 MAX_SETTINGS_BYTES = 1 << 20
 """A settings file larger than this is refused."""
@@ -48,6 +63,14 @@ class SandboxSettings:
 
 
 @frozen
+class ProviderSettings:
+    """How the run talks to its provider."""
+
+    quirks: tuple[tuple[str, QuirkValue], ...] = ()
+    """The quirk profile, as (name, value) pairs in the file's order."""
+
+
+@frozen
 class Settings:
     """A workspace's settings."""
 
@@ -55,6 +78,8 @@ class Settings:
     """Allow and deny rules for the tools."""
     sandbox: SandboxSettings = field(factory=SandboxSettings)
     """Widenings of the OS sandbox."""
+    provider: ProviderSettings = field(factory=ProviderSettings)
+    """The provider's quirk profile."""
 
 
 class _Strict(BaseModel):
@@ -72,9 +97,14 @@ class _SandboxModel(_Strict):
     write: list[StrictStr] = []
 
 
+class _ProviderModel(_Strict):
+    quirks: dict[StrictStr, Any] = {}
+
+
 class _SettingsModel(_Strict):
     permissions: _PermissionsModel = _PermissionsModel()
     sandbox: _SandboxModel = _SandboxModel()
+    provider: _ProviderModel = _ProviderModel()
 
 
 def _read(path: Path) -> bytes | None:
@@ -94,7 +124,7 @@ def _where(error: ValidationError) -> str:
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown key (allowed: permissions.allow, permissions.deny, sandbox.network, "
-        message += "sandbox.read, sandbox.write)"
+        message += "sandbox.read, sandbox.write, provider.quirks)"
     return f"{location}: {message}"
 
 
@@ -135,6 +165,13 @@ def load_settings(root: str | Path) -> Settings:
             except ValueError as error:
                 raise SettingsError(f"{SETTINGS_FILE}: permissions.{key}: {error}") from None
         rules[key] = tuple(parsed)
+    known = all_quirk_names()
+    for name, value in model.provider.quirks.items():
+        where = f"{SETTINGS_FILE}: provider.quirks.{name}"
+        if name not in known:
+            raise SettingsError(f"{where}: not a quirk (valid: {', '.join(known)})")
+        if not (value is None or isinstance(value, bool | int | str)):
+            raise SettingsError(f"{where}: a quirk is true/false, a number, a name or null")
     return Settings(
         Permissions(rules["allow"], rules["deny"]),
         SandboxSettings(
@@ -142,4 +179,5 @@ def load_settings(root: str | Path) -> Settings:
             _paths(model.sandbox.read, "sandbox.read"),
             _paths(model.sandbox.write, "sandbox.write"),
         ),
+        ProviderSettings(tuple(model.provider.quirks.items())),
     )
