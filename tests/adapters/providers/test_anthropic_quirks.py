@@ -80,3 +80,21 @@ async def test_string_content(server: FakeProviderServer, string_content: bool) 
     # Tool use and tool results stay blocks either way.
     assert contents[1][0]["type"] == "tool_use"
     assert contents[2][0]["type"] == "tool_result"
+
+
+async def test_stream_with_tools_false_sends_tool_requests_unstreamed(
+    server: FakeProviderServer,
+) -> None:
+    quirks = AnthropicQuirks(stream_with_tools=False)
+    for tools in (TOOLS, []):
+        server.enqueue(Reply.json(ANSWER))
+        chat = AnthropicChat("m", base_url=server.base_url, quirks=quirks, retry=RetryPolicy(1))
+        try:
+            result = await chat([UserMessage("Look it up.")], tools)
+        finally:
+            await chat.aclose()
+        assert result.message.content == "done"
+    with_tools, without = (json.loads(r.body) for r in server.requests)
+    assert "stream" not in with_tools
+    assert server.requests[0].headers["accept"] == "application/json"
+    assert without["stream"] is True

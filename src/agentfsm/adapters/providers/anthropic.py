@@ -110,7 +110,7 @@ class AnthropicChat(HttpAdapter):
             tools,
             temperature=temperature,
             max_tokens=max_tokens,
-            stream=self.stream,
+            stream=self.stream and (self.quirks.stream_with_tools or not tools),
             quirks=self.quirks,
         )
 

@@ -48,6 +48,10 @@ class AnthropicQuirks:
     """Send ``tool_choice: {"type": "auto"}`` with tools (LiteLLM's Messages route in front
     of llama-cpp-python leaves the tools out of the prompt without it, so the model never
     calls one)."""
+    stream_with_tools: bool = True
+    """Stream requests that offer tools; ``False`` sends those unstreamed (LiteLLM's Messages
+    route in front of llama-cpp-python turns llama.cpp's empty stream for a streamed
+    automatic tool choice into an empty ``end_turn`` answer)."""
     string_content: bool = False
     """Send a turn that is one text block as a plain string (LiteLLM's Messages route in
     front of llama-cpp-python renders text blocks into the prompt as a Python ``repr``)."""
