@@ -2,88 +2,230 @@
 
 from __future__ import annotations
 
-from typing import Any
+import socket
 
 import pytest
-from attrs import define
 
-from agentfsm.adapters.providers import OpenAIQuirks
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
+from agentfsm.adapters.providers.endpoints import WireName
+from agentfsm.adapters.providers.profiles import QuirkProfile
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk, completion
-from agentfsm.conformance.probe import probe
+from agentfsm.conformance.probe import ProbeError, probe
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.fake_server import RecordedRequest
+from agentfsm.testing.fake_server import ReplyHandler
+
+from .probe_servers import AnthropicServer, OpenAIServer
 
 
-@define
-class Server:
-    rejects_stream_options: bool = False
-    wants_max_completion_tokens: bool = False
-    tools_need_tool_choice: bool = False
-    empty_auto_stream: bool = False
-    rejects_null_content: bool = False
-
-    def __call__(self, request: RecordedRequest) -> Reply:
-        body: dict[str, Any] = request.json()
-        if self.rejects_stream_options and "stream_options" in body:
-            return Reply.json({"error": {"message": "unknown field stream_options"}}, 400)
-        if self.wants_max_completion_tokens and "max_tokens" in body:
-            message = "Use 'max_completion_tokens' instead of 'max_tokens'"
-            return Reply.json({"error": {"message": message}}, 400)
-        nulls = [m for m in body["messages"] if m["role"] == "assistant" and m["content"] is None]
-        if self.rejects_null_content and nulls:
-            return Reply.json({"detail": "content: Input should be a valid string"}, 500)
-        tools_shown = bool(body.get("tools")) and (
-            "tool_choice" in body or not self.tools_need_tool_choice
-        )
-        if body.get("stream"):
-            if tools_shown and body.get("tool_choice") == "auto" and self.empty_auto_stream:
-                return Reply.raw(b"", headers={"content-type": "text/event-stream"})
-            return Reply.sse([chunk({"content": "hi"}), chunk({}, finish="stop"), DONE])
-        usage = {"prompt_tokens": 20 + (80 if tools_shown else 0), "completion_tokens": 1}
-        return Reply.json(completion({"role": "assistant", "content": "hi"}, usage=usage))
-
-
-async def suggest(server: Server) -> tuple[list[str], OpenAIQuirks]:
+async def suggest(
+    server: ReplyHandler, wire: WireName = "openai-chat", suffix: str = "/v1"
+) -> tuple[list[str], QuirkProfile]:
     with FakeProviderServer() as fake:
         fake.handler = server
-        return await probe(f"{fake.base_url}/v1", "m")
+        return await probe(f"{fake.base_url}{suffix}", "m", wire=wire)
+
+
+def cli(server: ReplyHandler, *extra: str, suffix: str = "/v1") -> tuple[int, list[str]]:
+    """Run the command against ``server``; returns the exit code and the request paths."""
+    with FakeProviderServer() as fake:
+        fake.handler = server
+        code = main(
+            [
+                "conformance",
+                "probe",
+                "--base-url",
+                f"{fake.base_url}{suffix}",
+                "--model",
+                "m",
+                *extra,
+            ]
+        )
+        return code, [r.path for r in fake.requests]
 
 
 async def test_an_openai_like_server_needs_the_default_profile() -> None:
-    findings, quirks = await suggest(Server())
+    findings, quirks = await suggest(OpenAIServer())
     assert quirks == OpenAIQuirks()
-    assert findings == ["stream_options accepted (200)"]
+    assert findings == ["a plain request answers (200)"]
 
 
 async def test_a_llama_cpp_like_server_gets_its_profile() -> None:
-    server = Server(tools_need_tool_choice=True, empty_auto_stream=True, rejects_null_content=True)
+    server = OpenAIServer(
+        tools_need_tool_choice=True, empty_auto_stream=True, rejects_null_content=True
+    )
     findings, quirks = await suggest(server)
     assert quirks == OpenAIQuirks(
         stream_with_tools=False, explicit_tool_choice=True, null_assistant_content=False
     )
-    assert "a streamed request with tools returns an empty 200 stream" in findings
+    assert "tools reach the prompt only with tool_choice auto (20 vs 100 prompt tokens)" in findings
+    assert (
+        "a streamed request with tools gets no parsable answer (an empty 200 stream); "
+        "the same request unstreamed answers"
+    ) in findings
     assert "rejects content: null on assistant tool-call turns (500)" in findings
+
+
+async def test_a_clean_empty_streamed_answer_is_not_taken_for_an_answer() -> None:
+    """LiteLLM turns llama.cpp's empty stream into finish 'stop' with nothing in it."""
+    server = OpenAIServer(tools_need_tool_choice=True, clean_empty_auto_stream=True)
+    findings, quirks = await suggest(server)
+    assert quirks == OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True)
+    assert (
+        "a streamed request with tools gets neither text nor a tool call (finish 'stop'); "
+        "the same request unstreamed answers"
+    ) in findings
 
 
 @pytest.mark.parametrize(
     ("server", "expected"),
     [
-        (Server(rejects_stream_options=True), OpenAIQuirks(stream_options=False)),
+        (OpenAIServer(rejects_stream_options=True), OpenAIQuirks(stream_options=False)),
         (
-            Server(wants_max_completion_tokens=True),
+            OpenAIServer(wants_max_completion_tokens=True),
             OpenAIQuirks(max_tokens_field="max_completion_tokens"),
         ),
     ],
 )
-async def test_request_fields_a_server_rejects(server: Server, expected: OpenAIQuirks) -> None:
+async def test_request_fields_a_server_rejects(
+    server: OpenAIServer, expected: OpenAIQuirks
+) -> None:
     assert (await suggest(server))[1] == expected
 
 
-def test_the_cli_prints_the_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeProviderServer() as fake:
-        fake.handler = Server(tools_need_tool_choice=True, empty_auto_stream=True)
-        code = main(["conformance", "probe", "--base-url", f"{fake.base_url}/v1", "--model", "m"])
-    assert code == 0
+@pytest.mark.parametrize("suffix", ["", "/v1", "/v1/"])
+async def test_anthropic_wire_profile(suffix: str) -> None:
+    server = AnthropicServer(
+        tools_need_tool_choice=True, blocks_inflate=True, clean_empty_auto_stream=True
+    )
+    findings, quirks = await suggest(server, "anthropic", suffix)
+    assert quirks == AnthropicQuirks(
+        explicit_tool_choice=True, string_content=True, stream_with_tools=False
+    )
+    assert (
+        "text blocks reach the prompt as more than their text "
+        "(18 prompt tokens as a string, 67 as a block)"
+    ) in findings
+    assert "tools reach the prompt only with tool_choice auto (18 vs 98 prompt tokens)" in findings
+
+
+async def test_an_anthropic_like_server_needs_no_quirk() -> None:
+    findings, quirks = await suggest(AnthropicServer(), "anthropic")
+    assert quirks == AnthropicQuirks()
+    assert findings == ["a plain request answers (200)"]
+
+
+def test_the_cli_verifies_the_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    server = OpenAIServer(tools_need_tool_choice=True, empty_auto_stream=True)
+    code, paths = cli(server)
     out = capsys.readouterr().out
+    assert code == 0, out
     assert "suggested: OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True)" in out
+    assert "verifying OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True):" in out
+    for check in ("A1", "A4", "T15", "T16"):
+        assert f" {check} " in out
+    assert "verified: OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True)" in out
+    assert set(paths) == {"/v1/chat/completions"}
+
+
+def test_the_cli_on_the_anthropic_wire_without_v1(capsys: pytest.CaptureFixture[str]) -> None:
+    server = AnthropicServer(tools_need_tool_choice=True, blocks_inflate=True)
+    code, paths = cli(server, "--wire", "anthropic", suffix="")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "verified: AnthropicQuirks(explicit_tool_choice=True, string_content=True)" in out
+    assert set(paths) == {"/v1/messages"}
+
+
+def test_no_profile_works(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = cli(OpenAIServer(never_calls_tools=True))
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "no profile works: T15 (skip: model behaviour: no tool call" in out
+    assert "verified:" not in out
+    assert "OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True))" in out
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        (
+            Reply.json({"error": {"message": "Authentication Error, No connected db."}}, 400),
+            'HTTP 400: {"error": {"message": "Authentication Error, No connected db."}}',
+        ),
+        (Reply.json({"error": {"message": "model 'm' not found"}}, 404), "HTTP 404"),
+        (Reply.raw("Internal Server Error", 500), "HTTP 500: Internal Server Error"),
+        (Reply.raw("", 403), "HTTP 403: (empty body)"),
+    ],
+)
+def test_a_failing_first_request_is_reported(
+    reply: Reply, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, paths = cli(lambda request: reply)
+    captured = capsys.readouterr()
+    assert code == 1
+    assert len(paths) == 1  # nothing else was tried, nothing suggested
+    assert shown in captured.err
+    assert captured.err.count("\n") == 1
+    assert "accepted" not in captured.out + captured.err
+    assert "suggested" not in captured.out
+
+
+def test_the_key_never_shows(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-probe-secret-0123456789abcdef"
+    monkeypatch.setenv("PROBE_KEY", key)
+    echo = Reply.json({"error": {"message": f"Incorrect API key provided: {key}"}}, 401)
+    code, _ = cli(lambda request: echo, "--api-key-env", "PROBE_KEY")
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "HTTP 401" in captured.err
+    assert key not in captured.err + captured.out
+    assert key[:12] not in captured.err
+
+
+def test_a_wrong_key_on_a_litellm_like_proxy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROBE_KEY", "sk-wrong")
+    code, paths = cli(OpenAIServer(key="sk-right"), "--api-key-env", "PROBE_KEY")
+    assert code == 1
+    assert len(paths) == 1
+    assert "No connected db." in capsys.readouterr().err
+
+
+def test_an_unset_key_variable_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PROBE_UNSET_KEY", raising=False)
+    code, paths = cli(OpenAIServer(), "--api-key-env", "PROBE_UNSET_KEY")
+    assert code == 2
+    assert paths == []
+    assert "PROBE_UNSET_KEY" in capsys.readouterr().err
+
+
+def test_nothing_listening_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    code = main(
+        ["conformance", "probe", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("agentfsm conformance probe: cannot reach http://127.0.0.1:")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_a_silent_server_times_out_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = cli(lambda request: Reply.stall(5), "--timeout", "0.3")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "cannot reach" in err
+    assert err.count("\n") == 1
+
+
+async def test_probe_raises_probe_error_for_a_bad_url() -> None:
+    with pytest.raises(ProbeError, match=r"not a usable base URL|cannot reach"):
+        await probe("http://[::1", "m")

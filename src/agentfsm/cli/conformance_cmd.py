@@ -213,31 +213,95 @@ def _corpus(argv: Sequence[str]) -> int:
     return 1 if report.failed else 0
 
 
-def _probe(argv: Sequence[str]) -> int:
-    from agentfsm.conformance.probe import probe
-
-    parser = argparse.ArgumentParser(prog="agentfsm conformance probe")
-    parser.add_argument("--base-url", required=True)
+def _probe_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfsm conformance probe",
+        description="Find the quirk profile a server needs from what it answers, then verify "
+        "it: the decisive checks re-run with the adapter built under it.",
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:4000/v1")
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key-env", metavar="VAR")
-    args = parser.parse_args(argv)
-    key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    findings, quirks = asyncio.run(probe(args.base_url, args.model, key))
+    parser.add_argument("--wire", choices=["openai-chat", "anthropic"], default="openai-chat")
+    parser.add_argument(
+        "--write-settings",
+        nargs="?",
+        const=".",
+        metavar="PATH",
+        help="save the verified profile as provider.quirks in the settings agentfsm run "
+        "reads: PATH is a workspace folder (default: .) or the settings file",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120, metavar="SECONDS", help="per probe request"
+    )
+    return parser
+
+
+def _probe(argv: Sequence[str]) -> int:
+    from agentfsm.conformance.probe import ProbeError, probe
+    from agentfsm.conformance.probe_verify import profile_text, verify, write_settings
+    from agentfsm.conformance.report import MARKS
+
+    args = _probe_parser().parse_args(argv)
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            print(
+                f"agentfsm conformance probe: the environment variable {args.api_key_env[:100]}"
+                " (--api-key-env) is not set",
+                file=sys.stderr,
+            )
+            return 2
+    if not 0 < args.timeout <= 3600:
+        print("agentfsm conformance probe: --timeout must be from 0 to 3600", file=sys.stderr)
+        return 2
+    try:
+        findings, quirks = asyncio.run(
+            probe(args.base_url, args.model, key, wire=args.wire, request_seconds=args.timeout)
+        )
+    except ProbeError as error:
+        print(f"agentfsm conformance probe: {error}", file=sys.stderr)
+        return 1
     for finding in findings:
         print(f"- {finding}")
-    defaults = OpenAIQuirks()
-    changed = [
-        f"{name}={getattr(quirks, name)!r}"
-        for name in (
-            "stream_options",
-            "stream_with_tools",
-            "null_assistant_content",
-            "max_tokens_field",
-            "explicit_tool_choice",
+    print(f"suggested: {profile_text(quirks)}")
+
+    def progress(profile: Any, result: Any) -> None:
+        note = f": {result.message[:200]}" if result.message else ""
+        print(
+            f"  {MARKS[result.outcome]} {result.check:<4} {result.name:<32} {result.outcome}{note}",
+            flush=True,
         )
-        if getattr(quirks, name) != getattr(defaults, name)
-    ]
-    print(f"suggested: OpenAIQuirks({', '.join(changed)})")
+
+    shown: list[Any] = []
+
+    def announce(profile: Any, result: Any) -> None:
+        if not shown or shown[-1] != profile:
+            shown.append(profile)
+            print(f"verifying {profile_text(profile)}:")
+        progress(profile, result)
+
+    checked = asyncio.run(
+        verify(args.base_url, args.model, quirks, key, wire=args.wire, progress=announce)
+    )
+    if checked.verified is None:
+        print(
+            "no profile works: "
+            + "; ".join(checked.failing() or ["the decisive checks did not pass"])
+            + f" (profiles tried: {', '.join(profile_text(p) for p, _ in checked.tried)})"
+        )
+        if args.write_settings is not None:
+            print("settings not written: no verified profile", file=sys.stderr)
+        return 1
+    print(f"verified: {profile_text(checked.verified)}")
+    if args.write_settings is not None:
+        try:
+            path = write_settings(args.write_settings, checked.verified)
+        except (OSError, ValueError) as error:
+            print(f"agentfsm conformance probe: settings not written: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote provider.quirks to {path}")
     return 0
 
 

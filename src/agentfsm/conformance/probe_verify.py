@@ -1,0 +1,207 @@
+"""A suggested quirk profile, verified: the decisive checks re-run with the adapter built
+under it (and under a few neighbours when it fails), and the verified profile saved in a
+workspace's settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define, evolve, field, frozen
+
+from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIQuirks, RetryPolicy
+from agentfsm.adapters.providers.endpoints import WireName
+from agentfsm.adapters.providers.profiles import QuirkProfile, changed_quirks
+from agentfsm.engine.protocols import ChatFn
+
+from .checks import by_id
+from .context import LiveContext, LiveTarget
+from .model import CheckResult
+from .runner import run_check
+
+__all__ = [
+    "DECISIVE",
+    "Verification",
+    "candidates",
+    "profile_text",
+    "settings_path",
+    "verify",
+    "write_settings",
+]
+
+DECISIVE: dict[WireName, tuple[str, ...]] = {
+    "openai-chat": ("A1", "A4", "T15", "T16"),
+    "anthropic": ("A4", "T15", "T16"),
+}
+"""The checks a profile must pass: a plain answer, a tool-call history accepted, the agent
+loop's two turns (a tool call, then an answer to its result) and a streamed automatic tool
+choice, all through the adapter built under the profile. (Anthropic's A1 measures the text
+blocks the default adapter sends, which ``string_content`` replaces; T15 covers the answer.)"""
+
+_SHARED = ("explicit_tool_choice", "stream_with_tools")
+"""Quirks both wires have; a check's variation of them reaches the Anthropic adapter too."""
+
+
+def profile_text(profile: QuirkProfile) -> str:
+    """``OpenAIQuirks(explicit_tool_choice=True)``: the fields that differ from the defaults."""
+    fields = ", ".join(f"{name}={value!r}" for name, value in changed_quirks(profile).items())
+    return f"{type(profile).__name__}({fields})"
+
+
+def candidates(profile: QuirkProfile) -> list[QuirkProfile]:
+    """The profiles to try, the suggestion first: then with tools always named in
+    ``tool_choice`` and sent unstreamed (and Anthropic text as strings), the usual fixes a
+    server's answers can hide."""
+    tries: list[QuirkProfile] = [profile]
+    variants: list[dict[str, Any]] = [
+        {"explicit_tool_choice": True},
+        {"stream_with_tools": False},
+        {"explicit_tool_choice": True, "stream_with_tools": False},
+    ]
+    if isinstance(profile, AnthropicQuirks):
+        variants.append({"explicit_tool_choice": True, "stream_with_tools": False})
+        variants[-1]["string_content"] = True
+    for change in variants:
+        variant = evolve(profile, **change)
+        if variant not in tries:
+            tries.append(variant)
+    return tries
+
+
+@define
+class _ProfileContext(LiveContext):
+    """A live context whose Anthropic adapter is built under an :class:`AnthropicQuirks`."""
+
+    anthropic: AnthropicQuirks = field(factory=AnthropicQuirks)
+
+    def chat(self, *, stream: bool = True, quirks: OpenAIQuirks | None = None) -> ChatFn:
+        if self.wire != "anthropic":
+            return super().chat(stream=stream, quirks=quirks)
+        profile = self.anthropic
+        if quirks is not None:  # a check varies the profile it was given
+            changes = {
+                name: getattr(quirks, name)
+                for name in _SHARED
+                if getattr(quirks, name) != getattr(self.target.quirks, name)
+            }
+            profile = evolve(profile, **changes)
+        return AnthropicChat(
+            self.target.model,
+            base_url=self.target.base_url,
+            api_key=self.target.api_key,
+            stream=stream,
+            quirks=profile,
+            retry=RetryPolicy(max_attempts=2, initial_delay=0.5),
+            timeouts=self.target.timeouts,
+        )
+
+
+@frozen
+class Verification:
+    """What re-running the decisive checks showed."""
+
+    verified: QuirkProfile | None
+    """The first profile under which every decisive check passed; ``None``: no profile."""
+    tried: tuple[tuple[QuirkProfile, tuple[CheckResult, ...]], ...]
+    """Each profile tried, with the results of its checks (the run stops at a failure)."""
+
+    def failing(self) -> list[str]:
+        """The decisive checks that failed under every profile tried (``T15 (…)``)."""
+        last: dict[str, str] = {}
+        passed: set[str] = set()
+        for _, results in self.tried:
+            for result in results:
+                if result.outcome in ("pass", "pass-normalized"):
+                    passed.add(result.check)
+                else:
+                    last[result.check] = f"{result.outcome}: {result.message[:160]}"
+        return [f"{check} ({why})" for check, why in last.items() if check not in passed]
+
+
+def _target(
+    base_url: str, model: str, wire: WireName, api_key: str | None, profile: QuirkProfile
+) -> tuple[LiveTarget, AnthropicQuirks]:
+    if isinstance(profile, OpenAIQuirks):
+        return LiveTarget(base_url, model, wire, api_key, quirks=profile), AnthropicQuirks()
+    # The checks read the shared quirks from the target's OpenAI profile.
+    mirror = OpenAIQuirks(**{name: getattr(profile, name) for name in _SHARED})
+    return LiveTarget(base_url, model, wire, api_key, quirks=mirror), profile
+
+
+async def verify(
+    base_url: str,
+    model: str,
+    profile: QuirkProfile,
+    api_key: str | None = None,
+    *,
+    wire: WireName = "openai-chat",
+    checks: Sequence[str] | None = None,
+    progress: Callable[[QuirkProfile, CheckResult], object] | None = None,
+) -> Verification:
+    """Re-run the decisive checks (``checks``, default :data:`DECISIVE`) under ``profile``
+    and, while one fails, under the next of :func:`candidates`. A check verifies when it
+    passes (``pass`` or ``pass-normalized``); a skip shows nothing and does not."""
+    chosen = [by_id(check_id) for check_id in (checks or DECISIVE[wire])]
+    tried: list[tuple[QuirkProfile, tuple[CheckResult, ...]]] = []
+    for candidate in candidates(profile):
+        target, anthropic = _target(base_url, model, wire, api_key, candidate)
+        live = _ProfileContext(target, anthropic=anthropic)
+        results: list[CheckResult] = []
+        for check in chosen:
+            result = await run_check(check, target, live)
+            results.append(result)
+            if progress is not None:
+                progress(candidate, result)
+            if result.outcome not in ("pass", "pass-normalized"):
+                break
+        tried.append((candidate, tuple(results)))
+        if len(results) == len(chosen) and all(
+            r.outcome in ("pass", "pass-normalized") for r in results
+        ):
+            return Verification(candidate, tuple(tried))
+    return Verification(None, tuple(tried))
+
+
+def settings_path(where: str | Path) -> Path:
+    """The settings file for ``where``: a workspace folder (its ``.agentfsm/settings.json``)
+    or the file itself."""
+    path = Path(where)
+    return path / ".agentfsm" / "settings.json" if path.is_dir() else path
+
+
+def write_settings(where: str | Path, profile: QuirkProfile) -> Path:
+    """Put ``profile`` in the settings' ``provider.quirks`` (replacing the profile there,
+    keeping every other setting) and return the file written.
+
+    Raises:
+        ValueError: the file exists and is not a JSON object (it is left as it was).
+        OSError: it cannot be read or written.
+    """
+    path = settings_path(where)
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = json.loads(path.read_text("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); not changed") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path} does not hold a JSON object; not changed")
+        data = loaded
+    provider = data.get("provider")
+    if provider is not None and not isinstance(provider, dict):
+        raise ValueError(f"{path}: provider is not an object; not changed")
+    data["provider"] = {**(provider or {}), "quirks": changed_quirks(profile)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, indent=2) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
