@@ -32,7 +32,7 @@ from .wrappers import Wrapper
 
 CHECKS = [*ANSWER_CHECKS, *TOOL_CHECKS]
 RECORDED = [c for c in CHECKS if c.recorded is not None]
-OPENAI_ONLY = {"T3", "T4", "T13"}
+OPENAI_ONLY = {"T3", "T13"}
 WIRES: tuple[Wire, ...] = ("openai-chat", "anthropic")
 CAPABILITIES = Capabilities(parallel_tools=True, tool_choice=True)
 CASES = [

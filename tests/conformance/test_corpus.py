@@ -30,11 +30,11 @@ WIRE = bundled_corpus()  # a missing corpus fails the collection; it is never sk
 
 OPENAI_PASSES = {
     "W1", "W2", "W3", "W4", "W5", "A1", "A2", "A3", "T1", "T2", "T3", "T5", "T6", "T8",
-    "T11", "T13", "U1", "U3", "U4", "U5", "E1", "E2", "E3", "E7",
+    "T11", "T13", "T16", "U1", "U3", "U4", "U5", "E1", "E2", "E3", "E7",
 }  # fmt: skip
 ANTHROPIC_PASSES = {
-    "W1", "W2", "W4", "W5", "A1", "A2", "T1", "T2", "T5", "T6", "T8", "T11", "U1", "U3",
-    "U4", "E1", "E2", "E3", "E5", "E7",
+    "W1", "W2", "W4", "W5", "A1", "A2", "T1", "T2", "T5", "T6", "T8", "T11", "T16", "U1",
+    "U3", "U4", "E1", "E2", "E3", "E5", "E7",
 }  # fmt: skip
 
 
@@ -130,7 +130,7 @@ async def test_the_project_adapters_pass_the_recorded_corpus() -> None:
     # W1 applies to every file: together the two wires cover all 71 files that are neither
     # Gemini-native nor Responses-API (80 - 8 - 1).
     assert len(corpus_files(WIRE, "openai-chat") + corpus_files(WIRE, "anthropic")) == 71
-    assert len(OPENAI_PASSES | ANTHROPIC_PASSES) == 25
+    assert len(OPENAI_PASSES | ANTHROPIC_PASSES) == 26
 
     markdown = report_markdown(openai)
     assert markdown.startswith("# Conformance: openai-chat on recorded corpus (51 files)")

@@ -18,7 +18,7 @@ from agentfsm.conformance.model import Check
 
 WITH_INVARIANT = {
     "W1", "W2", "W3", "W4", "W5", "A1", "A2", "A3", "T1", "T2", "T3", "T5", "T6", "T8", "T11",
-    "T13", "U1", "U3", "U4", "U5", "E1", "E2", "E3", "E4", "E5", "E6", "E7",
+    "T13", "T16", "U1", "U3", "U4", "U5", "E1", "E2", "E3", "E4", "E5", "E6", "E7",
 }  # fmt: skip
 UNEXERCISED = "no recorded file exercises this"
 

@@ -217,7 +217,7 @@ def test_cli_conformance_against_a_scripted_endpoint(
     assert {r["group"] for r in report["results"]} == {"answers"}
     assert code == (1 if any(r["outcome"] == "fail" for r in report["results"]) else 0)
     assert md.read_text("utf-8").startswith("# Conformance: fake-server")
-    recorded = sorted(rec.glob("*.yaml"))
+    recorded = sorted(rec.glob("*.json"))
     assert recorded
     # Record -> replay: a saved exchange serves the adapter again.
     fixture = load_wire_fixture(recorded[0])
@@ -239,7 +239,7 @@ async def test_recordings_replay_through_the_adapter(tmp_path: Path) -> None:
             f"{server.base_url}/v1", "m", record_dir=tmp_path, api_key="sk-test-SECRET-0123456789"
         )
         await run_checks(target, [by_id("A2")])
-    files = sorted(tmp_path.glob("*.yaml"))
+    files = sorted(tmp_path.glob("*.json"))
     assert files
     text = files[0].read_text("utf-8")
     assert "sk-test-SECRET" not in text

@@ -37,7 +37,12 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", metavar="report.json")
     parser.add_argument("--markdown", metavar="FILE")
-    parser.add_argument("--record", metavar="DIR", help="save raw exchanges (keys scrubbed)")
+    parser.add_argument(
+        "--record",
+        metavar="DIR",
+        help="save every exchange the checks make (adapter calls and raw probes), one "
+        "replayable file each, named after its check (allow-listed headers, keys scrubbed)",
+    )
     parser.add_argument("--name", help="the provider's name in reports")
     parser.add_argument(
         "--capability",
@@ -121,15 +126,17 @@ def _run(argv: Sequence[str]) -> int:
     except TypeError as error:
         print(f"agentfsm conformance: {error}", file=sys.stderr)
         return 2
+    record = Path(args.record) if args.record else None
+    before: set[Path] = set()
+    if record is not None:
+        try:
+            record.mkdir(parents=True, exist_ok=True)
+            before = set(record.iterdir())
+        except OSError as error:
+            print(f"agentfsm conformance: cannot record in {record}: {error}", file=sys.stderr)
+            return 2
     target = LiveTarget(
-        args.base_url,
-        args.model,
-        args.wire,
-        key,
-        capabilities,
-        quirks,
-        Path(args.record) if args.record else None,
-        args.name,
+        args.base_url, args.model, args.wire, key, capabilities, quirks, record, args.name
     )
 
     def progress(result: Any) -> None:
@@ -139,6 +146,13 @@ def _run(argv: Sequence[str]) -> int:
 
     report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
     _print_table(report)
+    if record is not None:
+        saved = len(set(record.glob("*.json")) - before)
+        print(
+            f"recorded {saved} exchanges in {record} (replay: agentfsm conformance corpus "
+            f"{record})",
+            file=sys.stderr,
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
     if args.markdown:

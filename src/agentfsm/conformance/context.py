@@ -25,6 +25,7 @@ from agentfsm.engine.protocols import ChatDelta, ChatFn
 from agentfsm.testing import FakeProviderServer, Reply
 
 from .model import Capabilities
+from .record import RECORD_LIMIT, Capture, recording_client
 
 __all__ = [
     "TOOL_WEATHER",
@@ -80,6 +81,8 @@ class LiveTarget:
     timeouts: Timeouts = field(
         factory=lambda: Timeouts(connect=10, first_byte=120, idle=60, terminal_grace=2)
     )
+    record_limit: int = RECORD_LIMIT
+    """Bytes of one body a recording keeps (see :mod:`.record`)."""
 
     @property
     def label(self) -> str:
@@ -167,53 +170,55 @@ class RawExchange:
         return json.loads(self.text)
 
 
-RECORDED_HEADERS = frozenset(
-    {
-        "content-type",
-        "date",
-        "retry-after",
-        "retry-after-ms",
-        "x-should-retry",
-        "x-request-id",
-        "request-id",
-        "openai-processing-ms",
-        "openai-version",
-        "anthropic-version",
-    }
-)
-"""Response headers a recording keeps (an allow-list: anything else, cookies and keys
-included, is left out)."""
-RECORDED_HEADER_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
-
-
-def recorded_header(name: str) -> bool:
-    """Whether a recording keeps the response header ``name``."""
-    lowered = name.lower()
-    return lowered in RECORDED_HEADERS or lowered.startswith(RECORDED_HEADER_PREFIXES)
-
-
 @define
 class LiveContext:
-    """A check in live mode."""
+    """A check in live mode.
+
+    With ``target.record_dir`` set, every exchange made through it (adapter calls and raw
+    probes) is kept in ``recordings`` (see :mod:`.record`), under the id in ``check``."""
 
     target: LiveTarget
-    recordings: list[dict[str, Any]] = field(factory=list)
+    recordings: list[Capture] = field(factory=list)
+    check: str = "live"
+    """The id of the check being run (the runner sets it): what recordings are named after."""
 
     @property
     def wire(self) -> Wire:
         return self.target.wire
 
+    def _recording(self, name: str, timeout: httpx.Timeout) -> httpx.AsyncClient | None:
+        """A client that records its exchanges, when the target records."""
+        if self.target.record_dir is None:
+            return None
+        return recording_client(
+            self.recordings,
+            self.target.base_url,
+            timeout,
+            check=self.check,
+            name=name,
+            limit=self.target.record_limit,
+        )
+
     def chat(self, *, stream: bool = True, quirks: OpenAIQuirks | None = None) -> ChatFn:
+        timeouts = self.target.timeouts
+        client = self._recording(
+            "adapter",
+            httpx.Timeout(connect=timeouts.connect, read=None, write=timeouts.write, pool=None),
+        )
         options: dict[str, Any] = {
             "base_url": self.target.base_url,
             "api_key": self.target.api_key,
             "stream": stream,
             "retry": RetryPolicy(max_attempts=2, initial_delay=0.5),
-            "timeouts": self.target.timeouts,
+            "timeouts": timeouts,
+            "http_client": client,
         }
+        adapter: AnthropicChat | OpenAIChat
         if self.wire == "anthropic":
-            return AnthropicChat(self.target.model, **options)
-        return OpenAIChat(self.target.model, quirks=quirks or self.target.quirks, **options)
+            adapter = AnthropicChat(self.target.model, **options)
+        else:
+            adapter = OpenAIChat(self.target.model, quirks=quirks or self.target.quirks, **options)
+        return adapter if client is None else _WithClient(adapter, client)
 
     async def ask(
         self, *, stream: bool = True, quirks: OpenAIQuirks | None = None, **kwargs: Any
@@ -240,21 +245,31 @@ class LiveContext:
             url = endpoint_url(self.target.base_url, "openai-chat")
             if self.target.api_key:
                 headers["authorization"] = f"Bearer {self.target.api_key}"
-        async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
+        timeout = httpx.Timeout(120, connect=10)
+        recording = self._recording(name, timeout)
+        async with recording or httpx.AsyncClient(timeout=timeout) as client:
             response = await client.post(url, headers=headers, content=json.dumps(body))
-        exchange = RawExchange(response.status_code, dict(response.headers), response.text)
-        self.recordings.append(
-            {
-                "name": name,
-                "request": {"method": "POST", "uri": url, "body": json.dumps(body)},
-                "response": {
-                    "status": exchange.status,
-                    "headers": {k: [v] for k, v in exchange.headers.items() if recorded_header(k)},
-                    "body": exchange.text,
-                },
-            }
-        )
-        return exchange
+        return RawExchange(response.status_code, dict(response.headers), response.text)
+
+
+class _WithClient:
+    """An adapter on a (recording) client of its own, which it closes with itself."""
+
+    def __init__(self, adapter: AnthropicChat | OpenAIChat, client: httpx.AsyncClient) -> None:
+        self._adapter = adapter
+        self._client = client
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return await self._adapter(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+    async def aclose(self) -> None:
+        try:
+            await self._adapter.aclose()
+        finally:
+            await self._client.aclose()
 
 
 __getattr__ = _deprecated_getattr(

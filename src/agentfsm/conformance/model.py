@@ -32,7 +32,7 @@ Mode: TypeAlias = Literal["recorded", "live"]
 GROUPS: tuple[Group, ...] = ("wire", "answers", "tools", "usage", "errors", "control")
 
 QUIRK_NOTES = "docs/conformance.md#known-quirks"
-"""Where the known quirks (Q1…Q36) are described."""
+"""Where every known quirk a check can cite (``Q1`` …) is described."""
 
 
 @frozen
@@ -72,7 +72,8 @@ class Capabilities:
 
 
 class CheckFailed(AssertionError):
-    """A check's assertion did not hold."""
+    """A check's assertion did not hold; ``quirks`` are the known quirks seen in this run
+    (none when nothing points at one)."""
 
     def __init__(self, expected: str, got: str, *, quirks: tuple[str, ...] = ()) -> None:
         super().__init__(f"expected {expected}; got {got}")
@@ -114,7 +115,9 @@ class Check:
     needs: tuple[str, ...] = ()
     """Capabilities required (names of :class:`Capabilities` fields)."""
     quirks: tuple[str, ...] = ()
-    """Known quirks this check is about."""
+    """Known quirks this check can observe. A live result carries only the ones its run saw
+    (a :class:`CheckFailed` or :class:`Normalized` names them; a plain error names none); in
+    recorded mode the scripted bytes are these quirks, so a failure that names none has them."""
     recorded: Callable[[RecordedContext], Awaitable[Normalized | None]] | None = None
     """The recorded-mode procedure (scripted bytes), if the check has one."""
     live: Callable[[LiveContext], Awaitable[Normalized | None]] | None = None

@@ -56,6 +56,12 @@ def _result(
     )
 
 
+def _scripted(check: Check, mode: Mode) -> tuple[str, ...]:
+    """The quirks a failure shows when it names none: in recorded mode the scripted bytes
+    are the check's quirks; live, nothing was seen, so nothing is blamed."""
+    return check.quirks if mode == "recorded" else ()
+
+
 async def run_check(
     check: Check, target: RecordedTarget | LiveTarget, live: LiveContext | None = None
 ) -> CheckResult:
@@ -94,7 +100,7 @@ async def _run_check(
         return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
     except CheckFailed as failure:
         outcome: Outcome = "xfail" if xfail_reason else "fail"
-        quirks = failure.quirks or check.quirks
+        quirks = failure.quirks or _scripted(check, mode)
         note = f" (known quirk: {', '.join(quirks)}; see {QUIRK_NOTES})" if quirks else ""
         message = f"expected {failure.expected}; got {failure.got}{note}"
         if xfail_reason:
@@ -117,7 +123,7 @@ async def _run_check(
             outcome,
             time.monotonic() - started,
             message=f"unexpected {type(error).__name__}: {_text(error, target)[:300]}",
-            quirks=check.quirks,
+            quirks=_scripted(check, mode),
         )
     seconds = time.monotonic() - started
     if isinstance(verdict, Normalized):
@@ -149,6 +155,8 @@ async def run_checks(
     )
     live = LiveContext(target) if isinstance(target, LiveTarget) else None
     for check in chosen:
+        if live is not None:
+            live.check = check.id  # what its recordings are named after
         result = await run_check(check, target, live)
         report.results.append(result)
         if progress is not None:

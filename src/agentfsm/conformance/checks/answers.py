@@ -20,6 +20,7 @@ from ..context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from ..exchange import RecordedExchange, Verdict, on_success, verdict
 from ..frames import DONE, chunk, completion, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
+from .causes import blocks_failure, blocks_inflated, expect_answer, refusal, string_vs_blocks
 
 __all__ = ["CHECKS"]
 
@@ -106,11 +107,24 @@ async def basic(ctx: RecordedContext) -> Normalized | None:
 
 
 async def basic_live(ctx: LiveContext) -> Normalized | None:
+    prompt = "Reply with the single word PONG."
+    counts = None
+    if ctx.wire == "anthropic":  # the adapter sends text blocks: do they reach the model as text?
+        counts = await string_vs_blocks(ctx, prompt)
+        if blocks_inflated(counts):
+            assert counts is not None
+            raise blocks_failure(counts, ctx.wire)
     for stream in _modes(ctx):
-        prompt = "Reply with the single word PONG."
         result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=256)
         if result.finish_reason == "length":
-            raise CheckSkipped("model behaviour: the answer to 'reply PONG' hit max_tokens=256")
+            measured = (
+                f"; prompt tokens as a string {counts[0]}, as a text block {counts[1]}"
+                if counts
+                else ""
+            )
+            raise CheckSkipped(
+                f"model behaviour: the answer to 'reply PONG' hit max_tokens=256{measured}"
+            )
         _expect_answer(result, _how(stream))
     return None
 
@@ -210,28 +224,42 @@ _HISTORY: list[Message] = [
 ]
 
 
-async def _rejection(ctx: LiveContext, quirks: OpenAIQuirks | None) -> str | None:
-    """Why the history was rejected, or ``None`` when it was accepted."""
+async def _rejection(
+    ctx: LiveContext, quirks: OpenAIQuirks | None, history: list[Message] = _HISTORY
+) -> str | None:
+    """Why the history was rejected, or ``None`` when it was answered."""
     try:
-        await ctx.ask(
-            stream=False, quirks=quirks, messages=_HISTORY, tools=[TOOL_WEATHER], max_tokens=32
+        result = await ctx.ask(
+            stream=False, quirks=quirks, messages=history, tools=[TOOL_WEATHER], max_tokens=32
         )
     except ProviderError as error:
-        return str(error)[:200]
+        return str(error)[:200] if refusal(error) else f"not a refusal: {str(error)[:180]}"
+    expect_answer(result, "an answer to the history")
     return None
+
+
+async def _plain_fails(ctx: LiveContext) -> str | None:
+    """Whether the same request without the tool-call turn fails too (then the turn's shape
+    is not what the server rejects)."""
+    return await _rejection(ctx, None, _HISTORY[:1])
 
 
 async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
     if ctx.wire == "anthropic":
         error = await _rejection(ctx, None)
         if error is not None:
-            raise CheckFailed("a tool-call history accepted", error, quirks=("Q23",))
+            plain = await _plain_fails(ctx)
+            got = f"{error}; without the tool-call turn: {plain or 'accepted'}"
+            raise CheckFailed("a tool-call history accepted", got)
         return None
     profile = ctx.target.quirks
     null = await _rejection(ctx, evolve(profile, null_assistant_content=True))
     empty = await _rejection(ctx, evolve(profile, null_assistant_content=False))
     if null is not None and empty is not None:
         got = f"null rejected ({null}); '' rejected ({empty})"
+        plain = await _plain_fails(ctx)
+        if plain is not None:  # everything fails: no shape to blame
+            raise CheckFailed("a tool-call history accepted", f"{got}; without it too ({plain})")
         raise CheckFailed("assistant content null or '' accepted", got, quirks=("Q23",))
     if null is not None:
         fix = "OpenAIQuirks(null_assistant_content=False)"

@@ -7,7 +7,7 @@ with; :mod:`.scripted` builds the scripted server's replies.
 """
 
 from ...model import Check as _Check
-from . import invariants, live, recorded
+from . import history, invariants, live, recorded
 
 __all__ = ["CHECKS"]
 
@@ -50,10 +50,10 @@ CHECKS = [
         "T4",
         "tools.repeated_id_name",
         "tools",
-        "the full id and name in every chunk",
-        "id and name not concatenated",
+        "the full id and name in every chunk; Anthropic: one tool_use block per chunk, one id",
+        "id and name not concatenated; the blocks of one id are one call",
         needs=("tools",),
-        quirks=("Q5", "Q6"),
+        quirks=("Q5", "Q6", "Q40"),
         recorded=recorded.repeated_id_name,
     ),
     _Check(
@@ -159,7 +159,7 @@ CHECKS = [
         "accepted; ids within the provider's limit",
         needs=("tools",),
         quirks=("Q6",),
-        live=live.foreign_ids_live,
+        live=history.foreign_ids_live,
     ),
     _Check(
         "T15",
@@ -168,16 +168,18 @@ CHECKS = [
         "call → result → answer",
         "a two-turn success",
         needs=("tools",),
-        live=live.agent_loop_live,
+        live=history.agent_loop_live,
     ),
     _Check(
         "T16",
         "tools.stream_auto",
         "tools",
         "tools + tool_choice auto, streamed",
-        "a stream with a finish record; an empty 200 is an error, never an empty success",
+        "a stream with a finish record and an answer (text or a tool call); an empty 200 or "
+        "an empty answer is an error, never an empty success",
         needs=("tools", "streaming"),
-        quirks=("Q26",),
+        quirks=("Q26", "Q37"),
         live=live.stream_auto_live,
+        corpus=invariants.stream_auto_corpus,
     ),
 ]

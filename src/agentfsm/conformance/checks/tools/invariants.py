@@ -8,6 +8,7 @@ from typing import Any
 from agentfsm.engine.messages import ToolCall
 
 from ...exchange import RecordedCall, RecordedExchange, Verdict, on_success, verdict
+from ..causes import EMPTY_ANSWER
 
 __all__ = [
     "args_shapes_corpus",
@@ -17,6 +18,7 @@ __all__ = [
     "parallel_corpus",
     "single_forced_corpus",
     "stop_reason_inferred_corpus",
+    "stream_auto_corpus",
     "trailing_empty_delta_corpus",
 ]
 
@@ -123,3 +125,19 @@ def trailing_empty_delta_corpus(exchange: RecordedExchange) -> Verdict | None:
     if not any(w.blank for w in wanted):
         return None
     return verdict(len(calls) == len(wanted), f"{len(wanted)} calls, no phantom", pairs)
+
+
+_ANSWER_FINISHES = frozenset({"stop", "end_turn", "tool_calls", "tool_use"})
+
+
+@on_success
+def stream_auto_corpus(exchange: RecordedExchange) -> Verdict | None:
+    """A finished answer says something: text or a tool call. A recorded answer that ends
+    cleanly with neither (LiteLLM's rendering of llama.cpp's empty stream) is
+    ``empty_answer``, whatever the adapter makes of it."""
+    reply = exchange.reply
+    if not _ANSWER_FINISHES & set(reply.finish):
+        return None
+    empty = not reply.calls and not reply.text.strip()
+    got = f"{EMPTY_ANSWER}: finish {reply.finish}, no text, no tool call" if empty else "an answer"
+    return verdict(not empty, "text or a tool call", got)

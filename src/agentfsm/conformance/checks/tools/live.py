@@ -4,6 +4,7 @@ parsers."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 from attrs import evolve
@@ -24,33 +25,31 @@ from agentfsm.engine.messages import (
 
 from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
 from ...model import CheckFailed, CheckSkipped, Normalized
+from ..causes import EMPTY_ANSWER, expect_answer, is_empty, no_call, refusal
 from .fixtures import (
-    FOREIGN_CALLS,
     GET_TIME,
     GET_WEATHER,
-    LONG_CALL_ID,
     OPENAI_ONLY,
     PARIS_ARGS,
-    PARIS_JSON,
     SAY_HELLO,
     SYSTEM_PROMPT,
     TOKYO_ARGS,
     WEATHER_IN_PARIS,
     WEATHER_IN_PARIS_WITH_TOOL,
-    openai_call,
 )
 
 __all__ = [
-    "agent_loop_live",
-    "foreign_ids_live",
+    "ask_or_fail",
     "no_args_live",
     "none_live",
     "parallel_flag_live",
     "parallel_live",
     "parallel_results_live",
+    "probe",
     "single_forced_live",
     "stream_auto_live",
     "stream_equals_nonstream_live",
+    "tools_body",
     "unicode_args_live",
 ]
 
@@ -58,7 +57,9 @@ __all__ = [
 # -- live helpers --------------------------------------------------------------------------
 
 
-def _body(ctx: LiveContext, prompt: str, spec: ToolSpec, force: bool = False) -> dict[str, Any]:
+def tools_body(
+    ctx: LiveContext, prompt: str, spec: ToolSpec, force: bool = False
+) -> dict[str, Any]:
     """A raw request offering ``spec``; ``force`` names it in ``tool_choice``."""
     body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "temperature": 0}
     fields = {"name": spec.name, "description": spec.description}
@@ -77,7 +78,7 @@ def _body(ctx: LiveContext, prompt: str, spec: ToolSpec, force: bool = False) ->
     return {**body, "max_tokens": 128}
 
 
-async def _probe(
+async def probe(
     ctx: LiveContext, body: dict[str, Any], name: str, *, stream: bool = False
 ) -> tuple[RawExchange, ChatResult]:
     """Send ``body`` raw and read the answer with the adapter's own wire parsers."""
@@ -90,15 +91,20 @@ async def _probe(
     payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
     if not payloads:
         raise CheckFailed(f"a streamed answer ({name})", "an empty 200 stream", quirks=("Q26",))
+    return raw, _read(ctx, payloads)
+
+
+def _read(ctx: LiveContext, payloads: list[dict[str, Any]]) -> ChatResult:
+    """Stream payloads folded by the adapter's own accumulator."""
     if ctx.wire == "anthropic":
         events = EventAccumulator()
         for payload in payloads:
             events.add(str(payload.get("type", "")), payload)
-        return raw, events.result()
+        return events.result()
     chunks = StreamAccumulator()
     for payload in payloads:
         chunks.add(payload)
-    return raw, chunks.result()
+    return chunks.result()
 
 
 def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any], int]:
@@ -111,7 +117,8 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
         blocks = [p.get("content_block") or {} for p in payloads]
         blocks += [b for p in payloads for b in p.get("content") or []]
         finishes = sum(1 for p in payloads if p.get("type") in ("message_stop", "message"))
-        return {}, [b for b in blocks if b.get("type") == "tool_use"], finishes
+        uses = [b for b in blocks if b.get("type") == "tool_use"]
+        return _same_id_blocks([b for b in blocks if b]), uses, finishes
     seen: dict[str, str] = {}
     calls: list[Any] = []
     repeats: Counter[tuple[Any, str]] = Counter()
@@ -137,6 +144,19 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
     return seen, calls, finishes
 
 
+def _same_id_blocks(blocks: list[dict[str, Any]]) -> dict[str, str]:
+    """Q40 when consecutive ``tool_use`` blocks carry one id (one block per stream chunk)."""
+    repeats = [
+        b.get("id")
+        for a, b in pairwise(blocks)
+        if a.get("type") == b.get("type") == "tool_use" and b.get("id") and a.get("id") == b["id"]
+    ]
+    if not repeats:
+        return {}
+    note = f"{len(repeats) + 1} consecutive tool_use blocks with the id {repeats[0]!r}, one call"
+    return {"Q40": note}
+
+
 def _verdict(seen: dict[str, str], extra: str = "") -> Normalized | None:
     notes = [*seen.values(), extra] if extra else list(seen.values())
     if not notes:
@@ -144,13 +164,7 @@ def _verdict(seen: dict[str, str], extra: str = "") -> Normalized | None:
     return Normalized(tuple(sorted(seen)), "; ".join(notes) + " (absorbed by the adapter)")
 
 
-def _model_miss(result: ChatResult, what: str) -> None:
-    if not result.message.tool_calls:
-        text = result.message.content[:80]
-        raise CheckSkipped(f"model behaviour: no tool call for {what} (answered {text!r})")
-
-
-async def _ask(ctx: LiveContext, what: str, **kwargs: Any) -> ChatResult:
+async def ask_or_fail(ctx: LiveContext, what: str, **kwargs: Any) -> ChatResult:
     """``ctx.ask``, with a provider error reported as this check's failure."""
     try:
         return await ctx.ask(**kwargs)
@@ -166,11 +180,12 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     if not ctx.target.capabilities.has("tool_choice"):
         raise CheckSkipped("capability absent: tool_choice")
-    body = _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER, force=True)
+    body = tools_body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER, force=True)
     seen: dict[str, str] = {}
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
-        raw, result = await _probe(ctx, body, f"T1-{case}", stream=stream)
+        raw, result = await probe(ctx, body, f"T1-{case}", stream=stream)
+        expect_answer(result, f"{case}, a named tool_choice")
         calls = result.message.tool_calls
         if [c.name for c in calls] != [GET_WEATHER]:
             got = repr([c.name for c in calls] or result.message.content[:80])
@@ -186,16 +201,17 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
         if ctx.target.capabilities.has("tool_choice"):
-            body = _body(ctx, "What time is it?", TOOL_WITHOUT_ARGS, force=True)
-            raw, result = await _probe(ctx, body, f"T6-{case}", stream=stream)
+            body = tools_body(ctx, "What time is it?", TOOL_WITHOUT_ARGS, force=True)
+            raw, result = await probe(ctx, body, f"T6-{case}", stream=stream)
+            expect_answer(result, f"{case}, a named tool_choice")
             seen.update(_scan(ctx, raw)[0])
         else:
             prompt = "What time is it? Use the get_time tool."
             tools = [TOOL_WITHOUT_ARGS]
-            result = await _ask(
+            result = await ask_or_fail(
                 ctx, f"{case}: an answer", stream=stream, prompt=prompt, tools=tools
             )
-            _model_miss(result, "'what time is it'")
+            await no_call(ctx, result, f"{case} 'what time is it'", prompt, TOOL_WITHOUT_ARGS)
         calls = result.message.tool_calls
         if [c.name for c in calls] != [GET_TIME] or calls[0].raw_arguments is not None:
             got = repr([(c.name, c.raw_arguments) for c in calls])
@@ -209,12 +225,13 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
 
 async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     force = ctx.target.capabilities.has("tool_choice")
-    body = _body(ctx, WEATHER_IN_PARIS_WITH_TOOL, TOOL_WEATHER, force=force)
-    _, plain = await _probe(ctx, body, "T7-unstreamed")
+    body = tools_body(ctx, WEATHER_IN_PARIS_WITH_TOOL, TOOL_WEATHER, force=force)
+    _, plain = await probe(ctx, body, "T7-unstreamed")
+    expect_answer(plain, "unstreamed")
     if not force:
-        _model_miss(plain, "the weather in Paris")
+        await no_call(ctx, plain, "the weather in Paris", WEATHER_IN_PARIS_WITH_TOOL, TOOL_WEATHER)
     try:
-        raw, streamed = await _probe(ctx, body, "T7-streamed", stream=True)
+        raw, streamed = await probe(ctx, body, "T7-streamed", stream=True)
     except CheckFailed as failure:
         if not force and "empty" in failure.got and not ctx.target.quirks.stream_with_tools:
             note = (
@@ -222,6 +239,7 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
             )
             return Normalized(("Q26",), note)
         raise
+    expect_answer(streamed, "streamed")
     want = [(c.name, c.arguments) for c in plain.message.tool_calls]
     got = [(c.name, c.arguments) for c in streamed.message.tool_calls]
     if got != want:
@@ -236,7 +254,7 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
 async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
     """A streamed request with tools and automatic tool choice: what an agent loop sends."""
     prompt = WEATHER_IN_PARIS_WITH_TOOL
-    body = _body(ctx, prompt, TOOL_WEATHER)
+    body = tools_body(ctx, prompt, TOOL_WEATHER)
     body["tool_choice"] = {"type": "auto"} if ctx.wire == "anthropic" else "auto"
     if ctx.wire == "anthropic":
         body["system"] = SYSTEM_PROMPT
@@ -247,15 +265,15 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("HTTP 200 for a streamed automatic tool choice", f"{raw.status}")
     seen, _, finishes = _scan(ctx, raw) if "data:" in raw.text else ({}, [], 0)
     if finishes:
-        return _verdict(seen)
+        answer = _read(ctx, [p for p in raw.sse_payloads() if isinstance(p, dict)])
+        if not is_empty(answer):
+            return _verdict(seen)
+        return await _empty_auto_answer(ctx, answer)
     # Nothing usable came: the adapter must not turn it into an empty success.
     quirks = evolve(ctx.target.quirks, stream_with_tools=True, explicit_tool_choice=True)
     try:
         result = await ctx.ask(
-            stream=True,
-            quirks=quirks,
-            messages=[SystemMessage(SYSTEM_PROMPT), UserMessage(prompt)],
-            tools=[TOOL_WEATHER],
+            stream=True, quirks=quirks, messages=_auto_history(), tools=[TOOL_WEATHER]
         )
     except ProviderError as error:
         adapter = f"the adapter raises ProviderError {error.kind}/{error.provider_code}"
@@ -276,10 +294,46 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
     )
 
 
+def _auto_history() -> list[Message]:
+    return [SystemMessage(SYSTEM_PROMPT), UserMessage(WEATHER_IN_PARIS_WITH_TOOL)]
+
+
+def _said(result: ChatResult) -> str:
+    usage = result.usage
+    counts = f"usage {usage.input_tokens}/{usage.output_tokens}" if usage else "no usage"
+    return f"finish {result.finish_reason!r}, no text, no tool call, {counts}"
+
+
+async def _empty_auto_answer(ctx: LiveContext, answer: ChatResult) -> Normalized | None:
+    """A clean stream that answers nothing: a failure, unless the profile never streams a
+    request with tools and the unstreamed request it sends instead does answer."""
+    got = f"{EMPTY_ANSWER}: an HTTP 200 stream with {_said(answer)}"
+    streams = ctx.wire == "anthropic" or ctx.target.quirks.stream_with_tools
+    if streams:
+        raise CheckFailed(
+            "a streamed answer (text or tool calls)",
+            f"{got}; the adapter returns it as an empty success",
+            quirks=("Q37",),
+        )
+    how = "the profile sends tools unstreamed"
+    try:
+        result = await ctx.ask(stream=True, messages=_auto_history(), tools=[TOOL_WEATHER])
+    except ProviderError as error:
+        raise CheckFailed(
+            f"an answer once {how}", f"{got}; unstreamed: {str(error)[:160]}", quirks=("Q37",)
+        ) from None
+    if is_empty(result):
+        raise CheckFailed(
+            f"an answer once {how}", f"{got}; unstreamed: {_said(result)}", quirks=("Q37",)
+        )
+    return Normalized(("Q37",), f"{got}; {how}, and that request answers")
+
+
 async def parallel_live(ctx: LiveContext) -> Normalized | None:
     prompt = "What is the weather in Paris and in Tokyo? Call get_weather once for each city."
-    raw, result = await _probe(ctx, _body(ctx, prompt, TOOL_WEATHER), "T8-unstreamed")
+    raw, result = await probe(ctx, tools_body(ctx, prompt, TOOL_WEATHER), "T8-unstreamed")
     calls = result.message.tool_calls
+    await no_call(ctx, result, "two cities", prompt, TOOL_WEATHER)
     if len(calls) < 2:
         raise CheckSkipped(f"model behaviour: {len(calls)} tool call(s) for two cities")
     bad = [c.raw_arguments for c in calls if c.raw_arguments is not None]
@@ -309,7 +363,9 @@ async def parallel_results_live(ctx: LiveContext) -> Normalized | None:
         result = await ctx.ask(messages=history, tools=[TOOL_WEATHER], max_tokens=96)
     except ProviderError as error:
         got = str(error)[:200]
-        raise CheckFailed("two results sent together accepted", got, quirks=("Q34",)) from None
+        quirks = ("Q34",) if refusal(error) else ()
+        raise CheckFailed("two results sent together accepted", got, quirks=quirks) from None
+    expect_answer(result, "the answer to two results")
     text = result.message.content.lower()
     words = (("21", "sunny", "paris"), ("15", "rain", "tokyo"))
     if result.message.tool_calls or not all(any(w in text for w in ws) for ws in words):
@@ -321,7 +377,7 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
     if ctx.wire == "anthropic":
         raise CheckSkipped(OPENAI_ONLY)
     probes = {
-        "with tools": _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER),
+        "with tools": tools_body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER),
         "without tools": {
             "messages": [{"role": "user", "content": SAY_HELLO}],
             "max_tokens": 32,
@@ -334,7 +390,7 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
             rejected.append(label)
         elif raw.status != 200:
             got = f"{raw.status}: {raw.text[:200]}"
-            raise CheckFailed(f"200, or a 400/422 ({label})", got, quirks=("Q33",))
+            raise CheckFailed(f"200, or a 400/422 ({label})", got)
         elif label == "with tools":
             calls = len(_scan(ctx, raw)[1])
     if rejected:
@@ -346,7 +402,9 @@ async def parallel_flag_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def none_live(ctx: LiveContext) -> Normalized | None:
-    result = await _ask(ctx, "an answer", prompt=SAY_HELLO, tools=[TOOL_WEATHER], max_tokens=64)
+    tools = [TOOL_WEATHER]
+    result = await ask_or_fail(ctx, "an answer", prompt=SAY_HELLO, tools=tools, max_tokens=64)
+    expect_answer(result, "'say hello' with tools bound")
     if result.message.tool_calls:
         names = [c.name for c in result.message.tool_calls]
         raise CheckSkipped(f"model behaviour: called {names} for 'say hello'")
@@ -354,9 +412,10 @@ async def none_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("a text answer's finish reason", repr(result.finish_reason))
     if not ctx.target.capabilities.has("tool_choice"):
         return None
-    body = _body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER)
+    body = tools_body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER)
     body["tool_choice"] = {"type": "none"} if ctx.wire == "anthropic" else "none"
-    answer = (await _probe(ctx, body, "T11-tool-choice-none"))[1]
+    answer = (await probe(ctx, body, "T11-tool-choice-none"))[1]
+    expect_answer(answer, "tool_choice none")
     if answer.message.tool_calls:
         raise CheckFailed("no call with tool_choice none", repr(answer.message.tool_calls))
     return None
@@ -366,11 +425,12 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     prompt = 'What is the weather in 東京? Call get_weather with the city "東京".'
     seen: dict[str, str] = {}
     if ctx.target.capabilities.has("tool_choice"):
-        raw, result = await _probe(ctx, _body(ctx, prompt, TOOL_WEATHER, force=True), "T12")
+        raw, result = await probe(ctx, tools_body(ctx, prompt, TOOL_WEATHER, force=True), "T12")
+        expect_answer(result, "a named tool_choice")
         seen = _scan(ctx, raw)[0]
     else:
-        result = await _ask(ctx, "an answer", prompt=prompt, tools=[TOOL_WEATHER])
-        _model_miss(result, "a CJK city")
+        result = await ask_or_fail(ctx, "an answer", prompt=prompt, tools=[TOOL_WEATHER])
+        await no_call(ctx, result, "a CJK city", prompt, TOOL_WEATHER)
     calls = result.message.tool_calls
     if not calls or calls[0].raw_arguments is not None:
         raise CheckFailed("one call whose arguments parse", repr(calls))
@@ -380,82 +440,3 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     if not isinstance(city, str) or not any(ord(ch) > 127 for ch in city):
         raise CheckSkipped(f"model behaviour: the city argument {city!r} has no CJK character")
     return _verdict(seen)
-
-
-async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
-    history: list[Message] = [UserMessage("What is the weather in Paris, Tokyo and Lima?")]
-    for call_id, city in FOREIGN_CALLS:
-        call = ToolCall(call_id, GET_WEATHER, {"city": city})
-        history += [
-            AssistantMessage("", tool_calls=[call]),
-            ToolMessage(call_id, f"{city}: sunny."),
-        ]
-    quirks = ctx.target.quirks
-    shape: Normalized | None = None
-    try:
-        await ctx.ask(stream=False, messages=history, tools=[TOOL_WEATHER], max_tokens=32)
-    except ProviderError as error:
-        got = str(error)[:200]
-        if ctx.wire == "anthropic":
-            raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",)) from None
-        # The same history with the other assistant-content shape: tells ids from content.
-        quirks = evolve(quirks, null_assistant_content=not quirks.null_assistant_content)
-        try:
-            await ctx.ask(
-                stream=False, quirks=quirks, messages=history, tools=[TOOL_WEATHER], max_tokens=32
-            )
-        except ProviderError:
-            raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",)) from None
-        sent = "null" if quirks.null_assistant_content else "''"
-        note = f"the ids are accepted once assistant content is {sent} (see A4)"
-        shape = Normalized(("Q23",), note)
-    if ctx.wire == "anthropic":
-        return None
-    content = None if quirks.null_assistant_content else ""
-    messages = [
-        {"role": "user", "content": WEATHER_IN_PARIS},
-        {
-            "role": "assistant",
-            "content": content,
-            "tool_calls": [openai_call(LONG_CALL_ID, GET_WEATHER, PARIS_JSON)],
-        },
-        {"role": "tool", "tool_call_id": LONG_CALL_ID, "content": "Sunny."},
-    ]
-    raw = await ctx.raw({"messages": messages, "max_tokens": 16}, name="T14-long-id")
-    if raw.status in (400, 422):
-        return Normalized(("Q6",), "a 60-character id is rejected; the adapter shortens ids to 40")
-    return shape
-
-
-async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
-    history: list[Message] = [
-        SystemMessage(SYSTEM_PROMPT),
-        UserMessage("What is the weather in Paris? Use the get_weather tool."),
-    ]
-    first = await _ask(ctx, "a first answer", messages=history, tools=[TOOL_WEATHER])
-    if not first.message.tool_calls and not ctx.target.quirks.explicit_tool_choice:
-        # Some servers only show the tools to the model when tool_choice is given.
-        quirks = evolve(ctx.target.quirks, explicit_tool_choice=True, stream_with_tools=False)
-        try:
-            again = await ctx.ask(
-                stream=False, quirks=quirks, messages=history, tools=[TOOL_WEATHER]
-            )
-        except ProviderError:
-            again = first
-        if again.message.tool_calls:
-            raise CheckFailed(
-                "a tool call for the request the profile sends (no tool_choice)",
-                "no call; the same request with tool_choice 'auto' gets one: the server ignores "
-                "tools unless tool_choice is given (set explicit_tool_choice)",
-            )
-    _model_miss(first, "the weather in Paris")
-    history.append(first.message)
-    history += [ToolMessage(c.id, "Paris: sunny, 21 °C.") for c in first.message.tool_calls]
-    second = await _ask(ctx, "an answer to the tool result", messages=history, tools=[TOOL_WEATHER])
-    if second.message.tool_calls:
-        raise CheckSkipped("model behaviour: called a tool again instead of answering")
-    if second.finish_reason not in ("stop", "length"):
-        raise CheckFailed("a final answer with finish_reason 'stop'", repr(second.finish_reason))
-    if not second.message.content.strip():
-        raise CheckSkipped("model behaviour: an empty final answer")
-    return None

@@ -184,7 +184,16 @@ async def no_index(ctx: RecordedContext) -> Normalized | None:
 
 async def repeated_id_name(ctx: RecordedContext) -> Normalized | None:
     if ctx.wire == "anthropic":
-        raise CheckSkipped(OPENAI_ONLY)
+        # LiteLLM's Messages route: one tool_use block per chunk, all with the call's id.
+        parts = ['{"ci', 'ty": ', '"Par', 'is"}']
+        blocks = [anthropic_tool_use(i, "toolu_01", GET_WEATHER, p) for i, p in enumerate(parts)]
+        case = {"one tool_use block per chunk, one id": anthropic_stream(*blocks)}
+        result = (await _cases(ctx, case, PARIS_ONLY, ("Q40",)))[0]
+        if [c.id for c in result.message.tool_calls] != ["toolu_01"]:
+            got = repr([c.id for c in result.message.tool_calls])
+            raise CheckFailed("the id as sent", got, quirks=("Q40",))
+        note = f"{len(parts)} consecutive tool_use blocks with one id read as one call"
+        return Normalized(("Q40",), note)
     parts = ["", '{"ci', 'ty": ', '"Paris"}']
     cases = {
         "indexed": openai_stream(*(tool_delta(0, "call_1", GET_WEATHER, p) for p in parts)),

@@ -1,0 +1,262 @@
+"""Causes a check can prove by varying a request, instead of blaming the model.
+
+A live check that gets no tool call, or an answer that rambles, first asks whether a request
+variation explains it: the prompt tokens of the same request without tools, with tools, and
+with tools and ``tool_choice``; of the same text as a string and as content blocks; and the
+same measurement on the other wire of the same server. A difference the server should not
+make is a failure that names the cause with its figures; ``model behaviour`` is left for
+what no variation explains, and its message says what was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from attrs import evolve, frozen
+
+from agentfsm.adapters.providers import ProviderError
+from agentfsm.engine.messages import ChatResult, ToolSpec
+
+from ..context import LiveContext, Wire
+from ..model import CheckFailed, CheckSkipped
+
+__all__ = [
+    "BLOCKS_AS_TEXT",
+    "EMPTY_ANSWER",
+    "TOOLS_ONLY_WITH_CHOICE",
+    "ToolPrompt",
+    "blocks_failure",
+    "blocks_inflated",
+    "expect_answer",
+    "is_empty",
+    "measure_tool_prompt",
+    "no_call",
+    "other_wire_figures",
+    "prompt_tokens",
+    "refusal",
+    "sends_tool_choice",
+    "string_vs_blocks",
+]
+
+EMPTY_ANSWER = "empty_answer"
+"""The cause named when a request gets neither text nor a tool call."""
+TOOLS_ONLY_WITH_CHOICE = "tools reach the prompt only with tool_choice"
+BLOCKS_AS_TEXT = "text blocks reach the prompt as more than their text"
+MARGIN = 8
+"""Prompt tokens a variation must add before it counts (a tool's schema adds dozens)."""
+
+
+def is_empty(result: ChatResult) -> bool:
+    """Neither text nor a tool call (reasoning alone does not answer anybody)."""
+    return not result.message.tool_calls and not result.message.content.strip()
+
+
+def _describe(result: ChatResult) -> str:
+    usage = result.usage
+    counts = f", usage {usage.input_tokens}/{usage.output_tokens}" if usage else ", no usage"
+    return f"finish {result.finish_reason!r}, no text, no tool call{counts}"
+
+
+def expect_answer(result: ChatResult, what: str) -> None:
+    """``result`` answers (text or a call); otherwise a failure naming ``empty_answer``."""
+    if is_empty(result):
+        raise CheckFailed(
+            f"{what}: text or a tool call", f"{EMPTY_ANSWER}: {_describe(result)}", quirks=("Q37",)
+        )
+
+
+def refusal(error: ProviderError) -> bool:
+    """The server answered and refused the request itself: a 4xx, or a 5xx that quotes a
+    validation error. A plain 5xx, a timeout or a connection failure says nothing about the
+    request's shape, so no quirk is blamed for it."""
+    status = error.status or 0
+    if 400 <= status < 500 and status not in (401, 403, 408, 429):
+        return True
+    text = str(error).lower()
+    return status >= 500 and any(w in text for w in ("validation", "input should", "invalid"))
+
+
+# -- prompt tokens -------------------------------------------------------------------------
+
+
+def _other(wire: Wire) -> Wire:
+    return "anthropic" if wire == "openai-chat" else "openai-chat"
+
+
+def _messages(wire: Wire, prompt: str, system: str | None, blocks: bool) -> dict[str, Any]:
+    content: Any = [{"type": "text", "text": prompt}] if blocks else prompt
+    messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+    if system is None:
+        return {"messages": messages}
+    if wire == "anthropic":
+        return {"messages": messages, "system": system}
+    return {"messages": [{"role": "system", "content": system}, *messages]}
+
+
+def _tools(wire: Wire, spec: ToolSpec, choice: bool) -> dict[str, Any]:
+    fields = {"name": spec.name, "description": spec.description}
+    if wire == "anthropic":
+        body: dict[str, Any] = {"tools": [{**fields, "input_schema": spec.parameters}]}
+        return {**body, "tool_choice": {"type": "auto"}} if choice else body
+    body = {"tools": [{"type": "function", "function": {**fields, "parameters": spec.parameters}}]}
+    return {**body, "tool_choice": "auto"} if choice else body
+
+
+async def prompt_tokens(ctx: LiveContext, body: dict[str, Any], *, name: str) -> int | None:
+    """The prompt tokens the server counts for ``body`` (unstreamed, a few output tokens), or
+    ``None`` when the answer carries no count."""
+    try:
+        raw = await ctx.raw({**body, "max_tokens": 8, "temperature": 0}, name=name)
+    except httpx.HTTPError:  # a measurement that cannot be made is no verdict
+        return None
+    try:
+        data = raw.json() if raw.status == 200 else None
+    except ValueError:
+        return None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    keys: tuple[str, ...] = ("prompt_tokens",)
+    if ctx.wire == "anthropic":
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    counts = [usage.get(k) for k in keys]
+    total = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
+    return total if total > 0 else None
+
+
+def _on(ctx: LiveContext, wire: Wire) -> LiveContext:
+    """The same target on ``wire`` (the recordings shared)."""
+    return evolve(ctx, target=evolve(ctx.target, wire=wire))
+
+
+@frozen
+class ToolPrompt:
+    """The prompt tokens of one request on one wire: without tools, with tools, and with
+    tools and ``tool_choice: auto``."""
+
+    wire: Wire
+    bare: int | None
+    tools: int | None
+    chosen: int | None
+
+    @property
+    def measured(self) -> bool:
+        return None not in (self.bare, self.tools, self.chosen)
+
+    @property
+    def only_with_choice(self) -> bool:
+        """The tools change the prompt only when ``tool_choice`` is sent."""
+        if self.bare is None or self.tools is None or self.chosen is None:
+            return False
+        return self.tools - self.bare < MARGIN <= self.chosen - self.bare
+
+    @property
+    def never(self) -> bool:
+        """The tools change the prompt in no form."""
+        if self.bare is None or self.tools is None or self.chosen is None:
+            return False
+        return max(self.tools, self.chosen) - self.bare < MARGIN
+
+    def summary(self) -> str:
+        def show(n: int | None) -> str:
+            return "?" if n is None else str(n)
+
+        return (
+            f"prompt tokens on the {self.wire} wire: {show(self.bare)} without tools, "
+            f"{show(self.tools)} with tools, {show(self.chosen)} with tools and tool_choice"
+        )
+
+
+async def measure_tool_prompt(
+    ctx: LiveContext, prompt: str, spec: ToolSpec, *, system: str | None = None
+) -> ToolPrompt:
+    """Three unstreamed requests that differ only in their tools and ``tool_choice``."""
+    base = _messages(ctx.wire, prompt, system, blocks=False)
+    name = f"cause-tool-prompt-{ctx.wire}"
+    bare = await prompt_tokens(ctx, base, name=f"{name}-bare")
+    tools = await prompt_tokens(ctx, {**base, **_tools(ctx.wire, spec, False)}, name=name)
+    chosen = await prompt_tokens(
+        ctx, {**base, **_tools(ctx.wire, spec, True)}, name=f"{name}-choice"
+    )
+    return ToolPrompt(ctx.wire, bare, tools, chosen)
+
+
+async def other_wire_figures(
+    ctx: LiveContext, prompt: str, spec: ToolSpec, *, system: str | None = None
+) -> str:
+    """The same measurement on the server's other wire, as ``"; …"``, or ``""`` when that
+    wire does not answer with counts."""
+    other = await measure_tool_prompt(_on(ctx, _other(ctx.wire)), prompt, spec, system=system)
+    return f"; {other.summary()}" if other.measured else ""
+
+
+async def sends_tool_choice(ctx: LiveContext) -> bool:
+    """Whether the adapter the target builds sends ``tool_choice`` with tools (its quirk
+    profile's ``explicit_tool_choice``)."""
+    chat = ctx.chat(stream=False)
+    try:
+        return bool(getattr(getattr(chat, "quirks", None), "explicit_tool_choice", False))
+    finally:
+        close = getattr(chat, "aclose", None)
+        if callable(close):
+            await close()
+
+
+async def no_call(
+    ctx: LiveContext,
+    result: ChatResult,
+    what: str,
+    prompt: str,
+    spec: ToolSpec,
+    *,
+    system: str | None = None,
+) -> None:
+    """``result`` holds no tool call: fail on an empty answer or on a cause the prompt tokens
+    prove; otherwise skip as model behaviour, saying what was measured."""
+    if result.message.tool_calls:
+        return
+    expect_answer(result, what)
+    here = await measure_tool_prompt(ctx, prompt, spec, system=system)
+    answered = f"answered {result.message.content[:60]!r}"
+    if here.never or (here.only_with_choice and not await sends_tool_choice(ctx)):
+        there = await other_wire_figures(ctx, prompt, spec, system=system)
+        cause = "the tools never reach the prompt" if here.never else TOOLS_ONLY_WITH_CHOICE
+        raise CheckFailed(
+            f"{what}: the tools in the prompt of the request the adapter sends",
+            f"no tool call ({answered}): {cause} ({here.summary()}{there})",
+            quirks=("Q39",),
+        )
+    figures = here.summary() if here.measured else "prompt tokens could not be measured"
+    raise CheckSkipped(f"model behaviour: no tool call for {what} ({answered}; {figures})")
+
+
+async def string_vs_blocks(ctx: LiveContext, prompt: str) -> tuple[int, int] | None:
+    """Prompt tokens of ``prompt`` as a string and as one text block; ``None`` when either
+    cannot be measured."""
+    name = f"cause-content-{ctx.wire}"
+    string = await prompt_tokens(
+        ctx, _messages(ctx.wire, prompt, None, blocks=False), name=f"{name}-string"
+    )
+    blocks = await prompt_tokens(
+        ctx, _messages(ctx.wire, prompt, None, blocks=True), name=f"{name}-blocks"
+    )
+    return None if string is None or blocks is None else (string, blocks)
+
+
+def blocks_inflated(counts: tuple[int, int] | None) -> bool:
+    """Text blocks counted as clearly more than the same text as a string."""
+    if counts is None:
+        return False
+    string, blocks = counts
+    return blocks - string >= max(MARGIN, string // 2)
+
+
+def blocks_failure(counts: tuple[int, int], wire: Wire) -> CheckFailed:
+    string, blocks = counts
+    got = (
+        f"{BLOCKS_AS_TEXT}: {blocks} prompt tokens as a text block, {string} as a string "
+        f"(the {wire} adapter sends blocks; the server renders the list, not its text)"
+    )
+    expected = "the same prompt tokens for a text block as for the string"
+    return CheckFailed(expected, got, quirks=("Q38",))
