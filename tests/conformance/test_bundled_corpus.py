@@ -147,16 +147,36 @@ async def test_run_corpus_refuses_a_missing_or_empty_folder(tmp_path: Path) -> N
         await run_corpus(target, tmp_path)
 
 
-@pytest.mark.parametrize(("wire", "files"), [("openai-chat", 51), ("anthropic", 20)])
-def test_cli_corpus_replays_the_bundled_corpus_by_default(
-    wire: str, files: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "report.json"
-    argv = ["conformance", "corpus", "--out", str(out)]
-    assert main(argv if wire == "openai-chat" else [*argv, "--wire", wire]) == 0
-    assert f"on recorded corpus ({files} files)" in capsys.readouterr().out
-    report = json.loads(out.read_text("utf-8"))
+BUNDLED_WIRES = (("openai-chat", 51), ("anthropic", 20))
+
+
+def _holds_on_every_file(path: Path, wire: str, files: int) -> None:
+    report = json.loads(path.read_text("utf-8"))
     assert (report["mode"], report["wire"]) == ("recorded", wire)
     w1 = next(r for r in report["results"] if r["check"] == "W1")
     assert (w1["outcome"], w1["message"]) == ("pass", f"holds on {files} recorded files")
     assert {r["outcome"] for r in report["results"]} == {"pass", "skip"}
+
+
+def test_cli_corpus_replays_the_bundled_corpus_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --wire, each wire's files through its own adapter: a report per wire."""
+    out = tmp_path / "report.json"
+    assert main(["conformance", "corpus", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert not out.exists()
+    for wire, files in BUNDLED_WIRES:
+        assert f"{wire} adapter on recorded corpus ({files} files)" in printed.out
+        _holds_on_every_file(tmp_path / f"report.{wire}.json", wire, files)
+    assert f"{BUNDLED_WIRES[0][1]} openai-chat" in printed.err
+
+
+@pytest.mark.parametrize(("wire", "files"), BUNDLED_WIRES)
+def test_cli_corpus_replays_one_wire_of_the_bundled_corpus(
+    wire: str, files: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report.json"
+    assert main(["conformance", "corpus", "--wire", wire, "--out", str(out)]) == 0
+    assert f"on recorded corpus ({files} files)" in capsys.readouterr().out
+    _holds_on_every_file(out, wire, files)

@@ -179,24 +179,43 @@ def _matrix(argv: Sequence[str]) -> int:
     return 0
 
 
+def _wire_files(out: str, wire: str, several: bool) -> Path:
+    """Where a report goes: ``out`` itself, or ``out`` with the wire before its suffix when
+    a run has a report per wire."""
+    path = Path(out)
+    return path.with_name(f"{path.stem}.{wire}{path.suffix}") if several else path
+
+
 def _corpus(argv: Sequence[str]) -> int:
     from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy
     from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
     from agentfsm.conformance.bundled import CorpusMissingError, bundled_corpus
+    from agentfsm.conformance.context import Wire
+    from agentfsm.conformance.corpus import corpus_wires
     from agentfsm.engine.protocols import ChatFn
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance corpus",
         description="The recorded checks on recorded exchanges: replay the corpus that ships "
         "with agentfsm (or DIR: a --record folder, or a folder of provider folders) through "
-        "the project's adapter and hold each exchange to the checks' invariants.",
+        "the project's adapter of each recording's wire and hold each exchange to the "
+        "checks' invariants. A run that exercises no check is not a pass.",
     )
     parser.add_argument(
         "folder", metavar="DIR", nargs="?", help="recorded exchanges (default: the bundled corpus)"
     )
-    parser.add_argument("--wire", choices=("openai-chat", "anthropic"), default="openai-chat")
-    parser.add_argument("--out", metavar="report.json")
-    parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument(
+        "--wire",
+        choices=("openai-chat", "anthropic"),
+        help="replay only the recordings of this wire (default: every wire found, each "
+        "recording through its own wire's adapter)",
+    )
+    parser.add_argument(
+        "--out", metavar="report.json", help="with several wires: report.<wire>.json each"
+    )
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="with several wires: FILE's name with .<wire> each"
+    )
     args = parser.parse_args(argv)
     try:
         folder = bundled_corpus() if args.folder is None else Path(args.folder)
@@ -206,25 +225,61 @@ def _corpus(argv: Sequence[str]) -> int:
     if not folder.is_dir():
         print(f"agentfsm conformance corpus: no folder {folder}", file=sys.stderr)
         return 2
-
-    def factory(url: str) -> ChatFn:
-        once = RetryPolicy(max_attempts=1)
-        if args.wire == "anthropic":
-            return AnthropicChat("recorded", base_url=url, retry=once)
-        return OpenAIChat("recorded", base_url=url, retry=once)
-
-    target = RecordedTarget(factory, args.wire, name=f"{args.wire} adapter")
     try:
-        report = asyncio.run(run_corpus(target, folder))
+        by_wire = corpus_wires(folder)
     except CorpusMissingError as error:
         print(f"agentfsm conformance corpus: {error}", file=sys.stderr)
         return 2
-    _print_table(report)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(report_markdown(report), "utf-8")
-    return 1 if report.failed else 0
+    found = ", ".join(
+        f"{len(files)} {wire or 'of no wire read here'}"
+        for wire, files in sorted(by_wire.items(), key=lambda item: str(item[0]))
+    )
+    print(f"recorded files in {folder}: {found}", file=sys.stderr)
+    known: tuple[Wire, ...] = ("openai-chat", "anthropic")
+    wires = [w for w in known if w == args.wire or (not args.wire and w in by_wire)]
+    if not wires:
+        print(
+            f"agentfsm conformance corpus: nothing exercised: no file of {folder} speaks a "
+            "wire the project's adapters read (openai-chat, anthropic); not a pass",
+            file=sys.stderr,
+        )
+        return 1
+
+    def target(wire: Wire) -> RecordedTarget:
+        def factory(url: str) -> ChatFn:
+            once = RetryPolicy(max_attempts=1)
+            if wire == "anthropic":
+                return AnthropicChat("recorded", base_url=url, retry=once)
+            return OpenAIChat("recorded", base_url=url, retry=once)
+
+        return RecordedTarget(factory, wire, name=f"{wire} adapter")
+
+    code = 0
+    for wire in wires:
+        report = asyncio.run(run_corpus(target(wire), folder))
+        _print_table(report)
+        several = len(wires) > 1
+        if args.out:
+            out = _wire_files(args.out, wire, several)
+            out.write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
+        if args.markdown:
+            _wire_files(args.markdown, wire, several).write_text(report_markdown(report), "utf-8")
+        if report.failed:
+            code = 1
+        if all(result.outcome == "skip" for result in report.results):
+            files = len(by_wire.get(wire, []))
+            what = (
+                f"none of its {files} recorded file{'s' if files != 1 else ''} exercises a check"
+                if files
+                else f"no file of {folder} speaks it"
+            )
+            print(
+                f"agentfsm conformance corpus: nothing exercised on the {wire} wire: {what}; "
+                "not a pass",
+                file=sys.stderr,
+            )
+            code = 1
+    return code
 
 
 def _probe_parser() -> argparse.ArgumentParser:

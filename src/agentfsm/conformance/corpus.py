@@ -30,7 +30,7 @@ from .context import RecordedTarget, Wire
 from .exchange import CALL_TIMEOUT, CallOutcome, RecordedExchange, parse_reply
 from .model import QUIRK_NOTES, Check, CheckResult, Group, Mode, Outcome, Report
 
-__all__ = ["CALL_TIMEOUT", "bundled_corpus", "corpus_files", "run_corpus"]
+__all__ = ["CALL_TIMEOUT", "bundled_corpus", "corpus_files", "corpus_wires", "run_corpus"]
 
 _HOP = re.compile(r"(proxy-)?connection|keep-alive|te|trailers?|upgrade|transfer-encoding")
 
@@ -60,16 +60,39 @@ def _paths(wire_dir: Path) -> list[Path]:
     return paths
 
 
-def _fixtures(wire_dir: Path | None, wire: Wire) -> list[WireFixture]:
+def _all_fixtures(wire_dir: Path | None) -> list[WireFixture]:
     folder = bundled_corpus() if wire_dir is None else Path(wire_dir)
-    fixtures = [load_wire_fixture(p) for p in _paths(folder)]
-    return [f for f in fixtures if fixture_wire(f) == wire]
+    return [load_wire_fixture(p) for p in _paths(folder)]
+
+
+def _whole(fixture: WireFixture) -> bool:
+    return all(response.whole for response in fixture.responses)
+
+
+def _fixtures(wire_dir: Path | None, wire: Wire) -> tuple[list[WireFixture], int]:
+    """The replayable fixtures of ``wire``, and how many of that wire are not (a recording
+    that cut a body, or kept it content-encoded, would replay as another answer)."""
+    fixtures = [f for f in _all_fixtures(wire_dir) if fixture_wire(f) == wire]
+    whole = [f for f in fixtures if _whole(f)]
+    return whole, len(fixtures) - len(whole)
 
 
 def corpus_files(wire_dir: Path | None, wire: Wire) -> list[Path]:
     """The recorded files of ``wire_dir`` (``None``: the bundled corpus) an adapter of
     ``wire`` reads."""
-    return [fixture.path for fixture in _fixtures(wire_dir, wire)]
+    return [fixture.path for fixture in _fixtures(wire_dir, wire)[0]]
+
+
+def corpus_wires(wire_dir: Path | None) -> dict[str | None, list[Path]]:
+    """The recorded files of ``wire_dir`` (``None``: the bundled corpus) by the wire each
+    speaks (:func:`~agentfsm.adapters.providers.replay.fixture_wire`: the file's ``wire``
+    field, its API, the path of its requests, the shape of its body); ``None`` gathers the
+    files no adapter of the project reads. A missing or empty folder raises
+    :class:`~.bundled.CorpusMissingError`."""
+    out: dict[str | None, list[Path]] = {}
+    for fixture in _all_fixtures(wire_dir):
+        out.setdefault(fixture_wire(fixture), []).append(fixture.path)
+    return out
 
 
 async def _call(target: RecordedTarget, base_url: str, deltas: list[ChatDelta]) -> CallOutcome:
@@ -153,7 +176,9 @@ async def run_corpus(
 
     ``wire_dir`` is a corpus folder (with an ``index.json``), a ``--record`` folder or a
     folder of provider folders; ``None`` is the corpus that ships with agentfsm. A missing
-    or empty folder raises :class:`~.bundled.CorpusMissingError`.
+    or empty folder raises :class:`~.bundled.CorpusMissingError`. Only the files of
+    ``target.wire`` are replayed (see :func:`corpus_wires`), and of those only the ones
+    whose bodies are whole (a recording past its size limit is not).
     Each of ``checks`` (all of them by default) that declares a corpus invariant judges every
     exchange. One result per check: ``skip`` when no file exercises it, ``fail`` (or
     ``xfail``) naming the failing files; ``progress`` gets each result."""
@@ -162,11 +187,12 @@ async def run_corpus(
     chosen = list(checks) if checks is not None else list(ALL_CHECKS)
     judges = [check for check in chosen if check.corpus is not None]
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    fixtures = _fixtures(wire_dir, target.wire)
+    fixtures, cut = _fixtures(wire_dir, target.wire)
     tallies: dict[str, _Tally] = {}
     for fixture in fixtures:
         await _replay(target, fixture, judges, tallies)
-    label = f"{target.name} on recorded corpus ({len(fixtures)} files)"
+    label = f"{target.name} on recorded corpus ({len(fixtures)} files"
+    label += f"; {cut} with a cut or encoded body left out)" if cut else ")"
     report = Report(label, "recorded", started=started, wire=target.wire)
     for check in chosen:
         report.results.append(_result(check, tallies.get(check.id), target))

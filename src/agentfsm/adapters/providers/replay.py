@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ class RecordedResponse:
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    whole: bool = True
+    """The body is all the server sent, as it meant it; ``False`` when a recording cut it
+    (``truncated``) or kept it in a content encoding (``encoded``)."""
 
 
 @frozen
@@ -46,6 +50,12 @@ class WireFixture:
     responses: tuple[RecordedResponse, ...]
     name: str = ""
     """How reports name the exchange: a fixture's ``id``, else ``folder/file``."""
+    uris: tuple[str, ...] = ()
+    """The recorded requests' URIs (none when the file records responses only)."""
+    declared_wire: str | None = None
+    """The file's own ``wire`` field (``agentfsm.wire-fixture/1``), when it has one."""
+    declares_wire: bool = False
+    """Whether the file has a ``wire`` field (it may say ``null``: no adapter reads it)."""
 
     @property
     def label(self) -> str:
@@ -104,7 +114,9 @@ def _from_json(file: Path) -> WireFixture:
             body = _sse_from_lines(body.decode("utf-8"))
         pairs = response.get("headers") or []
         headers = tuple((str(k), str(v)) for k, v in pairs if str(k).lower() not in _DROP_HEADERS)
-        responses.append(RecordedResponse(int(response["status"]), headers, body))
+        whole = not response.get("truncated") and not response.get("encoded")
+        responses.append(RecordedResponse(int(response["status"]), headers, body, whole))
+    wire = data.get("wire")
     return WireFixture(
         file,
         str(data["provider"]),
@@ -112,7 +124,15 @@ def _from_json(file: Path) -> WireFixture:
         bool(data["streaming"]),
         tuple(responses),
         str(data["id"]),
+        _uris(data["interactions"]),
+        str(wire) if wire is not None else None,
+        "wire" in data,
     )
+
+
+def _uris(interactions: Any) -> tuple[str, ...]:
+    requests = [i.get("request") for i in interactions or [] if isinstance(i, Mapping)]
+    return tuple(str(r["uri"]) for r in requests if isinstance(r, Mapping) and r.get("uri"))
 
 
 def load_wire_fixture(path: str | Path) -> WireFixture:
@@ -163,16 +183,46 @@ def load_wire_fixture(path: str | Path) -> WireFixture:
         str(meta.get("api", "unknown")),
         bool(meta.get("streaming", False)),
         tuple(responses),
+        uris=_uris(data.get("interactions")),
     )
+
+
+_ANTHROPIC_EVENTS = re.compile(
+    rb'^event: *(message_start|content_block_start)\b|"type": *"(message_start|message)"', re.M
+)
+
+
+def _path_wire(uri: str) -> str | None:
+    path = uri.split("?", 1)[0].rstrip("/")
+    if path.endswith("/messages"):
+        return "anthropic"
+    if path.endswith("/chat/completions"):
+        return "openai-chat"
+    return None
 
 
 def fixture_wire(fixture: WireFixture) -> str | None:
     """The wire a recorded file speaks: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
-    Completions, or an unlabelled stream), or ``None`` (Gemini-native, Responses API …)."""
+    Completions, or an unlabelled stream), or ``None`` (Gemini-native, Responses API …).
+
+    In order: the file's own ``wire`` field; its provider or API (``anthropic``,
+    ``messages``); the path of its recorded requests (``…/messages``,
+    ``…/chat/completions``); another labelled API (no wire); for a body without a label, a
+    Messages stream or message (``message_start`` …) is Anthropic's, anything else
+    Chat Completions."""
+    if fixture.declares_wire:
+        return fixture.declared_wire
     if fixture.provider == "anthropic" or fixture.api == "messages":
         return "anthropic"
+    paths = {_path_wire(uri) for uri in fixture.uris} - {None}
+    if len(paths) == 1:
+        return paths.pop()
     if fixture.provider == "gemini" or fixture.api not in ("chat.completions", "unknown"):
         return None
+    if fixture.api == "unknown" and any(
+        _ANTHROPIC_EVENTS.search(r.body[:4096]) for r in fixture.responses
+    ):
+        return "anthropic"
     return "openai-chat"
 
 
