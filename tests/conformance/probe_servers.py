@@ -66,6 +66,8 @@ class OpenAIServer:
     rejects_stream_options: bool = False
     wants_max_completion_tokens: bool = False
     never_calls_tools: bool = False
+    rejects_tool_history: bool = False
+    """Refuses every history holding a tool call, whatever its content shape."""
 
     def __call__(self, request: RecordedRequest) -> Reply:
         if self.key is not None and request.headers.get("authorization") != f"Bearer {self.key}":
@@ -77,6 +79,8 @@ class OpenAIServer:
         if self.wants_max_completion_tokens and "max_tokens" in body:
             message = "Use 'max_completion_tokens' instead of 'max_tokens'"
             return Reply.json({"error": {"message": message}}, 400)
+        if self.rejects_tool_history and any(m.get("tool_calls") for m in body["messages"]):
+            return Reply.json({"error": {"message": "tool calls are not supported"}}, 500)
         nulls = [m for m in body["messages"] if m["role"] == "assistant" and m["content"] is None]
         if self.rejects_null_content and nulls:
             return Reply.json({"detail": "content: Input should be a valid string"}, 500)

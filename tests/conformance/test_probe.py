@@ -137,12 +137,25 @@ def test_the_cli_on_the_anthropic_wire_without_v1(capsys: pytest.CaptureFixture[
 
 
 def test_no_profile_works(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = cli(OpenAIServer(rejects_tool_history=True))
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "no profile works: A4 (fail: " in out
+    assert "verified:" not in out
+    assert "(profiles tried: OpenAIQuirks(), OpenAIQuirks(explicit_tool_choice=True)," in out
+    assert out.count("verifying ") == 4  # the suggestion and its three neighbours
+
+
+def test_a_model_that_never_calls_a_tool_verifies_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, _ = cli(OpenAIServer(never_calls_tools=True))
     out = capsys.readouterr().out
     assert code == 1
-    assert "no profile works: T15 (skip: model behaviour: no tool call" in out
-    assert "verified:" not in out
-    assert "OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True))" in out
+    assert "not verified: T15 (skip: model behaviour: no tool call" in out
+    assert "no decisive check failed" in out
+    assert "verified: " not in out.replace("not verified: ", "")
+    assert "T16" in out  # a skip does not stop the checks after it
 
 
 @pytest.mark.parametrize(

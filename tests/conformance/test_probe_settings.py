@@ -85,12 +85,19 @@ def test_the_verified_profile_is_written_and_run_applies_it(
     assert code == 0
 
 
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (OpenAIServer(rejects_tool_history=True), "no profile works"),
+        (OpenAIServer(never_calls_tools=True), "not verified"),
+    ],
+)
 def test_nothing_is_written_without_a_verified_profile(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: OpenAIServer, said: str
 ) -> None:
-    assert probe_into(tmp_path, OpenAIServer(never_calls_tools=True), str(tmp_path)) == 1
+    assert probe_into(tmp_path, server, str(tmp_path)) == 1
     captured = capsys.readouterr()
-    assert "no profile works" in captured.out
+    assert said in captured.out
     assert "settings not written: no verified profile" in captured.err
     assert not (tmp_path / ".agentfsm").exists()
 

@@ -337,7 +337,8 @@ def _probe(argv: Sequence[str]) -> int:
     print(f"suggested: {profile_text(quirks)}")
 
     def progress(profile: Any, result: Any) -> None:
-        note = f": {result.message[:200]}" if result.message else ""
+        message = " ".join(result.message.split())
+        note = f": {message[:199]}…" if len(message) > 200 else f": {message}" if message else ""
         print(
             f"  {MARKS[result.outcome]} {result.check:<4} {result.name:<32} {result.outcome}{note}",
             flush=True,
@@ -355,11 +356,14 @@ def _probe(argv: Sequence[str]) -> int:
         verify(args.base_url, args.model, quirks, key, wire=args.wire, progress=announce)
     )
     if checked.verified is None:
-        print(
-            "no profile works: "
-            + "; ".join(checked.failing() or ["the decisive checks did not pass"])
-            + f" (profiles tried: {', '.join(profile_text(p) for p, _ in checked.tried)})"
-        )
+        tried = ", ".join(profile_text(p) for p, _ in checked.tried)
+        if checked.failing():
+            print(f"no profile works: {'; '.join(checked.failing())} (profiles tried: {tried})")
+        else:
+            print(
+                f"not verified: {'; '.join(checked.unshown())} under every profile tried "
+                f"({tried}); no decisive check failed, but these showed nothing"
+            )
         if args.write_settings is not None:
             print("settings not written: no verified profile", file=sys.stderr)
         return 1

@@ -42,6 +42,8 @@ loop's two turns (a tool call, then an answer to its result) and a streamed auto
 choice, all through the adapter built under the profile. (Anthropic's A1 measures the text
 blocks the default adapter sends, which ``string_content`` replaces; T15 covers the answer.)"""
 
+_PASSED = ("pass", "pass-normalized")
+
 _SHARED = ("explicit_tool_choice", "stream_with_tools")
 """Quirks both wires have; a check's variation of them reaches the Anthropic adapter too."""
 
@@ -107,19 +109,32 @@ class Verification:
     verified: QuirkProfile | None
     """The first profile under which every decisive check passed; ``None``: no profile."""
     tried: tuple[tuple[QuirkProfile, tuple[CheckResult, ...]], ...]
-    """Each profile tried, with the results of its checks (the run stops at a failure)."""
+    """Each profile tried, with the results of its checks (the run stops at a failure, not
+    at a skip)."""
 
-    def failing(self) -> list[str]:
-        """The decisive checks that failed under every profile tried (``T15 (…)``)."""
-        last: dict[str, str] = {}
-        passed: set[str] = set()
+    def _never_passed(self, outcomes: tuple[str, ...]) -> list[str]:
+        passed = {r.check for _, results in self.tried for r in results if r.outcome in _PASSED}
+        first: dict[str, str] = {}
         for _, results in self.tried:
             for result in results:
-                if result.outcome in ("pass", "pass-normalized"):
-                    passed.add(result.check)
-                else:
-                    last[result.check] = f"{result.outcome}: {result.message[:160]}"
-        return [f"{check} ({why})" for check, why in last.items() if check not in passed]
+                if result.check not in passed and result.outcome in outcomes:
+                    first.setdefault(result.check, f"{result.outcome}: {_line(result.message)}")
+        return [f"{check} ({why})" for check, why in first.items()]
+
+    def failing(self) -> list[str]:
+        """The decisive checks that never passed and failed (``T16 (fail: …)``)."""
+        return self._never_passed(("fail", "xfail"))
+
+    def unshown(self) -> list[str]:
+        """The decisive checks that never passed nor failed: skipped, their message says
+        why (``T15 (skip: model behaviour: …)``)."""
+        failing = {entry.split(" ", 1)[0] for entry in self.failing()}
+        return [e for e in self._never_passed(("skip",)) if e.split(" ", 1)[0] not in failing]
+
+
+def _line(text: str, limit: int = 200) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def _target(
@@ -156,12 +171,10 @@ async def verify(
             results.append(result)
             if progress is not None:
                 progress(candidate, result)
-            if result.outcome not in ("pass", "pass-normalized"):
-                break
+            if result.outcome in ("fail", "xfail"):
+                break  # a skip shows nothing, but the checks after it still show something
         tried.append((candidate, tuple(results)))
-        if len(results) == len(chosen) and all(
-            r.outcome in ("pass", "pass-normalized") for r in results
-        ):
+        if len(results) == len(chosen) and all(r.outcome in _PASSED for r in results):
             return Verification(candidate, tuple(tried))
     return Verification(None, tuple(tried))
 
