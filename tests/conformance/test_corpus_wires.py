@@ -18,10 +18,10 @@ from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_cor
 from agentfsm.conformance.checks import by_id
 from agentfsm.conformance.context import LiveContext, Wire
 from agentfsm.conformance.corpus import corpus_wires
-from agentfsm.conformance.frames import completion
+from agentfsm.conformance.frames import DONE, chunk, completion
 from agentfsm.conformance.record import save_recordings
 from agentfsm.engine.messages import UserMessage
-from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
+from agentfsm.testing import FakeProviderServer, Pause, RecordedRequest, Reply
 
 from .test_record import FAST, anthropic_answer, openai_answer
 
@@ -149,7 +149,7 @@ def test_a_huge_body_is_recorded_cut_and_left_out_of_the_corpus(
     assert not load_wire_fixture(path).responses[0].whole
     replay = RecordedTarget(lambda url: OpenAIChat("m", base_url=url))
     report = asyncio.run(run_corpus(replay, tmp_path))
-    assert report.target.endswith("(0 files; 1 with a cut or encoded body left out)")
+    assert report.target.endswith("(0 files; 1 with a cut, encoded or unfinished body left out)")
     assert {r.outcome for r in report.results} == {"skip"}
     assert main(["conformance", "corpus", str(tmp_path)]) == 1  # nothing exercised
     assert "nothing exercised on the openai-chat wire" in capsys.readouterr().err
@@ -244,3 +244,44 @@ def test_fixture_wire_reads_the_file_then_the_path_then_the_body(tmp_path: Path)
     for wire in ("openai-chat", None):
         (tmp_path / "f.json").write_text(json.dumps({**fixture, "wire": wire}), "utf-8")
         assert fixture_wire(load_wire_fixture(tmp_path / "f.json")) == wire
+
+
+def test_an_aborted_call_is_recorded_unfinished_and_left_out(tmp_path: Path) -> None:
+    """C1 aborts on the first delta: the recording holds the stream as far as it came and is
+    not replayed (as a whole answer it would be a false failure)."""
+    pieces = [chunk({"content": f"{n} "}) for n in range(1, 40)]
+    slow = [x for piece in pieces for x in (piece, Pause(0.05))]
+    with FakeProviderServer() as server:
+        server.handler = lambda request: Reply.sse([*slow, chunk({}, finish="stop"), DONE])
+        target = LiveTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path, timeouts=FAST)
+        report = asyncio.run(run_checks(target, [by_id("C1")]))
+    assert report.results[0].outcome == "pass"
+    (document,) = [json.loads(p.read_text("utf-8")) for p in tmp_path.glob("*-C1-adapter.json")]
+    response = document["interactions"][0]["response"]
+    assert response["complete"] is False
+    assert response["note"] == "the body ends where the reader left it"
+    assert response["body"]["text"].startswith('data: {"id"')
+    assert "[DONE]" not in response["body"]["text"]
+    replay = RecordedTarget(lambda url: OpenAIChat("m", base_url=url))
+    label = asyncio.run(run_corpus(replay, tmp_path)).target
+    assert label.endswith("(0 files; 1 with a cut, encoded or unfinished body left out)")
+
+
+def test_a_stream_left_open_after_its_final_record_is_whole(tmp_path: Path) -> None:
+    """A server that neither sends [DONE] nor closes: the adapter leaves after the final
+    record, and the recording still replays."""
+    frames: list[str | Pause] = [chunk({"content": "PONG"}), chunk({}, finish="stop"), Pause(3.0)]
+    with FakeProviderServer() as server:
+        server.handler = lambda request: Reply.sse(frames)
+        target = LiveTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path, timeouts=FAST)
+        context = LiveContext(target, check="W2")
+        assert asyncio.run(context.ask(stream=True)).message.content == "PONG"
+    (path,) = save_recordings(target, context.recordings)
+    response = json.loads(path.read_text("utf-8"))["interactions"][0]["response"]
+    assert "complete" not in response
+    assert response["note"] == "the body ends where the reader left it, after the final record"
+    replay = RecordedTarget(lambda url: OpenAIChat("m", base_url=url))
+    report = asyncio.run(run_corpus(replay, tmp_path))
+    assert report.target.endswith("(1 files)")
+    a1 = next(r for r in report.results if r.check == "A1")
+    assert (a1.outcome, a1.message) == ("pass", "holds on 1 recorded file")

@@ -71,7 +71,8 @@ def _whole(fixture: WireFixture) -> bool:
 
 def _fixtures(wire_dir: Path | None, wire: Wire) -> tuple[list[WireFixture], int]:
     """The replayable fixtures of ``wire``, and how many of that wire are not (a recording
-    that cut a body, or kept it content-encoded, would replay as another answer)."""
+    that cut a body, kept it content-encoded, or holds it only up to an abort or a broken
+    connection would replay as another answer)."""
     fixtures = [f for f in _all_fixtures(wire_dir) if fixture_wire(f) == wire]
     whole = [f for f in fixtures if _whole(f)]
     return whole, len(fixtures) - len(whole)
@@ -178,7 +179,8 @@ async def run_corpus(
     folder of provider folders; ``None`` is the corpus that ships with agentfsm. A missing
     or empty folder raises :class:`~.bundled.CorpusMissingError`. Only the files of
     ``target.wire`` are replayed (see :func:`corpus_wires`), and of those only the ones
-    whose bodies are whole (a recording past its size limit is not).
+    whose bodies are whole (a recording past its size limit, or of a call aborted midway,
+    is not).
     Each of ``checks`` (all of them by default) that declares a corpus invariant judges every
     exchange. One result per check: ``skip`` when no file exercises it, ``fail`` (or
     ``xfail``) naming the failing files; ``progress`` gets each result."""
@@ -192,7 +194,7 @@ async def run_corpus(
     for fixture in fixtures:
         await _replay(target, fixture, judges, tallies)
     label = f"{target.name} on recorded corpus ({len(fixtures)} files"
-    label += f"; {cut} with a cut or encoded body left out)" if cut else ")"
+    label += f"; {cut} with a cut, encoded or unfinished body left out)" if cut else ")"
     report = Report(label, "recorded", started=started, wire=target.wire)
     for check in chosen:
         report.results.append(_result(check, tallies.get(check.id), target))

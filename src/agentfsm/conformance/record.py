@@ -70,6 +70,7 @@ as ``x-litellm-model-api-base``) is left out."""
 FIXTURE_FORMAT = "agentfsm.wire-fixture/1"
 
 _PAIR = re.compile(r'\[\n\s+("(?:[^"\\\n]|\\.)*"),\n\s+("(?:[^"\\\n]|\\.)*")\n\s+\]')
+_FINAL = re.compile(rb'^data: *\[DONE\]|"type": *"message_stop"|"finish_reason": *"', re.M)
 _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
 
 
@@ -329,8 +330,11 @@ def _document(capture: Capture, folder: Path, stem: str, target: LiveTarget) -> 
         response["encoded"] = coding
         notes.append(f"the body is kept as sent, in content-encoding {coding}")
     if not capture.complete:
-        response["complete"] = False
         ended = f"it broke off ({capture.error})" if capture.error else "the reader left it"
+        if capture.error or not _FINAL.search(body):
+            response["complete"] = False  # an abort, a timeout, a dropped connection
+        else:
+            ended += ", after the final record"  # a server that keeps the stream open
         notes.append(f"the body ends where {ended}")
     if notes:
         response["note"] = "; ".join(notes)

@@ -36,7 +36,8 @@ class RecordedResponse:
     body: bytes
     whole: bool = True
     """The body is all the server sent, as it meant it; ``False`` when a recording cut it
-    (``truncated``) or kept it in a content encoding (``encoded``)."""
+    (``truncated``), kept it in a content encoding (``encoded``), or holds it only up to
+    where the reader left or the connection broke (``complete: false``)."""
 
 
 @frozen
@@ -115,6 +116,7 @@ def _from_json(file: Path) -> WireFixture:
         pairs = response.get("headers") or []
         headers = tuple((str(k), str(v)) for k, v in pairs if str(k).lower() not in _DROP_HEADERS)
         whole = not response.get("truncated") and not response.get("encoded")
+        whole = whole and response.get("complete", True) is not False
         responses.append(RecordedResponse(int(response["status"]), headers, body, whole))
     wire = data.get("wire")
     return WireFixture(
