@@ -100,7 +100,7 @@ async def test_a1_names_text_blocks_rendered_as_more_than_their_text() -> None:
     assert "text blocks reach the prompt as more than their text: 41 prompt tokens as a text " in (
         result.got or ""
     )
-    assert "block, 16 as a string" in (result.got or "")
+    assert "block, 16 as a string; on the openai-chat wire: 16 as a text part" in (result.got or "")
     assert (await run("A1", "anthropic", Proxy(blocks_as_repr=False))).outcome == "pass"
 
 

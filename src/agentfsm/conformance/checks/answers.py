@@ -20,7 +20,7 @@ from ..context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from ..exchange import RecordedExchange, Verdict, on_success, verdict
 from ..frames import DONE, chunk, completion, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
-from .causes import blocks_failure, blocks_inflated, expect_answer, refusal, string_vs_blocks
+from .causes import blocks_as_text, expect_answer, refusal
 
 __all__ = ["CHECKS"]
 
@@ -108,12 +108,8 @@ async def basic(ctx: RecordedContext) -> Normalized | None:
 
 async def basic_live(ctx: LiveContext) -> Normalized | None:
     prompt = "Reply with the single word PONG."
-    counts = None
-    if ctx.wire == "anthropic":  # the adapter sends text blocks: do they reach the model as text?
-        counts = await string_vs_blocks(ctx, prompt)
-        if blocks_inflated(counts):
-            assert counts is not None
-            raise blocks_failure(counts, ctx.wire)
+    # The Messages adapter sends text blocks: do they reach the model as their text?
+    counts = await blocks_as_text(ctx, prompt) if ctx.wire == "anthropic" else None
     for stream in _modes(ctx):
         result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=256)
         if result.finish_reason == "length":
@@ -323,7 +319,8 @@ CHECKS = [
         "answer.basic",
         "answers",
         "'reply PONG', streamed and unstreamed",
-        "non-empty text, finish_reason 'stop', the model name",
+        "non-empty text, finish_reason 'stop', the model name; live on the Messages wire: a "
+        "text block counts as many prompt tokens as its text",
         recorded=basic,
         live=basic_live,
         corpus=basic_corpus,
@@ -357,7 +354,7 @@ CHECKS = [
         "a history with an assistant tool-call turn whose content is null, then ''",
         "accepted, or accepted with the shape the quirk profile sends",
         needs=("tools",),
-        quirks=("Q23",),
+        quirks=("Q23", "Q37"),
         live=content_shapes_live,
     ),
 ]

@@ -26,8 +26,8 @@ __all__ = [
     "EMPTY_ANSWER",
     "TOOLS_ONLY_WITH_CHOICE",
     "ToolPrompt",
-    "blocks_failure",
-    "blocks_inflated",
+    "adapter_profile",
+    "blocks_as_text",
     "expect_answer",
     "is_empty",
     "measure_tool_prompt",
@@ -36,6 +36,7 @@ __all__ = [
     "prompt_tokens",
     "refusal",
     "sends_tool_choice",
+    "streams_tools",
     "string_vs_blocks",
 ]
 
@@ -191,16 +192,26 @@ async def other_wire_figures(
     return f"; {other.summary()}" if other.measured else ""
 
 
-async def sends_tool_choice(ctx: LiveContext) -> bool:
-    """Whether the adapter the target builds sends ``tool_choice`` with tools (its quirk
-    profile's ``explicit_tool_choice``)."""
+async def adapter_profile(ctx: LiveContext) -> Any:
+    """The quirk profile of the adapter the target builds (``None`` if it has none)."""
     chat = ctx.chat(stream=False)
     try:
-        return bool(getattr(getattr(chat, "quirks", None), "explicit_tool_choice", False))
+        return getattr(chat, "quirks", None)
     finally:
         close = getattr(chat, "aclose", None)
         if callable(close):
             await close()
+
+
+async def sends_tool_choice(ctx: LiveContext) -> bool:
+    """Whether the adapter the target builds sends ``tool_choice`` with tools (its quirk
+    profile's ``explicit_tool_choice``)."""
+    return bool(getattr(await adapter_profile(ctx), "explicit_tool_choice", False))
+
+
+async def streams_tools(ctx: LiveContext) -> bool:
+    """Whether the adapter the target builds streams a request that offers tools."""
+    return bool(getattr(await adapter_profile(ctx), "stream_with_tools", True))
 
 
 async def no_call(
@@ -244,7 +255,7 @@ async def string_vs_blocks(ctx: LiveContext, prompt: str) -> tuple[int, int] | N
     return None if string is None or blocks is None else (string, blocks)
 
 
-def blocks_inflated(counts: tuple[int, int] | None) -> bool:
+def _inflated(counts: tuple[int, int] | None) -> bool:
     """Text blocks counted as clearly more than the same text as a string."""
     if counts is None:
         return False
@@ -252,11 +263,22 @@ def blocks_inflated(counts: tuple[int, int] | None) -> bool:
     return blocks - string >= max(MARGIN, string // 2)
 
 
-def blocks_failure(counts: tuple[int, int], wire: Wire) -> CheckFailed:
+async def blocks_as_text(ctx: LiveContext, prompt: str) -> tuple[int, int] | None:
+    """The prompt tokens of ``prompt`` as a string and as a text block (``None`` when not
+    reported); a failure naming both counts (and the other wire's) when the block costs
+    clearly more than its text."""
+    counts = await string_vs_blocks(ctx, prompt)
+    if counts is None or not _inflated(counts):
+        return counts
     string, blocks = counts
+    other = _other(ctx.wire)
+    there = await string_vs_blocks(_on(ctx, other), prompt)
+    also = (
+        f"; on the {other} wire: {there[1]} as a text part, {there[0]} as a string" if there else ""
+    )
     got = (
-        f"{BLOCKS_AS_TEXT}: {blocks} prompt tokens as a text block, {string} as a string "
-        f"(the {wire} adapter sends blocks; the server renders the list, not its text)"
+        f"{BLOCKS_AS_TEXT}: {blocks} prompt tokens as a text block, {string} as a string{also} "
+        f"(the {ctx.wire} adapter sends blocks; the server renders the list, not its text)"
     )
     expected = "the same prompt tokens for a text block as for the string"
-    return CheckFailed(expected, got, quirks=("Q38",))
+    raise CheckFailed(expected, got, quirks=("Q38",))

@@ -74,7 +74,7 @@ CHECKS = [
         "a call of a parameterless tool, streamed and not",
         "arguments {}",
         needs=("tools",),
-        quirks=("Q13",),
+        quirks=("Q5", "Q13", "Q37", "Q39", "Q40"),
         recorded=recorded.no_args,
         live=live.no_args_live,
         corpus=invariants.no_args_corpus,
@@ -86,7 +86,7 @@ CHECKS = [
         "one tool request streamed and not",
         "equal names and arguments; one finish; role once",
         needs=("tools", "streaming"),
-        quirks=("Q12",),
+        quirks=("Q5", "Q12", "Q26", "Q37", "Q39", "Q40"),
         live=live.stream_equals_nonstream_live,
     ),
     _Check(
@@ -108,7 +108,7 @@ CHECKS = [
         "two tool results returned together",
         "accepted; the answer uses both",
         needs=("tools", "parallel_tools"),
-        quirks=("Q34",),
+        quirks=("Q34", "Q37"),
         live=live.parallel_results_live,
     ),
     _Check(
@@ -128,6 +128,7 @@ CHECKS = [
         "tools bound, 'say hello'; tool_choice none",
         "no calls",
         needs=("tools",),
+        quirks=("Q37",),
         live=live.none_live,
         corpus=invariants.none_corpus,
     ),
@@ -138,6 +139,7 @@ CHECKS = [
         "a CJK argument",
         "no \\uXXXX in the parsed value",
         needs=("tools",),
+        quirks=("Q37", "Q39"),
         live=live.unicode_args_live,
     ),
     _Check(
@@ -158,7 +160,7 @@ CHECKS = [
         "a history with ids abc123, toolu_…, 60 chars",
         "accepted; ids within the provider's limit",
         needs=("tools",),
-        quirks=("Q6",),
+        quirks=("Q6", "Q23", "Q37"),
         live=history.foreign_ids_live,
     ),
     _Check(
@@ -168,6 +170,7 @@ CHECKS = [
         "call → result → answer",
         "a two-turn success",
         needs=("tools",),
+        quirks=("Q37", "Q39"),
         live=history.agent_loop_live,
     ),
     _Check(

@@ -25,7 +25,7 @@ from agentfsm.engine.messages import (
 
 from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
 from ...model import CheckFailed, CheckSkipped, Normalized
-from ..causes import EMPTY_ANSWER, expect_answer, is_empty, no_call, refusal
+from ..causes import EMPTY_ANSWER, expect_answer, is_empty, no_call, refusal, streams_tools
 from .fixtures import (
     GET_TIME,
     GET_WEATHER,
@@ -233,7 +233,7 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     try:
         raw, streamed = await probe(ctx, body, "T7-streamed", stream=True)
     except CheckFailed as failure:
-        if not force and "empty" in failure.got and not ctx.target.quirks.stream_with_tools:
+        if not force and "empty" in failure.got and not await streams_tools(ctx):
             note = (
                 "an empty 200 for a streamed automatic tool choice; the profile does not stream it"
             )
@@ -284,7 +284,7 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
             quirks=("Q26",),
         )
     empty = "no event, no [DONE], no error frame" if not raw.text.strip() else "no finish record"
-    if not ctx.target.quirks.stream_with_tools:
+    if not await streams_tools(ctx):
         note = f"an empty 200 stream ({empty}); {adapter}; the profile sends tools unstreamed"
         return Normalized(("Q26",), note)
     raise CheckFailed(
@@ -308,8 +308,7 @@ async def _empty_auto_answer(ctx: LiveContext, answer: ChatResult) -> Normalized
     """A clean stream that answers nothing: a failure, unless the profile never streams a
     request with tools and the unstreamed request it sends instead does answer."""
     got = f"{EMPTY_ANSWER}: an HTTP 200 stream with {_said(answer)}"
-    streams = ctx.wire == "anthropic" or ctx.target.quirks.stream_with_tools
-    if streams:
+    if await streams_tools(ctx):
         raise CheckFailed(
             "a streamed answer (text or tool calls)",
             f"{got}; the adapter returns it as an empty success",
