@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local lint typecheck test test-race test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
+.PHONY: install install-local litellm-venv lint typecheck test test-race test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,11 +87,26 @@ sandbox-deps:
 demo: install-local sandbox-deps
 	$(BIN)/python examples/demo.py
 
-test-live: install install-local
+# The live tier's LiteLLM proxy lives in its own virtualenv, never in $(VENV): the pinned
+# litellm[proxy] from tests/live/litellm/requirements.txt (about a minute from PyPI).
+LITELLM_VENV  := tests/live/.litellm-venv
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+
+$(LITELLM_STAMP): tests/live/litellm/requirements.txt
+	rm -rf $(LITELLM_VENV)
+	$(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -r tests/live/litellm/requirements.txt
+	touch $(LITELLM_STAMP)
+
+litellm-venv: $(LITELLM_STAMP)
+
+# The real embedded model, directly and behind the LiteLLM proxy on both of its wires.
+test-live: install install-local litellm-venv
 	$(BIN)/python -m pytest -m live tests/live
 
 conformance-local: install install-local
 	$(BIN)/python examples/conformance_local.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LITELLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,193 @@
+"""The LiteLLM proxy of the live tier, as a child process in front of the embedded model.
+
+LiteLLM lives in its own virtualenv (``make litellm-venv`` builds ``tests/live/.litellm-venv``
+from ``tests/live/litellm/requirements.txt``), never in the project's. :func:`litellm_proxy`
+starts its ``litellm`` CLI with ``tests/live/litellm/config.yaml`` on a free 127.0.0.1 port,
+in its own process group, waits (bounded) until it answers, and stops the whole group on
+every exit path (SIGTERM, then SIGKILL; it also dies with its parent on Linux). Nothing is
+fetched at run time: the cost map and the other maps LiteLLM would download come from the
+installed package.
+
+Manual use: ``LITELLM_MASTER_KEY=sk-... .venv/bin/python -m tests.live.litellm_proxy`` starts
+the embedded model and the proxy (that key is its master key) and prints their URLs until
+interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+__all__ = [
+    "CONFIG",
+    "LITELLM_BIN",
+    "LITELLM_VENV",
+    "LiteLLMProxy",
+    "LiteLLMUnavailable",
+    "litellm_proxy",
+    "proxy_environment",
+]
+
+HERE = Path(__file__).resolve().parent
+LITELLM_VENV = HERE / ".litellm-venv"
+LITELLM_BIN = LITELLM_VENV / "bin" / "litellm"
+CONFIG = HERE / "litellm" / "config.yaml"
+# LiteLLM downloads these maps at import unless told to use the copies in the package.
+_LOCAL_MAPS = (
+    "LITELLM_LOCAL_MODEL_COST_MAP",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS",
+    "LITELLM_LOCAL_BLOG_POSTS",
+    "LITELLM_LOCAL_POLICY_TEMPLATES",
+    "LITELLM_LOCAL_AUTOROUTER_PRESETS",
+)
+# Variables that would give the proxy a database, a cache or real provider keys.
+_DROPPED = ("DATABASE_URL", "DIRECT_URL", "REDIS_HOST", "REDIS_URL", "REDIS_PORT")
+
+
+class LiteLLMUnavailable(RuntimeError):
+    """The proxy cannot run here; the message says what to build or what failed."""
+
+
+@dataclass(frozen=True)
+class LiteLLMProxy:
+    """A running proxy: ``base_url`` has no ``/v1``; the clients call ``{base_url}/v1/...``."""
+
+    base_url: str
+    master_key: str
+    log_path: Path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _own_group_dying_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def proxy_environment(
+    upstream_base_url: str, master_key: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The proxy's environment: the upstream URL, the master key, the local maps, no DB."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _DROPPED}
+    env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
+    env.update(dict.fromkeys(_LOCAL_MAPS, "True"))
+    env["LOCAL_MODEL_API_BASE"] = upstream_base_url
+    env["LITELLM_MASTER_KEY"] = master_key
+    env["LITELLM_LOG"] = "INFO"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), 10)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+    # Workers the CLI forked stay in the group; none may outlive the proxy.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _wait_ready(
+    process: asyncio.subprocess.Process, base_url: str, log: Path, limit: float
+) -> None:
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while True:
+            if process.returncode is not None:
+                tail = log.read_text("utf-8", errors="replace")[-2000:]
+                raise LiteLLMUnavailable(
+                    f"the LiteLLM proxy exited with {process.returncode}; {log}:\n{tail}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                response = await client.get(f"{base_url}/health/liveliness")
+                if response.status_code == 200:
+                    return
+            if time.monotonic() - started > limit:
+                raise LiteLLMUnavailable(f"the LiteLLM proxy did not answer in {limit:g} s; {log}")
+            await asyncio.sleep(0.25)
+
+
+@contextlib.asynccontextmanager
+async def litellm_proxy(
+    upstream_base_url: str,
+    *,
+    master_key: str | None = None,
+    config: Path = CONFIG,
+    startup_timeout: float = 120.0,
+) -> AsyncIterator[LiteLLMProxy]:
+    """Run the proxy in front of ``upstream_base_url`` (an OpenAI-compatible ``.../v1``)."""
+    if not LITELLM_BIN.exists():
+        raise LiteLLMUnavailable(f"no LiteLLM virtualenv at {LITELLM_VENV}: run make litellm-venv")
+    key = master_key or f"sk-live-{secrets.token_hex(12)}"
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"agentfsm-litellm-{port}.log"
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            str(LITELLM_BIN),
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            env=proxy_environment(upstream_base_url, key),
+            cwd=str(LITELLM_VENV),
+            preexec_fn=_own_group_dying_with_parent,
+        )
+    try:
+        await _wait_ready(process, base_url, log, startup_timeout)
+        yield LiteLLMProxy(base_url=base_url, master_key=key, log_path=log)
+    finally:
+        await _stop(process)
+
+
+async def _serve() -> None:  # pragma: no cover - manual use
+    from agentfsm.adapters.providers.local import LOCAL_MODEL_NAME, LocalModel
+
+    key = os.environ.get("LITELLM_MASTER_KEY")
+    if not key:
+        raise SystemExit("set LITELLM_MASTER_KEY (the proxy's master key) first")
+    async with (
+        LocalModel(on_progress=print) as model,
+        litellm_proxy(model.base_url, master_key=key) as proxy,
+    ):
+        print(f"llama.cpp: {model.base_url}  model {LOCAL_MODEL_NAME}")
+        print(f"LiteLLM:   {proxy.base_url}/v1  key: $LITELLM_MASTER_KEY  log {proxy.log_path}")
+        print("Ctrl-C stops both.")
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve())
