@@ -18,6 +18,8 @@ __all__ = ["main"]
 
 
 def _run_parser() -> argparse.ArgumentParser:
+    from agentfsm.adapters.providers.profiles import quirk_names
+
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
@@ -56,7 +58,9 @@ def _run_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="an OpenAIQuirks field, e.g. stream_options=false",
+        help="a field of the OpenAI wire's quirk profile (OpenAIQuirks: "
+        + ", ".join(quirk_names("openai-chat"))
+        + "), e.g. explicit_tool_choice=true; 'agentfsm conformance probe' finds them",
     )
     return parser
 
