@@ -26,6 +26,20 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def prompt_tokens(body: dict[str, Any], tools_shown: bool, blocks_extra: int = 0) -> int:
+    """What a tokenizer would count, roughly: 15 for the template, a token a word of every
+    text in the request (tool results included), 80 for the tools when the model sees them,
+    ``blocks_extra`` for each text block (a server that renders blocks as a repr)."""
+    words = len(str(body.get("system") or "").split())
+    blocks = 0
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        words += len(_text_of(content).split())
+        if isinstance(content, list):
+            blocks += sum(1 for b in content if b.get("type") == "text")
+    return 15 + words + (80 if tools_shown else 0) + blocks * blocks_extra
+
+
 @define
 class _Model:
     """What the model answers: a tool call when a tool is shown and the last turn asks,
@@ -89,7 +103,7 @@ class OpenAIServer:
         )
         text, call = _Model().reply(body, shown and not self.never_calls_tools)
         auto = shown and body.get("tool_choice") == "auto"
-        usage = {"prompt_tokens": 20 + (80 if shown else 0), "completion_tokens": 3}
+        usage = {"prompt_tokens": prompt_tokens(body, shown), "completion_tokens": 3}
         usage["total_tokens"] = usage["prompt_tokens"] + 3
         if body.get("stream"):
             if auto and self.empty_auto_stream:
@@ -140,8 +154,7 @@ class AnthropicServer:
             "tool_choice" in body or not self.tools_need_tool_choice
         )
         text, call = _Model().reply(body, shown)
-        blocks = any(isinstance(m.get("content"), list) for m in body["messages"])
-        prompt = (67 if blocks and self.blocks_inflate else 18) + (80 if shown else 0)
+        prompt = prompt_tokens(body, shown, 45 if self.blocks_inflate else 0)
         auto = shown and body.get("tool_choice") == {"type": "auto"}
         usage = {"input_tokens": prompt, "output_tokens": 3}
         stop = "tool_use" if call is not None else "end_turn"

@@ -57,7 +57,7 @@ async def test_a_llama_cpp_like_server_gets_its_profile() -> None:
     assert quirks == OpenAIQuirks(
         stream_with_tools=False, explicit_tool_choice=True, null_assistant_content=False
     )
-    assert "tools reach the prompt only with tool_choice auto (20 vs 100 prompt tokens)" in findings
+    assert "tools reach the prompt only with tool_choice auto (30 vs 110 prompt tokens)" in findings
     assert (
         "a streamed request with tools gets no parsable answer (an empty 200 stream); "
         "the same request unstreamed answers"
@@ -103,9 +103,9 @@ async def test_anthropic_wire_profile(suffix: str) -> None:
     )
     assert (
         "text blocks reach the prompt as more than their text "
-        "(18 prompt tokens as a string, 67 as a block)"
+        "(17 prompt tokens as a string, 62 as a block)"
     ) in findings
-    assert "tools reach the prompt only with tool_choice auto (18 vs 98 prompt tokens)" in findings
+    assert "tools reach the prompt only with tool_choice auto (30 vs 110 prompt tokens)" in findings
 
 
 async def test_an_anthropic_like_server_needs_no_quirk() -> None:
@@ -133,6 +133,25 @@ def test_the_cli_on_the_anthropic_wire_without_v1(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert code == 0, out
     assert "verified: AnthropicQuirks(explicit_tool_choice=True, string_content=True)" in out
+    assert set(paths) == {"/v1/messages"}
+
+
+def test_a_litellm_like_anthropic_route_is_verified_under_its_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Tools only with tool_choice, a clean empty streamed answer, text blocks as a repr:
+    the profile that avoids all three passes the decisive checks."""
+    server = AnthropicServer(
+        tools_need_tool_choice=True, clean_empty_auto_stream=True, blocks_inflate=True
+    )
+    code, paths = cli(server, "--wire", "anthropic")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    profile = (
+        "AnthropicQuirks(explicit_tool_choice=True, stream_with_tools=False, string_content=True)"
+    )
+    assert f"verified: {profile}" in out
+    assert "T16  tools.stream_auto" in out
     assert set(paths) == {"/v1/messages"}
 
 
