@@ -44,6 +44,12 @@ class Proxy:
     """A 400 for any history with an assistant tool-call turn."""
     empty_everything: bool = False
     """Every answer is empty (finish 'stop', no text, no call)."""
+    needs_assistant_text: bool = False
+    """A 500 for a Messages assistant turn of tool_use blocks alone (LiteLLM sends the turn
+    upstream without content, and llama-cpp-python's template needs it)."""
+    drops_tool_results: bool = False
+    """Tool results never reach the prompt (llama-cpp-python's template renders no tool
+    message); off by default so that the other verdicts show."""
 
 
 def _text(content: Any) -> str:
@@ -57,6 +63,8 @@ def _prompt_tokens(proxy: Proxy, wire: str, body: dict[str, Any]) -> int:
     count = 10 + len(_text(body.get("system") or "").split())
     for message in body["messages"]:
         content = message.get("content") or ""
+        if proxy.drops_tool_results and _is_result(message):
+            continue
         if wire == "anthropic" and proxy.blocks_as_repr and isinstance(content, list):
             count += len(str(content)) // 2
         else:
@@ -64,6 +72,12 @@ def _prompt_tokens(proxy: Proxy, wire: str, body: dict[str, Any]) -> int:
     if _sees_tools(proxy, body):
         count += TOOL_TOKENS
     return count
+
+
+def _is_result(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return message["role"] == "tool" or any(b.get("type") == "tool_result" for b in blocks)
 
 
 def _sees_tools(proxy: Proxy, body: dict[str, Any]) -> bool:
@@ -103,6 +117,18 @@ def _rejection(proxy: Proxy, body: dict[str, Any]) -> Reply | None:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_use"
     ]
+    bare_turns = [
+        m
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        and isinstance(m.get("content"), list)
+        and all(b.get("type") == "tool_use" for b in m["content"])
+    ]
+    if proxy.needs_assistant_text and bare_turns:
+        message = "litellm.InternalServerError: 'dict object' has no attribute 'content'"
+        return Reply.json(
+            {"type": "error", "error": {"type": "api_error", "message": message}}, 500
+        )
     if proxy.rejects_tool_history and ids:
         return Reply.json({"error": {"message": "tool-call turns are not supported"}}, 400)
     limit = proxy.rejects_ids_over

@@ -152,6 +152,31 @@ async def test_tools_that_never_reach_the_prompt_are_named() -> None:
     assert "tools reach the prompt only with tool_choice" in (result.got or "")
 
 
+@pytest.mark.parametrize("wire", WIRES)
+async def test_t15_fails_when_tool_results_never_reach_the_prompt(wire: Wire) -> None:
+    proxy = Proxy(tools_need_choice=False, blocks_as_repr=False, drops_tool_results=True)
+    result = await run("T15", wire, proxy)
+    assert (result.outcome, result.quirks) == ("fail", ("Q42",)), result
+    # 10 + "What is the weather in Paris?" + "Let me check." + the tool; the result: nothing.
+    tokens = 10 + 6 + 3 + TOOL_TOKENS
+    assert (
+        f"tool results never reach the prompt: {tokens} prompt tokens with a short tool result, "
+        f"{tokens} with one 80 words longer"
+    ) in (result.got or "")
+    seen = await run("T15", wire, Proxy(tools_need_choice=False, blocks_as_repr=False))
+    assert seen.outcome == "pass", seen
+
+
+async def test_t9_tells_unseen_results_from_model_behaviour() -> None:
+    capabilities = Capabilities(parallel_tools=True)
+    proxy = Proxy(drops_tool_results=True, tools_need_choice=False)
+    result = await run("T9", "openai-chat", proxy, capabilities=capabilities)
+    assert (result.outcome, result.quirks) == ("fail", ("Q42",)), result
+    seen = await run("T9", "openai-chat", Proxy(tools_need_choice=False), capabilities=capabilities)
+    assert seen.outcome == "skip"
+    assert seen.message.startswith("model behaviour: the answer does not use both results")
+
+
 # -- quirks from what was observed ---------------------------------------------------------
 
 
@@ -201,7 +226,7 @@ async def test_t14_blames_ids_only_when_short_ids_are_accepted() -> None:
     assert "the ids call_1, call_2, call_3 is accepted" in (long_ids.got or "")
     any_ids = await run("T14", "openai-chat", Proxy(rejects_tool_history=True))
     assert (any_ids.outcome, any_ids.quirks) == ("fail", ())
-    assert "so the ids are not the cause" in (any_ids.got or "")
+    assert "the ids are not the cause (see A4)" in (any_ids.got or "")
 
 
 async def test_a4_blames_q23_only_when_the_turn_is_what_is_rejected() -> None:
@@ -210,6 +235,10 @@ async def test_a4_blames_q23_only_when_the_turn_is_what_is_rejected() -> None:
     anthropic = await run("A4", "anthropic", Proxy(rejects_tool_history=True))
     assert (anthropic.outcome, anthropic.quirks) == ("fail", ())
     assert "without the tool-call turn: accepted" in (anthropic.got or "")
+    bare = await run("A4", "anthropic", Proxy(needs_assistant_text=True, blocks_as_repr=False))
+    assert (bare.outcome, bare.quirks) == ("fail", ("Q23",)), bare
+    assert "an assistant turn of tool_use blocks alone gets 500" in (bare.got or "")
+    assert "the same turn with a text block beside them is accepted" in (bare.got or "")
 
 
 # -- the recorded corpus -------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from ..exchange import RecordedExchange, Verdict, on_success, verdict
 from ..frames import DONE, chunk, completion, event
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
-from .causes import blocks_as_text, expect_answer, refusal
+from .causes import blocks_as_text, expect_answer, refusal, tool_turn_needs_text
 
 __all__ = ["CHECKS"]
 
@@ -244,6 +244,9 @@ async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
     if ctx.wire == "anthropic":
         error = await _rejection(ctx, None)
         if error is not None:
+            shape = await tool_turn_needs_text(ctx, TOOL_WEATHER)
+            if shape is not None:  # the content of the turn, as with null or '' (Q23)
+                raise CheckFailed("a tool-call history accepted", shape, quirks=("Q23",))
             plain = await _plain_fails(ctx)
             got = f"{error}; without the tool-call turn: {plain or 'accepted'}"
             raise CheckFailed("a tool-call history accepted", got)

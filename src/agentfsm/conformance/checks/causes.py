@@ -24,6 +24,7 @@ from ..model import CheckFailed, CheckSkipped
 __all__ = [
     "BLOCKS_AS_TEXT",
     "EMPTY_ANSWER",
+    "RESULTS_UNSEEN",
     "TOOLS_ONLY_WITH_CHOICE",
     "ToolPrompt",
     "adapter_profile",
@@ -35,6 +36,8 @@ __all__ = [
     "other_wire_figures",
     "prompt_tokens",
     "refusal",
+    "results_reach_prompt",
+    "tool_turn_needs_text",
     "sends_tool_choice",
     "streams_tools",
     "string_vs_blocks",
@@ -43,6 +46,7 @@ __all__ = [
 EMPTY_ANSWER = "empty_answer"
 """The cause named when a request gets neither text nor a tool call."""
 TOOLS_ONLY_WITH_CHOICE = "tools reach the prompt only with tool_choice"
+RESULTS_UNSEEN = "tool results never reach the prompt"
 BLOCKS_AS_TEXT = "text blocks reach the prompt as more than their text"
 MARGIN = 8
 """Prompt tokens a variation must add before it counts (a tool's schema adds dozens)."""
@@ -282,3 +286,86 @@ async def blocks_as_text(ctx: LiveContext, prompt: str) -> tuple[int, int] | Non
     )
     expected = "the same prompt tokens for a text block as for the string"
     raise CheckFailed(expected, got, quirks=("Q38",))
+
+
+_RESULT = "Paris: sunny, 21 °C."
+_LONGER = _RESULT + " The sky stays clear and the wind light all afternoon." * 8
+
+
+def _result_history(ctx: LiveContext, spec: ToolSpec, result: str) -> dict[str, Any]:
+    """A call of ``spec`` and its ``result``, in the wire's own shape (the assistant turn
+    carries a little text, which every server accepts)."""
+    question = {"role": "user", "content": "What is the weather in Paris?"}
+    if ctx.wire == "anthropic":
+        use = {"type": "tool_use", "id": "toolu_r1", "name": spec.name, "input": {"city": "Paris"}}
+        answer = {"type": "tool_result", "tool_use_id": "toolu_r1", "content": result}
+        turns = [
+            question,
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me check."}, use]},
+            {"role": "user", "content": [answer]},
+        ]
+    else:
+        call = {"name": spec.name, "arguments": '{"city": "Paris"}'}
+        turns = [
+            question,
+            {
+                "role": "assistant",
+                "content": "Let me check.",
+                "tool_calls": [{"id": "call_r1", "type": "function", "function": call}],
+            },
+            {"role": "tool", "tool_call_id": "call_r1", "content": result},
+        ]
+    return {"messages": turns, **_tools(ctx.wire, spec, False)}
+
+
+async def results_reach_prompt(ctx: LiveContext, spec: ToolSpec) -> None:
+    """Fail when a tool result of about 80 more words costs no more prompt tokens than a
+    short one: the server drops tool results, and the model answers without them."""
+    name = f"cause-tool-result-{ctx.wire}"
+    short = await prompt_tokens(ctx, _result_history(ctx, spec, _RESULT), name=f"{name}-short")
+    long = await prompt_tokens(ctx, _result_history(ctx, spec, _LONGER), name=f"{name}-long")
+    if short is None or long is None or long - short >= MARGIN:
+        return
+    words = len(_LONGER.split()) - len(_RESULT.split())
+    raise CheckFailed(
+        "a tool result in the prompt",
+        f"{RESULTS_UNSEEN}: {short} prompt tokens with a short tool result, {long} with one "
+        f"{words} words longer (the model answers without the results)",
+        quirks=("Q42",),
+    )
+
+
+async def tool_turn_needs_text(ctx: LiveContext, spec: ToolSpec) -> str | None:
+    """Messages wire: when an assistant turn of ``tool_use`` blocks alone is refused and the
+    same turn with a text block beside them is accepted, say so (``None`` otherwise)."""
+
+    async def status(with_text: bool) -> tuple[int, str]:
+        blocks = [{"type": "text", "text": "Let me check."}] if with_text else []
+        use = {"type": "tool_use", "id": "toolu_a4", "name": spec.name, "input": {}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_a4", "content": _RESULT}
+        body = {
+            "messages": [
+                {"role": "user", "content": "What is the weather in Paris?"},
+                {"role": "assistant", "content": [*blocks, use]},
+                {"role": "user", "content": [result]},
+            ],
+            **_tools(ctx.wire, spec, False),
+            "max_tokens": 16,
+        }
+        name = f"cause-tool-turn-{'text' if with_text else 'bare'}"
+        try:
+            raw = await ctx.raw(body, name=name)
+        except httpx.HTTPError as error:
+            return 0, type(error).__name__
+        return raw.status, raw.text[:160]
+
+    bare, why = await status(False)
+    if bare == 200 or bare == 0:
+        return None
+    with_text, _ = await status(True)
+    if with_text != 200:
+        return None
+    return (
+        f"an assistant turn of tool_use blocks alone gets {bare} ({why}); the same turn with a "
+        "text block beside them is accepted"
+    )

@@ -108,7 +108,7 @@ CHECKS = [
         "two tool results returned together",
         "accepted; the answer uses both",
         needs=("tools", "parallel_tools"),
-        quirks=("Q34", "Q37"),
+        quirks=("Q34", "Q37", "Q42"),
         live=live.parallel_results_live,
     ),
     _Check(
@@ -170,7 +170,7 @@ CHECKS = [
         "call → result → answer",
         "a two-turn success",
         needs=("tools",),
-        quirks=("Q37", "Q39"),
+        quirks=("Q37", "Q39", "Q42"),
         live=history.agent_loop_live,
     ),
     _Check(

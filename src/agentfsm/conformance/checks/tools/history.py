@@ -25,7 +25,7 @@ from ..causes import (
     measure_tool_prompt,
     no_call,
     other_wire_figures,
-    refusal,
+    results_reach_prompt,
     sends_tool_choice,
 )
 from .fixtures import (
@@ -87,7 +87,7 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
         if again is None:
             got += "; the same history with the ids call_1, call_2, call_3 is accepted"
             raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",))
-        why = "so the ids are not the cause (see A4)" if refusal(again) else "a server failure"
+        why = f"{str(again)[:120]}: the ids are not the cause (see A4)"
         raise CheckFailed("a tool-call history accepted", f"{got}; with short ids too: {why}")
     if ctx.wire == "anthropic":
         return shape
@@ -152,6 +152,7 @@ async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
         ctx, "an answer to the tool result", messages=history, tools=[TOOL_WEATHER]
     )
     expect_answer(second, "the answer to the tool result")
+    await results_reach_prompt(ctx, TOOL_WEATHER)
     if second.message.tool_calls:
         raise CheckSkipped("model behaviour: called a tool again instead of answering")
     if second.finish_reason not in ("stop", "length"):

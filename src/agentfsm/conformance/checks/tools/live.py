@@ -25,7 +25,15 @@ from agentfsm.engine.messages import (
 
 from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
 from ...model import CheckFailed, CheckSkipped, Normalized
-from ..causes import EMPTY_ANSWER, expect_answer, is_empty, no_call, refusal, streams_tools
+from ..causes import (
+    EMPTY_ANSWER,
+    expect_answer,
+    is_empty,
+    no_call,
+    refusal,
+    results_reach_prompt,
+    streams_tools,
+)
 from .fixtures import (
     GET_TIME,
     GET_WEATHER,
@@ -368,6 +376,7 @@ async def parallel_results_live(ctx: LiveContext) -> Normalized | None:
     text = result.message.content.lower()
     words = (("21", "sunny", "paris"), ("15", "rain", "tokyo"))
     if result.message.tool_calls or not all(any(w in text for w in ws) for ws in words):
+        await results_reach_prompt(ctx, TOOL_WEATHER)
         raise CheckSkipped(f"model behaviour: the answer does not use both results ({text[:80]!r})")
     return None
 
