@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attrs import evolve
 
 from agentfsm.adapters.providers import ProviderError, Timeouts
 from agentfsm.cli import main
@@ -242,3 +243,56 @@ def test_cli_records_a_failing_check_and_corpus_replays_it(
     empty = [d for d in fixtures(folder) if d["interactions"][0]["response"]["body"]["text"] == ""]
     assert len(empty) >= len(failing)  # A1's and those of the other streamed calls
     assert w4["message"] == f"holds on {len(empty)} recorded file{'s' * (len(empty) > 1)}"
+
+
+def test_a_context_made_inside_a_check_records_with_the_run(tmp_path: Path) -> None:
+    """E1 calls with a wrong key through a context of its own: that call is recorded under
+    E1 too, the wrong key scrubbed like the right one."""
+
+    def gateway(request: RecordedRequest) -> Reply:
+        if request.headers.get("authorization") != f"Bearer {KEY}":
+            error = {"error": {"message": "No connected db.", "type": "auth_error"}}
+            return Reply.json(error, status=400, headers=PROXY_HEADERS)
+        return openai_answer(request)
+
+    with FakeProviderServer() as server:
+        server.handler = gateway
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", api_key=KEY, record_dir=tmp_path, timeouts=FAST
+        )
+        report = asyncio.run(run_checks(target, [by_id("A1"), by_id("E1")]))
+        wrong = [r for r in server.requests if r.headers["authorization"] != f"Bearer {KEY}"]
+    e1 = report.results[1]
+    assert (e1.check, e1.outcome) == ("E1", "fail")  # a 400, not an auth error
+    assert wrong
+    recorded = [d for d in fixtures(tmp_path) if d["check"] == "E1"]
+    assert len(recorded) == len(wrong)
+    for document in recorded:
+        response = document["interactions"][0]["response"]
+        assert response["status"] == 400
+        assert "No connected db." in response["body"]["text"]
+    for path in tmp_path.glob("*.json"):
+        assert "wrong-key" not in path.read_text("utf-8")
+        assert KEY not in path.read_text("utf-8")
+
+
+async def test_a_derived_context_scrubs_its_own_key(tmp_path: Path) -> None:
+    other = "plain-secret-value-without-a-prefix-42"
+
+    def echo(request: RecordedRequest) -> Reply:
+        return openai_answer(request, f"key {request.headers['authorization']}")
+
+    with FakeProviderServer() as server:
+        server.handler = echo
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", api_key=KEY, record_dir=tmp_path, timeouts=FAST
+        )
+        run = LiveContext(target, check="X2")
+        derived = LiveContext(evolve(run.target, api_key=other))
+        assert derived.recordings is run.recordings
+        answer = await derived.ask(stream=False)
+    assert other in answer.message.content
+    (path,) = save_recordings(target, run.recordings)
+    assert path.name.endswith("-X2-adapter.json")
+    assert other not in path.read_text("utf-8")
+    assert "key [redacted]" in path.read_text("utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import httpx
-from attrs import define, field, frozen
+from attrs import Attribute, define, evolve, field, frozen
 
 from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 from agentfsm.adapters.providers import (
@@ -25,7 +25,7 @@ from agentfsm.engine.protocols import ChatDelta, ChatFn
 from agentfsm.testing import FakeProviderServer, Reply
 
 from .model import Capabilities
-from .record import RECORD_LIMIT, Capture, recording_client
+from .record import RECORD_LIMIT, Capture, Recorder, recording_client
 
 __all__ = [
     "TOOL_WEATHER",
@@ -83,6 +83,9 @@ class LiveTarget:
     )
     record_limit: int = RECORD_LIMIT
     """Bytes of one body a recording keeps (see :mod:`.record`)."""
+    recorder: Recorder | None = field(default=None, eq=False, repr=False)
+    """Set by the :class:`LiveContext` of a recorded run (leave it ``None``): a context
+    made from this target, or from a copy of it with another key, records into it."""
 
     @property
     def label(self) -> str:
@@ -170,6 +173,12 @@ class RawExchange:
         return json.loads(self.text)
 
 
+def _follow_check(context: LiveContext, _attribute: Attribute[str], check: str) -> str:
+    if context.target.recorder is not None:
+        context.target.recorder.check = check
+    return check
+
+
 @define
 class LiveContext:
     """A check in live mode.
@@ -179,8 +188,17 @@ class LiveContext:
 
     target: LiveTarget
     recordings: list[Capture] = field(factory=list)
-    check: str = "live"
+    check: str = field(default="live", on_setattr=_follow_check)
     """The id of the check being run (the runner sets it): what recordings are named after."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.target.record_dir is None:
+            return
+        recorder = self.target.recorder
+        if recorder is None:  # a run's own context: its recorder travels with its target
+            self.target = evolve(self.target, recorder=Recorder(self.recordings, self.check))
+        else:  # made inside a check (e.g. with a wrong key): it records with the run
+            self.recordings = recorder.captures
 
     @property
     def wire(self) -> Wire:
@@ -188,15 +206,17 @@ class LiveContext:
 
     def _recording(self, name: str, timeout: httpx.Timeout) -> httpx.AsyncClient | None:
         """A client that records its exchanges, when the target records."""
-        if self.target.record_dir is None:
+        recorder = self.target.recorder
+        if self.target.record_dir is None or recorder is None:
             return None
         return recording_client(
             self.recordings,
             self.target.base_url,
             timeout,
-            check=self.check,
+            check=recorder.check,
             name=name,
             limit=self.target.record_limit,
+            secrets=(self.target.api_key,) if self.target.api_key else (),
         )
 
     def chat(self, *, stream: bool = True, quirks: OpenAIQuirks | None = None) -> ChatFn:

@@ -43,6 +43,7 @@ __all__ = [
     "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
     "Capture",
+    "Recorder",
     "RecordingTransport",
     "recorded_header",
     "recording_client",
@@ -118,12 +119,24 @@ class Capture:
     """The body was read to its end (not left by the reader, nor broken off)."""
     error: str | None = None
     """What broke the body off, if something did."""
+    secrets: tuple[str, ...] = ()
+    """Keys the request carried, scrubbed from the saved file like the target's."""
 
     def add(self, chunk: bytes, limit: int) -> None:
         room = limit - len(self.body)
         if room > 0:
             self.body += chunk[:room]
         self.size += len(chunk)
+
+
+@define
+class Recorder:
+    """Where a live run's exchanges go: every context made from the run's target (a check
+    may make one with another key) adds its captures here, under the current check."""
+
+    captures: list[Capture] = field(factory=list)
+    check: str = "live"
+    """The id of the check being run: what its exchanges are named after."""
 
 
 class _Tee(httpx.AsyncByteStream):
@@ -160,11 +173,13 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         name: str,
         inner: httpx.AsyncBaseTransport | None = None,
         limit: int = RECORD_LIMIT,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.captures = captures
         self.check = check
         self.name = name
         self.limit = limit
+        self.secrets = secrets
         self._inner = inner if inner is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -177,6 +192,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
             list(request.headers.multi_items()),
             content[: self.limit],
             len(content),
+            secrets=self.secrets,
         )
         self.captures.append(capture)
         response = await self._inner.handle_async_request(request)
@@ -218,11 +234,15 @@ def recording_client(
     check: str,
     name: str,
     limit: int = RECORD_LIMIT,
+    secrets: tuple[str, ...] = (),
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for ``base_url`` that records every exchange in ``captures``
-    (the environment's proxy and CA settings honoured as by a default client)."""
+    (the environment's proxy and CA settings honoured as by a default client); ``secrets``
+    are the keys its requests carry."""
     inner = httpx.AsyncHTTPTransport(verify=_ssl_context(), proxy=_proxy(base_url))
-    transport = RecordingTransport(captures, check=check, name=name, inner=inner, limit=limit)
+    transport = RecordingTransport(
+        captures, check=check, name=name, inner=inner, limit=limit, secrets=secrets
+    )
     return httpx.AsyncClient(transport=transport, timeout=timeout, trust_env=False)
 
 
@@ -298,7 +318,7 @@ def _streaming(body: bytes) -> bool:
 
 def _document(capture: Capture, folder: Path, stem: str, target: LiveTarget) -> dict[str, Any]:
     assert capture.status is not None
-    secrets, limit = (target.api_key or "",), target.record_limit
+    secrets, limit = (target.api_key or "", *capture.secrets), target.record_limit
     wire, api = _wire(capture.url, target.wire)
     body, coding = _decoded(capture, limit)
     request: dict[str, Any] = {
@@ -371,6 +391,7 @@ def save_recordings(target: LiveTarget, recordings: Sequence[Capture]) -> list[P
         if capture.status is None:
             continue
         what = capture.name.removeprefix(f"{capture.check}-")
+        what = "raw" if what == capture.check else what  # a probe named after its check
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{capture.check}-{what}")[:80]
         stem = f"{stamp}-{number:03d}-{safe}"
         document = _document(capture, folder, stem, target)
