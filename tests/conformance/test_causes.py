@@ -217,6 +217,15 @@ async def test_u6_names_invented_stream_usage() -> None:
     assert fine.outcome == "pass"
 
 
+@pytest.mark.parametrize("wire", WIRES)
+async def test_u2_does_not_pass_a_made_up_stream_usage(wire: Wire) -> None:
+    result = await run("U2", wire, Proxy(blocks_as_repr=False))
+    assert (result.outcome, result.quirks) == ("fail", ("Q41",)), result
+    assert "input_tokens=23 streamed, 16 unstreamed for the same request" in (result.got or "")
+    fine = await run("U2", wire, Proxy(blocks_as_repr=False, invented_stream_usage=False))
+    assert fine.outcome == "pass", fine
+
+
 async def test_t14_blames_ids_only_when_short_ids_are_accepted() -> None:
     shortened = await run("T14", "openai-chat", Proxy(rejects_ids_over=40))
     assert (shortened.outcome, shortened.quirks) == ("pass-normalized", ("Q6",))

@@ -197,6 +197,7 @@ async def stream_final_live(ctx: LiveContext) -> Normalized | None:
     if result.usage is None:
         raise CheckFailed("usage at the end of the stream", "no usage", quirks=("Q15",))
     _consistent(result.usage)
+    await _the_servers_count(ctx, result.usage)
     if verdict is not None or ctx.wire == "anthropic":
         return verdict
     body = {"messages": [{"role": "user", "content": PONG}], "max_tokens": 16, "stream": True}
@@ -210,6 +211,23 @@ async def stream_final_live(ctx: LiveContext) -> Normalized | None:
     if len(carrying) > 1:
         return Normalized(("Q19",), f"{len(carrying)} frames carry usage; the adapter kept one")
     return None
+
+
+async def _the_servers_count(ctx: LiveContext, streamed: Usage) -> None:
+    """A streamed usage that is not the one the server counts for the same request
+    unstreamed is made up on the way (a proxy counting for itself): not a usage to trust."""
+    try:
+        plain = (await ctx.ask(stream=False, prompt=PONG, max_tokens=16)).usage
+    except ProviderError:
+        return  # nothing to compare with; U1 judges the unstreamed answer
+    if plain is None or plain.input_tokens == streamed.input_tokens:
+        return
+    raise CheckFailed(
+        "the server's own count at the end of the stream",
+        f"input_tokens={streamed.input_tokens} streamed, {plain.input_tokens} unstreamed for "
+        "the same request: the streamed usage is not the server's count",
+        quirks=("Q41",),
+    )
 
 
 # -- U3 ------------------------------------------------------------------------------------
@@ -420,7 +438,7 @@ CHECKS = [
         "exactly one final usage; stream_options sent, or dropped if the server rejects it "
         "(live: needs stream_usage)",
         needs=("streaming",),
-        quirks=("Q14", "Q15", "Q16", "Q17"),
+        quirks=("Q14", "Q15", "Q16", "Q17", "Q41"),
         recorded=stream_final,
         live=stream_final_live,
     ),
