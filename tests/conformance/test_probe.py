@@ -114,17 +114,28 @@ async def test_an_anthropic_like_server_needs_no_quirk() -> None:
     assert findings == ["a plain request answers (200)"]
 
 
-def test_the_cli_verifies_the_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    server = OpenAIServer(tools_need_tool_choice=True, empty_auto_stream=True)
+def test_the_cli_verifies_the_suggestion(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = OpenAIServer(
+        tools_need_tool_choice=True, empty_auto_stream=True, rejects_null_content=True
+    )
     code, paths = cli(server)
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "suggested: OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True)" in out
-    assert "verifying OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True):" in out
+    profile = (
+        "OpenAIQuirks(stream_with_tools=False, null_assistant_content=False, "
+        "explicit_tool_choice=True)"
+    )
+    assert f"suggested: {profile}" in out
+    assert f"verifying {profile}:" in out
     for check in ("A1", "A4", "T15", "T16"):
         assert f" {check} " in out
-    assert "verified: OpenAIQuirks(stream_with_tools=False, explicit_tool_choice=True)" in out
+    assert "A4   history.content_shapes           pass-normalized: content null rejected" in out
+    assert f"verified: {profile}" in out
     assert set(paths) == {"/v1/chat/completions"}
+    # A4 makes the adapter retry a refused request: its line says so, no retry log does.
+    assert not [r for r in caplog.records if "attempt" in r.getMessage()]
 
 
 def test_the_cli_on_the_anthropic_wire_without_v1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -356,9 +357,18 @@ def _probe(argv: Sequence[str]) -> int:
             print(f"verifying {profile_text(profile)}:")
         progress(profile, result)
 
-    checked = asyncio.run(
-        verify(args.base_url, args.model, quirks, key, wire=args.wire, progress=announce)
-    )
+    def retries(record: logging.LogRecord) -> bool:
+        # The adapter's retries of a check's deliberate failures: the check's line says it.
+        return not str(record.msg).startswith("agentfsm: %s attempt")
+
+    providers_log = logging.getLogger("agentfsm.providers")
+    providers_log.addFilter(retries)
+    try:
+        checked = asyncio.run(
+            verify(args.base_url, args.model, quirks, key, wire=args.wire, progress=announce)
+        )
+    finally:
+        providers_log.removeFilter(retries)
     if checked.verified is None:
         tried = ", ".join(profile_text(p) for p, _ in checked.tried)
         if checked.failing():
