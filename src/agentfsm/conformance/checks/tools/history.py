@@ -127,7 +127,8 @@ async def _choice_gets_a_call(ctx: LiveContext, prompt: str) -> None:
         return  # the tools do reach the prompt without tool_choice: the model chose
     figures = here.summary() if here.measured else "prompt tokens not reported"
     there = await other_wire_figures(ctx, prompt, TOOL_WEATHER, system=SYSTEM_PROMPT)
-    fix = "explicit_tool_choice" if ctx.wire == "openai-chat" else "a profile that sends it"
+    profile = "OpenAIQuirks" if ctx.wire == "openai-chat" else "AnthropicQuirks"
+    fix = f"{profile}(explicit_tool_choice=True)"
     raise CheckFailed(
         "a tool call for the request the adapter sends (no tool_choice)",
         f"no call; the same request with tool_choice 'auto' gets one: {TOOLS_ONLY_WITH_CHOICE} "
