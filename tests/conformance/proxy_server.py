@@ -175,6 +175,8 @@ def _chat(
         if wire_calls:
             message["tool_calls"] = wire_calls
         return Reply.json(completion(message, finish=finish, usage=usage))
+    if not text and not calls:  # LiteLLM's rendering of an empty upstream stream, as sent
+        return Reply.sse([chunk({}, finish="stop"), chunk({}), DONE])
     frames = [chunk({"role": "assistant", "content": text})]
     frames += [
         chunk(tool_delta(i, f"call_{i}", name, json.dumps(arguments)))
