@@ -13,9 +13,15 @@ What a recording keeps, and what it never does:
   cookies and proxy headers such as ``x-litellm-model-api-base`` are never written;
 - the API key: scrubbed from the URL, the bodies and the kept header values, with anything
   shaped like a key;
-- bodies: at most :data:`RECORD_LIMIT` bytes each; past that the head is kept and the
-  response is marked ``truncated`` (the corpus leaves such files out: a cut body would
-  replay as another answer). A content-encoded body (gzip, deflate …) is kept decoded.
+- bodies: at most :data:`RECORD_LIMIT` bytes each (``LiveTarget.record_limit``); past that
+  the head is kept and the response is marked ``truncated``. A gzip or deflate body is
+  kept decoded; one in another encoding is kept as sent and marked ``encoded``; one the
+  reader left before its final record (an abort, a timeout) or that broke off is marked
+  ``complete: false``. The corpus leaves those three out: they would replay as another
+  answer.
+
+Every context made from the run's target, even with another key (E1), records into the
+run's :class:`Recorder`, under the check being run.
 """
 
 from __future__ import annotations
