@@ -37,10 +37,10 @@ __all__ = [
     "prompt_tokens",
     "refusal",
     "results_reach_prompt",
-    "tool_turn_needs_text",
     "sends_tool_choice",
     "streams_tools",
     "string_vs_blocks",
+    "tool_turn_needs_text",
 ]
 
 EMPTY_ANSWER = "empty_answer"
