@@ -296,3 +296,34 @@ async def test_a_derived_context_scrubs_its_own_key(tmp_path: Path) -> None:
     assert path.name.endswith("-X2-adapter.json")
     assert other not in path.read_text("utf-8")
     assert "key [redacted]" in path.read_text("utf-8")
+
+
+def test_a_failing_check_fails_again_on_its_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A LiteLLM-like server turns a streamed tools request into a clean empty answer: T16
+    fails live, and `conformance corpus` on the recording fails T16 on that very file."""
+
+    def empty_answer(request: RecordedRequest) -> Reply:
+        body = request.json()
+        if body.get("stream") and body.get("tools"):
+            frames = [chunk({"role": "assistant", "content": ""}), chunk({}, finish="stop")]
+            return Reply.sse([*frames, DONE], headers=PROXY_HEADERS)
+        return openai_answer(request)
+
+    folder, out = tmp_path / "wire", tmp_path / "corpus.json"
+    with FakeProviderServer() as server:
+        server.handler = empty_answer
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", api_key=KEY, record_dir=folder, timeouts=FAST
+        )
+        (live,) = asyncio.run(run_checks(target, [by_id("T16")])).results
+    assert (live.check, live.outcome) == ("T16", "fail")
+    assert "empty_answer" in (live.got or "")
+    (recording,) = folder.glob("*-T16-streamed-auto.json")
+    assert main(["conformance", "corpus", str(folder), "--out", str(out)]) == 1
+    capsys.readouterr()
+    replayed = next(r for r in json.loads(out.read_text("utf-8"))["results"] if r["check"] == "T16")
+    assert replayed["outcome"] == "fail"
+    assert recording.stem in replayed["message"]
+    assert "empty_answer" in replayed["got"]
