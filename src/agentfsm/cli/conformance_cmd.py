@@ -349,13 +349,8 @@ def _probe(argv: Sequence[str]) -> int:
             flush=True,
         )
 
-    shown: list[Any] = []
-
-    def announce(profile: Any, result: Any) -> None:
-        if not shown or shown[-1] != profile:
-            shown.append(profile)
-            print(f"verifying {profile_text(profile)}:")
-        progress(profile, result)
+    def trying(profile: Any) -> None:
+        print(f"verifying {profile_text(profile)}:", flush=True)
 
     def retries(record: logging.LogRecord) -> bool:
         # The adapter's retries of a check's deliberate failures: the check's line says it.
@@ -365,7 +360,15 @@ def _probe(argv: Sequence[str]) -> int:
     providers_log.addFilter(retries)
     try:
         checked = asyncio.run(
-            verify(args.base_url, args.model, quirks, key, wire=args.wire, progress=announce)
+            verify(
+                args.base_url,
+                args.model,
+                quirks,
+                key,
+                wire=args.wire,
+                progress=progress,
+                trying=trying,
+            )
         )
     finally:
         providers_log.removeFilter(retries)

@@ -156,13 +156,17 @@ async def verify(
     wire: WireName = "openai-chat",
     checks: Sequence[str] | None = None,
     progress: Callable[[QuirkProfile, CheckResult], object] | None = None,
+    trying: Callable[[QuirkProfile], object] | None = None,
 ) -> Verification:
     """Re-run the decisive checks (``checks``, default :data:`DECISIVE`) under ``profile``
     and, while one fails, under the next of :func:`candidates`. A check verifies when it
-    passes (``pass`` or ``pass-normalized``); a skip shows nothing and does not."""
+    passes (``pass`` or ``pass-normalized``); a skip shows nothing and does not.
+    ``trying`` hears of each profile before its checks, ``progress`` of each result."""
     chosen = [by_id(check_id) for check_id in (checks or DECISIVE[wire])]
     tried: list[tuple[QuirkProfile, tuple[CheckResult, ...]]] = []
     for candidate in candidates(profile):
+        if trying is not None:
+            trying(candidate)
         target, anthropic = _target(base_url, model, wire, api_key, candidate)
         live = _ProfileContext(target, anthropic=anthropic)
         results: list[CheckResult] = []
