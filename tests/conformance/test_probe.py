@@ -272,3 +272,15 @@ def test_a_silent_server_times_out_in_one_line(capsys: pytest.CaptureFixture[str
 async def test_probe_raises_probe_error_for_a_bad_url() -> None:
     with pytest.raises(ProbeError, match=r"not a usable base URL|cannot reach"):
         await probe("http://[::1", "m")
+
+
+def test_a_name_that_does_not_resolve_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # ``.invalid`` never resolves (RFC 2606); the timeout bounds a resolver that hangs.
+    argv = ["--base-url", "http://no-such-host.invalid/v1", "--model", "m", "--timeout", "2"]
+    code = main(["conformance", "probe", *argv])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(
+        "agentfsm conformance probe: cannot reach http://no-such-host.invalid/v1/chat/completions"
+    )
+    assert err.count("\n") == 1
