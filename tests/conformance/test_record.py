@@ -327,3 +327,16 @@ def test_a_failing_check_fails_again_on_its_recording(
     assert replayed["outcome"] == "fail"
     assert recording.stem in replayed["message"]
     assert "empty_answer" in replayed["got"]
+
+
+async def test_two_runs_saved_in_one_second_keep_both(tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        server.handler = openai_answer
+        target = LiveTarget(f"{server.base_url}/v1", "m", record_dir=tmp_path, timeouts=FAST)
+        contexts = [LiveContext(target, check="X1") for _ in range(3)]
+        for context in contexts:
+            await context.ask(stream=False)
+    saved = [path for c in contexts for path in save_recordings(target, c.recordings)]
+    assert len(set(saved)) == 3
+    assert sorted(saved) == sorted(tmp_path.glob("*.json"))
+    assert all(p.name.endswith("-001-X1-adapter.json") for p in saved)

@@ -386,12 +386,17 @@ def _document(capture: Capture, folder: Path, stem: str, target: LiveTarget) -> 
 
 def save_recordings(target: LiveTarget, recordings: Sequence[Capture]) -> list[Path]:
     """One ``agentfsm.wire-fixture/1`` file per exchange that got a response, in
-    ``target.record_dir``: ``<stamp>-<number>-<check>-<what>.json``. A request that got no
-    response (refused, timed out before the headers) has nothing to replay and is left out."""
+    ``target.record_dir``: ``<stamp>-<number>-<check>-<what>.json`` (a second run saved in
+    the same second gets ``<stamp>.2``). A request that got no response (refused, timed out
+    before the headers) has nothing to replay and is left out."""
     assert target.record_dir is not None
     folder = Path(target.record_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    runs = 1
+    while any(folder.glob(f"{stamp}-*")):  # another run saved here this second
+        runs += 1
+        stamp = f"{base}.{runs}"
     written = []
     for number, capture in enumerate(recordings, start=1):
         if capture.status is None:
