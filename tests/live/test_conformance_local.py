@@ -99,7 +99,7 @@ async def test_the_kit_on_the_local_server(tmp_path: Path) -> None:
         assert got[check]["outcome"] == committed[check]["outcome"], check
 
     # The recorded empty stream replays through the adapter as the same error.
-    files = sorted(record.glob("*T16-streamed-auto*.yaml"))
+    files = sorted(record.glob("*T16-streamed-auto*.json"))
     assert files, sorted(p.name for p in record.iterdir())
     fixture = load_wire_fixture(files[0])
     assert fixture.streaming
