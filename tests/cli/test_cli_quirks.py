@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from attrs import evolve
 
 from agentfsm.cli import main
 from agentfsm.conformance.frames import DONE, chunk, completion, event, tool_delta
@@ -201,3 +203,17 @@ def test_the_model_cannot_change_the_profile(workspace: Path) -> None:
     assert len(results) == 2
     assert all("explicit_tool_choice" not in text for text in results)
     assert next_run["tool_choice"] == "auto"
+
+
+def test_the_local_model_profile_is_the_base_for_local_runs(workspace: Path) -> None:
+    from agentfsm.adapters.providers.local import LOCAL_QUIRKS
+    from agentfsm.adapters.tools.settings import load_settings
+    from agentfsm.cli.run_cmd import add_arguments, quirks
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    settings(workspace, {"tool_string_max_length": 64})
+    args = parser.parse_args(["task", "--provider", "local", "--quirk", "stream_with_tools=true"])
+    profile = quirks(args, load_settings(workspace))
+    assert profile == evolve(LOCAL_QUIRKS, tool_string_max_length=64, stream_with_tools=True)
+    assert profile.explicit_tool_choice is True  # kept from the local model's own profile
