@@ -103,3 +103,20 @@ async def test_t14_tells_rejected_content_from_rejected_ids() -> None:
     assert result.quirks == ("Q23",)
     ok = await run("T14", OpenAIQuirks(null_assistant_content=False))
     assert ok.outcome == "pass"
+
+
+async def test_t16_tells_keep_alive_comments_from_events() -> None:
+    def pinging(request: RecordedRequest) -> Reply:
+        body = request.json()
+        if body.get("stream") and body.get("tool_choice") == "auto":
+            ping = b": ping - 2026-12-01 16:35:29.799811+00:00\n\n"
+            return Reply.raw(ping, headers={"content-type": "text/event-stream"})
+        return like_llama_cpp(request)
+
+    with FakeProviderServer() as fake:
+        fake.handler = pinging
+        target = LiveTarget(f"{fake.base_url}/v1", "m")
+        result = await run_check(by_id("T16"), target, LiveContext(target))
+    assert result.outcome == "fail"
+    assert "no event, no [DONE], no error frame (1 SSE comment line(s) only)" in (result.got or "")
+    assert "empty_stream" in (result.got or "")

@@ -291,7 +291,7 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
             f"an empty success from the adapter: {result.finish_reason!r}",
             quirks=("Q26",),
         )
-    empty = "no event, no [DONE], no error frame" if not raw.text.strip() else "no finish record"
+    empty = _nothing(raw.text)
     if not await streams_tools(ctx):
         note = f"an empty 200 stream ({empty}); {adapter}; the profile sends tools unstreamed"
         return Normalized(("Q26",), note)
@@ -300,6 +300,17 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
         f"an HTTP 200 stream with {empty}; {adapter}",
         quirks=("Q26",),
     )
+
+
+def _nothing(text: str) -> str:
+    """What a stream without a finish record held: nothing, SSE comments only (a server's
+    keep-alive pings), or events that never finished."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no event, no [DONE], no error frame"
+    if all(line.startswith(":") for line in lines):
+        return f"no event, no [DONE], no error frame ({len(lines)} SSE comment line(s) only)"
+    return "no finish record"
 
 
 def _auto_history() -> list[Message]:
