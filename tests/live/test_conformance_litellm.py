@@ -64,6 +64,7 @@ class RawFacts:
     t16_anthropic_events: list[dict[str, Any]] = field(default_factory=list)
     e1_wrong_key: dict[str, tuple[int, str]] = field(default_factory=dict)
     tool_use_ids: list[str] = field(default_factory=list)
+    tool_result_tokens: tuple[int, int] = (0, 0)
     usage_unstreamed: int = 0
     usage_streamed: int | None = None
     api_base_header: str | None = None
@@ -80,6 +81,8 @@ class WireRun:
     stderr: str
     corpus_returncode: int = -1
     corpus_output: str = ""
+    probe_returncode: int = -1
+    probe_output: str = ""
 
     def result(self, check: str) -> dict[str, Any]:
         for result in self.report["results"]:
@@ -210,6 +213,20 @@ async def _measure(client: httpx.AsyncClient, proxy: LiteLLMProxy, direct: str) 
         if e.get("type") == "content_block_start" and e["content_block"]["type"] == "tool_use"
     ]
 
+    # A tool result, short and long, after the call (the history the agent loop sends).
+    function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    call = {"id": "call_1", "type": "function", "function": function}
+    counts = []
+    for result in ("sunny", "sunny and warm " * 40):
+        history = [
+            {"role": "user", "content": WEATHER},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": result},
+        ]
+        body = {"messages": history, "tools": [OPENAI_TOOL], "tool_choice": "auto", **short}
+        counts.append(int((await post(chat, body, auth)).json()["usage"]["prompt_tokens"]))
+    raw.tool_result_tokens = (counts[0], counts[1])
+
     # U6: the prompt tokens of one request, unstreamed and streamed with include_usage.
     body = {"messages": [{"role": "user", "content": PONG}], "max_tokens": 16, "temperature": 0}
     raw.usage_unstreamed = (await post(chat, body, auth)).json()["usage"]["prompt_tokens"]
@@ -285,6 +302,28 @@ async def _kit(proxy: LiteLLMProxy, wire: str, work: Path, env: dict[str, str]) 
     output, _ = await asyncio.wait_for(corpus.communicate(), timeout=300)
     run.corpus_returncode = int(corpus.returncode or 0)
     run.corpus_output = output.decode(errors="replace")
+    # The profile probe, as a user runs it after a failing report.
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentfsm",
+        "conformance",
+        "probe",
+        "--base-url",
+        f"{proxy.base_url}/v1",
+        "--model",
+        "smollm2-135m-instruct",
+        "--api-key-env",
+        KEY_ENV,
+        "--wire",
+        wire,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    output, _ = await asyncio.wait_for(probe.communicate(), timeout=600)
+    run.probe_returncode = int(probe.returncode or 0)
+    run.probe_output = output.decode(errors="replace")
     return run
 
 
@@ -347,6 +386,8 @@ def test_raw_facts_of_the_route(litellm_run: LiteLLMRun) -> None:
     # Streamed usage the server never sent: the proxy's own count.
     assert raw.usage_streamed is not None, raw
     assert raw.usage_streamed != raw.usage_unstreamed, raw
+    # A tool result never reaches the prompt: a long one costs what a short one costs.
+    assert raw.tool_result_tokens[0] == raw.tool_result_tokens[1], raw.tool_result_tokens
     # The proxy names its backend in a response header.
     assert raw.api_base_header == raw.backend_url
 
@@ -446,3 +487,17 @@ def test_the_recordings(litellm_run: LiteLLMRun, wire: str) -> None:
     # The corpus reads the wire from the recordings and replays the failures as failures.
     assert run.corpus_returncode == 1, run.corpus_output[-3000:]
     assert "T16" in run.corpus_output, run.corpus_output[-3000:]
+
+
+def test_the_probe_says_no_profile_works(litellm_run: LiteLLMRun) -> None:
+    # OpenAI wire: the suggested profile gets the tools into the prompt, but the tool results
+    # never reach it, so the agent loop cannot work (T15 under the profile).
+    openai = litellm_run.wires["openai-chat"]
+    assert openai.probe_returncode == 1, openai.probe_output[-3000:]
+    assert "explicit_tool_choice=True" in openai.probe_output, openai.probe_output[-3000:]
+    assert "stream_with_tools=False" in openai.probe_output, openai.probe_output[-3000:]
+    assert "no profile works: T15" in openai.probe_output, openai.probe_output[-3000:]
+    # Anthropic wire: a turn of tool_use blocks alone is refused whatever the profile.
+    anthropic = litellm_run.wires["anthropic"]
+    assert anthropic.probe_returncode == 1, anthropic.probe_output[-3000:]
+    assert "no profile works: A4" in anthropic.probe_output, anthropic.probe_output[-3000:]
