@@ -38,6 +38,38 @@ def test_dispatch_follows_subscriptions_in_registration_order() -> None:
     assert seen == ["a", "b"]
 
 
+def test_on_many_subscribes_each_pair_and_one_call_takes_all_back() -> None:
+    emitter = AgentEmitter()
+    seen: list[str] = []
+    emitter.on("turn_start", lambda e: seen.append("before"))
+    off = emitter.on_many(
+        (
+            ("turn_start", lambda e: seen.append("many:turn")),
+            ("error", lambda e: seen.append("many:error")),
+            ("*", lambda e: seen.append("many:*")),
+        )
+    )
+    emitter.on("turn_start", lambda e: seen.append("after"))
+    emitter.emit(TurnStartEvent(turn=1))
+    emitter.emit(ErrorEvent(error=ValueError("x")))
+    assert seen == ["before", "many:turn", "many:*", "after", "many:error", "many:*"]
+    assert len(emitter) == 5
+    off()
+    off()  # harmless
+    assert len(emitter) == 2
+    seen.clear()
+    emitter.emit(TurnStartEvent(turn=2))
+    emitter.emit(ErrorEvent(error=ValueError("x")))
+    assert seen == ["before", "after"]
+    # The same handler subscribed by on() and by on_many() are two registrations.
+    handler = seen.append
+    seen.clear()
+    emitter.on("turn_start", lambda e: handler("on"))
+    emitter.on_many([("turn_start", lambda e: handler("many"))])()
+    emitter.emit(TurnStartEvent(turn=3))
+    assert seen == ["before", "after", "on"]
+
+
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
     controller = AbortController()
     task = asyncio.current_task()

@@ -123,10 +123,45 @@ async def test_b_stagnation_warns_but_never_stops(
     policy = loop_health(stagnant_turns=2)
     outcome = await run(script, policy, recorder, max_turns=8)
     assert outcome.stopped_reason == "budget"  # never a loop stop, even at 3x the threshold
+    # At the threshold and at each further multiple of it (2, 4, 6 turns without a change,
+    # read at the top of turns 3, 5, 7), not on every turn in between.
     assert [w for w in warns(recorder) if w[1] == "no_progress"] == [
-        (t, "no_progress") for t in range(3, 9)
+        (t, "no_progress") for t in (3, 5, 7)
     ]
     assert recorder.view() == snapshot
+
+
+async def test_b_stagnation_warns_again_at_each_multiple_and_after_a_reset(
+    recorder: Recorder,
+) -> None:
+    read = [calls(("read", {"path": f"f{i}.py"})) for i in range(7)]
+    change = [calls(("edit", {"path": "a", "old": "x", "new": "y"}))]
+    more = [calls(("read", {"path": f"g{i}.py"})) for i in range(4)]
+    policy = loop_health(stagnant_turns=3)
+    await run([*read, *change, *more, "done"], policy, recorder)
+    # 3 and 6 turns without a change (turns 4 and 7), then the edit of turn 8 resets the
+    # count: 3 turns again at turn 12.
+    assert [w for w in warns(recorder) if w[1] == "no_progress"] == [
+        (4, "no_progress"),
+        (7, "no_progress"),
+        (12, "no_progress"),
+    ]
+
+
+async def test_b_stagnation_and_another_pattern_are_both_reported(recorder: Recorder) -> None:
+    same = calls(("read", {"path": "same.py"}))
+    script = [calls(("read", {"path": f"f{i}.py"})) for i in range(4)] + [same] * 4 + ["done"]
+    policy = loop_health(stagnant_turns=2, repeated_calls=3)
+    outcome = await run(script, policy, recorder)
+    assert outcome.stopped_reason == "final"
+    assert warns(recorder) == [
+        (3, "no_progress"),
+        (5, "no_progress"),
+        (7, "no_progress"),
+        (8, "repeated_identical_tool"),  # 3 identical calls among the last 10
+        (9, "repeated_identical_tool"),  # 4: a new level of a pattern that stops at 6
+        (9, "no_progress"),  # 8 turns without a change
+    ]
 
 
 async def test_b_a_file_change_resets_stagnation(recorder: Recorder) -> None:

@@ -8,7 +8,7 @@ reordering them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias, overload
 
 from attrs import cmp_using, field, frozen
@@ -510,6 +510,28 @@ class AgentEmitter:
 
         def unsubscribe() -> None:
             entries = tuple(e for e in self._entries if e is not entry)
+            if len(entries) != len(self._entries):
+                self._entries = entries
+                self._by_type = {}
+
+        return unsubscribe
+
+    def on_many(
+        self, handlers: Iterable[tuple[str, Callable[[Any], object]]]
+    ) -> Callable[[], None]:
+        """Subscribe several ``(event_type, handler)`` pairs at once, as :meth:`on` each.
+
+        Returns one callable that unsubscribes all of them (calling it twice is harmless).
+        Cheaper than one :meth:`on` per pair for an observer that listens to many types for
+        one run (the session recorder).
+        """
+        added: tuple[_Entry, ...] = tuple((t, h) for t, h in handlers)
+        self._entries = (*self._entries, *added)
+        self._by_type = {}
+        ids = frozenset(map(id, added))
+
+        def unsubscribe() -> None:
+            entries = tuple(e for e in self._entries if id(e) not in ids)
             if len(entries) != len(self._entries):
                 self._entries = entries
                 self._by_type = {}

@@ -10,8 +10,10 @@ C. oscillation: both sides of every edit are hashed in a 30-entry window and onl
 D. reasoning similarity: word-set Jaccard between consecutive turns' reasoning.
 
 Braking is two-tier: a breach warns, twice the threshold stops (``Loop stopped: <reason>``),
-except stagnation, which only warns. Observations are made as tools and turns finish; the
-verdict is given at the top of the next turn. All counters are per run.
+except stagnation, which only warns: at the threshold and at each further multiple of it
+(8, 16, 24… turns without a file change by default), not on every turn in between.
+Observations are made as tools and turns finish; the verdict is given at the top of the next
+turn. All counters are per run.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class loop_health:
 
     Args:
         repeated_calls: Identical calls among the last 10 that warn (A).
-        stagnant_turns: Turns without a file change that warn (B; never stops).
+        stagnant_turns: Turns without a file change that warn (B; never stops; warns again
+            at each multiple).
         oscillations: Reverts inside the 30-edit window that warn (C).
         similar_reasoning: Consecutive turns with near-identical reasoning that warn (D).
         similarity: Jaccard similarity from which two turns' reasoning count as the same.
@@ -194,9 +197,13 @@ class loop_health:
         if value < threshold:
             state.warned.pop(code, None)
             return None
-        if value <= state.warned.get(code, 0):
+        # The level a pattern has reached: its value for a pattern that stops at twice the
+        # threshold (it warns at each new value on the way), the multiple of the threshold
+        # for one that never stops (stagnation warns at 8, 16, 24… turns, not every turn).
+        level = value if stops or threshold < 1 else value - value % threshold
+        if level <= state.warned.get(code, 0):
             return None  # already warned at this level
-        state.warned[code] = value
+        state.warned[code] = level
         return Warn(self._detail(state, code), code=code)
 
     def check_turn(
@@ -204,17 +211,24 @@ class loop_health:
     ) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]] | None:
         """The verdicts; awaitable only when a warning asks the supervisor for advice."""
         state = self.state(ctx)
+        warned = state.warned
+        stagnant, every = state.stagnant_turns, self.stagnant_turns
         if (
-            not state.warned
-            and state.repeated < self.repeated_calls
-            and state.stagnant_turns < self.stagnant_turns
+            state.repeated < self.repeated_calls
             and state.similar_turns < self.similar_reasoning
             and (not state.edits or state.oscillation < self.oscillations)
+            and (
+                not warned
+                if stagnant < every
+                # stagnation already warned at this level, and nothing else to take back
+                else len(warned) == 1
+                and every > 0
+                and warned.get("no_progress") == stagnant - stagnant % every
+            )
         ):
-            return None  # nothing reached a threshold, nothing to take back
+            return None  # nothing new reached a threshold, nothing to take back
         measures = self._measures(state)
         verdicts: list[TurnVerdict] = []
-        warned = state.warned
         for index, (code, value, threshold, stops) in enumerate(measures):
             if value < threshold and threshold > 0:  # below: nothing to say, nothing to keep
                 if warned:

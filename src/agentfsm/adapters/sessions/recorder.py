@@ -121,17 +121,21 @@ class SessionRecorder:
             except Exception as exc:
                 self._failed(exc)
         self._unsubscribe = [
-            emitter.on("llm_end", self._on_llm_end),
-            emitter.on("tool_call_start", self._on_tool_call_start),
-            emitter.on("tool_call_end", self._on_tool_call_end),
-            emitter.on("budget_exhausted", self._on_budget_exhausted),
-            emitter.on("compress_end", self._on_compress_end),
-            emitter.on("policy_warn", self._on_policy_event),
-            emitter.on("policy_note", self._on_policy_event),
-            emitter.on("policy_stop", self._on_policy_event),
-            emitter.on("gate", self._on_gate),
-            emitter.on("redirect", self._on_policy_event),
-            emitter.on("redirect_skipped", self._on_policy_event),
+            emitter.on_many(
+                (
+                    ("llm_end", self._on_llm_end),
+                    ("tool_call_start", self._on_tool_call_start),
+                    ("tool_call_end", self._on_tool_call_end),
+                    ("budget_exhausted", self._on_budget_exhausted),
+                    ("compress_end", self._on_compress_end),
+                    ("policy_warn", self._on_policy_event),
+                    ("policy_note", self._on_policy_event),
+                    ("policy_stop", self._on_policy_event),
+                    ("gate", self._on_gate),
+                    ("redirect", self._on_policy_event),
+                    ("redirect_skipped", self._on_policy_event),
+                )
+            )
         ]
 
     # The three records of every turn, written with as little work as they need.
