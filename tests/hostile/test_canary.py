@@ -280,7 +280,7 @@ def test_conformance_reports_never_show_the_key(
     haystack.add_tree("conformance", out_dir)
     report = json.loads((out_dir / "report.json").read_text("utf-8"))
     assert report["results"]
-    assert list((out_dir / "recordings").glob("*.yaml"))
+    assert list((out_dir / "recordings").glob("*.json"))  # one wire fixture per exchange
     assert haystack.hits() == [], haystack.hits()[:10]
 
 
