@@ -14,12 +14,14 @@ from attrs import Attribute, define, evolve, field, frozen
 from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 from agentfsm.adapters.providers import (
     AnthropicChat,
+    AnthropicQuirks,
     OpenAIChat,
     OpenAIQuirks,
     RetryPolicy,
     Timeouts,
     endpoint_url,
 )
+from agentfsm.adapters.providers.profiles import QuirkProfile, quirk_names
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine.protocols import ChatDelta, ChatFn
 from agentfsm.testing import FakeProviderServer, Reply
@@ -39,6 +41,9 @@ __all__ = [
 ]
 
 Wire: TypeAlias = Literal["openai-chat", "anthropic"]
+
+_SHARED = tuple(name for name in quirk_names("openai-chat") if name in quirk_names("anthropic"))
+"""The quirks both wires' profiles have."""
 
 TOOL_WEATHER = ToolSpec(
     "get_weather",
@@ -67,7 +72,10 @@ class RecordedTarget:
 @frozen
 class LiveTarget:
     """What live mode checks: a live URL, reached through the project's adapters and raw
-    probes."""
+    probes.
+
+    ``quirks`` is the OpenAI wire's profile, ``anthropic_quirks`` the Anthropic wire's; the
+    adapter of :attr:`wire` is built under its own (:attr:`profile`)."""
 
     base_url: str
     model: str
@@ -86,10 +94,37 @@ class LiveTarget:
     recorder: Recorder | None = field(default=None, eq=False, repr=False)
     """Set by the :class:`LiveContext` of a recorded run (leave it ``None``): a context
     made from this target, or from a copy of it with another key, records into it."""
+    anthropic_quirks: AnthropicQuirks = field(factory=AnthropicQuirks)
+    """The profile ``AnthropicChat`` is built under on the Anthropic wire."""
 
     @property
     def label(self) -> str:
         return self.name or f"{self.model} @ {self.base_url}"
+
+    @property
+    def profile(self) -> QuirkProfile:
+        """The quirk profile of the target's wire: ``quirks`` or ``anthropic_quirks``."""
+        return self.anthropic_quirks if self.wire == "anthropic" else self.quirks
+
+    def profile_for(self, quirks: QuirkProfile | None = None) -> QuirkProfile:
+        """The profile the adapter of :attr:`wire` is built under when a check asks for
+        ``quirks``: the target's own when ``None``; ``quirks`` itself when it is of the
+        wire's class; otherwise (a profile of the other wire, e.g. a check's variation of
+        ``quirks`` on the Anthropic wire) the wire's own with the shared quirks
+        (``explicit_tool_choice``, ``stream_with_tools``) that ``quirks`` changes from the
+        target's profile of its class."""
+        own = self.profile
+        if quirks is None:
+            return own
+        if isinstance(quirks, type(own)):
+            return quirks
+        base = self.quirks if isinstance(quirks, OpenAIQuirks) else self.anthropic_quirks
+        changes = {
+            name: getattr(quirks, name)
+            for name in _SHARED
+            if getattr(quirks, name) != getattr(base, name)
+        }
+        return evolve(own, **changes)
 
 
 async def ask(
@@ -219,7 +254,9 @@ class LiveContext:
             secrets=(self.target.api_key,) if self.target.api_key else (),
         )
 
-    def chat(self, *, stream: bool = True, quirks: OpenAIQuirks | None = None) -> ChatFn:
+    def chat(self, *, stream: bool = True, quirks: QuirkProfile | None = None) -> ChatFn:
+        """A fresh adapter of the target's wire, built under ``target.profile_for(quirks)``
+        (see :meth:`LiveTarget.profile_for`)."""
         timeouts = self.target.timeouts
         client = self._recording(
             "adapter",
@@ -233,15 +270,16 @@ class LiveContext:
             "timeouts": timeouts,
             "http_client": client,
         }
+        profile = self.target.profile_for(quirks)
         adapter: AnthropicChat | OpenAIChat
-        if self.wire == "anthropic":
-            adapter = AnthropicChat(self.target.model, **options)
+        if isinstance(profile, AnthropicQuirks):
+            adapter = AnthropicChat(self.target.model, quirks=profile, **options)
         else:
-            adapter = OpenAIChat(self.target.model, quirks=quirks or self.target.quirks, **options)
+            adapter = OpenAIChat(self.target.model, quirks=profile, **options)
         return adapter if client is None else _WithClient(adapter, client)
 
     async def ask(
-        self, *, stream: bool = True, quirks: OpenAIQuirks | None = None, **kwargs: Any
+        self, *, stream: bool = True, quirks: QuirkProfile | None = None, **kwargs: Any
     ) -> ChatResult:
         chat = self.chat(stream=stream, quirks=quirks)
         try:

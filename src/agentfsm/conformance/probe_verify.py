@@ -11,12 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import define, evolve, field, frozen
+from attrs import evolve, frozen
 
-from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIQuirks, RetryPolicy
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
 from agentfsm.adapters.providers.endpoints import WireName
 from agentfsm.adapters.providers.profiles import QuirkProfile, changed_quirks
-from agentfsm.engine.protocols import ChatFn
 
 from .checks import by_id
 from .context import LiveContext, LiveTarget
@@ -44,9 +43,6 @@ blocks the default adapter sends, which ``string_content`` replaces; T15 covers 
 
 _PASSED = ("pass", "pass-normalized")
 
-_SHARED = ("explicit_tool_choice", "stream_with_tools")
-"""Quirks both wires have; a check's variation of them reaches the Anthropic adapter too."""
-
 
 def profile_text(profile: QuirkProfile) -> str:
     """``OpenAIQuirks(explicit_tool_choice=True)``: the fields that differ from the defaults."""
@@ -72,34 +68,6 @@ def candidates(profile: QuirkProfile) -> list[QuirkProfile]:
         if variant not in tries:
             tries.append(variant)
     return tries
-
-
-@define
-class _ProfileContext(LiveContext):
-    """A live context whose Anthropic adapter is built under an :class:`AnthropicQuirks`."""
-
-    anthropic: AnthropicQuirks = field(factory=AnthropicQuirks)
-
-    def chat(self, *, stream: bool = True, quirks: OpenAIQuirks | None = None) -> ChatFn:
-        if self.wire != "anthropic":
-            return super().chat(stream=stream, quirks=quirks)
-        profile = self.anthropic
-        if quirks is not None:  # a check varies the profile it was given
-            changes = {
-                name: getattr(quirks, name)
-                for name in _SHARED
-                if getattr(quirks, name) != getattr(self.target.quirks, name)
-            }
-            profile = evolve(profile, **changes)
-        return AnthropicChat(
-            self.target.model,
-            base_url=self.target.base_url,
-            api_key=self.target.api_key,
-            stream=stream,
-            quirks=profile,
-            retry=RetryPolicy(max_attempts=2, initial_delay=0.5),
-            timeouts=self.target.timeouts,
-        )
 
 
 @frozen
@@ -139,12 +107,10 @@ def _line(text: str, limit: int = 200) -> str:
 
 def _target(
     base_url: str, model: str, wire: WireName, api_key: str | None, profile: QuirkProfile
-) -> tuple[LiveTarget, AnthropicQuirks]:
+) -> LiveTarget:
     if isinstance(profile, OpenAIQuirks):
-        return LiveTarget(base_url, model, wire, api_key, quirks=profile), AnthropicQuirks()
-    # The checks read the shared quirks from the target's OpenAI profile.
-    mirror = OpenAIQuirks(**{name: getattr(profile, name) for name in _SHARED})
-    return LiveTarget(base_url, model, wire, api_key, quirks=mirror), profile
+        return LiveTarget(base_url, model, wire, api_key, quirks=profile)
+    return LiveTarget(base_url, model, wire, api_key, anthropic_quirks=profile)
 
 
 async def verify(
@@ -167,8 +133,8 @@ async def verify(
     for candidate in candidates(profile):
         if trying is not None:
             trying(candidate)
-        target, anthropic = _target(base_url, model, wire, api_key, candidate)
-        live = _ProfileContext(target, anthropic=anthropic)
+        target = _target(base_url, model, wire, api_key, candidate)
+        live = LiveContext(target)
         results: list[CheckResult] = []
         for check in chosen:
             result = await run_check(check, target, live)

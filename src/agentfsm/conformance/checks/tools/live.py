@@ -278,7 +278,7 @@ async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
             return _verdict(seen)
         return await _empty_auto_answer(ctx, answer)
     # Nothing usable came: the adapter must not turn it into an empty success.
-    quirks = evolve(ctx.target.quirks, stream_with_tools=True, explicit_tool_choice=True)
+    quirks = evolve(ctx.target.profile, stream_with_tools=True, explicit_tool_choice=True)
     try:
         result = await ctx.ask(
             stream=True, quirks=quirks, messages=_auto_history(), tools=[TOOL_WEATHER]
