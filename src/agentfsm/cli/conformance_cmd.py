@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.providers import OpenAIQuirks
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
 
 __all__ = ["main"]
 
@@ -58,10 +58,14 @@ def _run_parser() -> argparse.ArgumentParser:
         "--quirk",
         action="append",
         default=[],
-        metavar="FIELD=VALUE",
-        help="a field of the OpenAI wire's quirk profile (OpenAIQuirks: "
+        metavar="NAME=VALUE",
+        help="a field of the --wire's quirk profile the adapters are built under "
+        "(OpenAIQuirks: "
         + ", ".join(quirk_names("openai-chat"))
-        + "), e.g. explicit_tool_choice=true; 'agentfsm conformance probe' finds them",
+        + "; AnthropicQuirks for --wire anthropic: "
+        + ", ".join(quirk_names("anthropic"))
+        + "), e.g. explicit_tool_choice=true; repeatable; 'agentfsm conformance probe' "
+        "finds them",
     )
     return parser
 
@@ -116,6 +120,7 @@ def _print_table(report: Any) -> None:
 
 
 def _run(argv: Sequence[str]) -> int:
+    from agentfsm.adapters.providers.profiles import parse_quirk, quirk_profile
     from agentfsm.conformance import Capabilities, LiveTarget, report_markdown, run_checks
 
     args = _run_parser().parse_args(argv)
@@ -127,9 +132,14 @@ def _run(argv: Sequence[str]) -> int:
             return 2
     try:
         capabilities = Capabilities(**_pairs(args.capability))
-        quirks = OpenAIQuirks(**_pairs(args.quirk))
     except TypeError as error:
         print(f"agentfsm conformance: {error}", file=sys.stderr)
+        return 2
+    try:
+        pairs = dict(parse_quirk(text) for text in args.quirk)
+        profile = quirk_profile(args.wire, pairs)
+    except ValueError as error:
+        print(f"agentfsm conformance: --quirk: {error}", file=sys.stderr)
         return 2
     record = Path(args.record) if args.record else None
     before: set[Path] = set()
@@ -141,7 +151,15 @@ def _run(argv: Sequence[str]) -> int:
             print(f"agentfsm conformance: cannot record in {record}: {error}", file=sys.stderr)
             return 2
     target = LiveTarget(
-        args.base_url, args.model, args.wire, key, capabilities, quirks, record, args.name
+        args.base_url,
+        args.model,
+        args.wire,
+        key,
+        capabilities,
+        quirks=profile if isinstance(profile, OpenAIQuirks) else OpenAIQuirks(),
+        record_dir=record,
+        name=args.name,
+        anthropic_quirks=profile if isinstance(profile, AnthropicQuirks) else AnthropicQuirks(),
     )
 
     def progress(result: Any) -> None:
