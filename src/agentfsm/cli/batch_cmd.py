@@ -82,6 +82,13 @@ def _provider_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
+    parser.add_argument(
+        "--quirk",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a field of the wire's quirk profile, as for agentfsm run (repeatable)",
+    )
 
 
 def _queue_options(parser: argparse.ArgumentParser) -> None:
@@ -178,6 +185,10 @@ def _task(
             raise _Usage(f"{where}: {error}") from None
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not in a worker
+        try:
+            run_cmd.quirks(args, settings)  # a bad profile is refused now, not in a worker
+        except run_cmd.UsageError as error:
+            raise _Usage(f"{where}: {error}") from None
         checked.add(workspace)
     from agentfsm.adapters.durable import RunSpec
 

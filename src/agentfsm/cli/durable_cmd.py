@@ -68,6 +68,7 @@ _OPTIONS = (
     "temperature",
     "max_tokens",
     "context_budget",
+    "quirk",
 )
 
 
@@ -81,7 +82,7 @@ async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     protected = run_cmd._protected(workspace, session_dir)
     sandbox = run_cmd._sandbox(args, workspace, settings, protected)
     async with contextlib.AsyncExitStack() as stack:
-        chat = await run_cmd._chat(args, QuietRenderer(), stack)
+        chat = await run_cmd._chat(args, QuietRenderer(), stack, settings)
         local = run_cmd._provider(args) == "local"
         budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
         yield build_agent(
@@ -194,6 +195,7 @@ def run_durable(args: argparse.Namespace) -> int:
             raise run_cmd.UsageError(str(error)) from None
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
+        run_cmd.quirks(args, settings)  # a bad profile too
     except run_cmd.UsageError as error:
         print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
