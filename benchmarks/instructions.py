@@ -1,0 +1,127 @@
+"""CPU instructions a model call, counted by valgrind's callgrind (the machine's load does not
+change them): the difference between one and two runs of a variant, divided by its calls.
+
+    .venv/bin/python benchmarks/instructions.py [--turns 200] [VARIANT ...]
+
+Variants: those of ``benchmarks/peers/agentfsm_workload.py`` (``core_default``,
+``agent_coding_session`` …), ``agent_bare`` (``Agent`` with neither preset nor session),
+``agent_no_session``, ``agent_no_policies`` and ``agent_without_<policy class>`` (the full
+product less one policy of the preset, e.g. ``agent_without_loop_health``). Needs valgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+
+if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
+    from benchmarks.peers import agentfsm_workload as workload
+    from benchmarks.peers._harness import Counter
+else:
+    import agentfsm_workload as workload
+    from _harness import Counter
+
+
+def variant(name: str, turns: int) -> Callable[[], Awaitable[object]]:
+    """One run of the variant ``name`` at ``turns`` tool turns."""
+    if name in workload.VARIANTS:
+        return lambda: workload.VARIANTS[name](turns)
+    from agentfsm import Agent
+    from agentfsm.policies import presets
+
+    folder: str | None = workload.WORKSPACE.name
+    policies = presets.coding_agent(
+        workspace=workload.WORKSPACE.name, context_budget_tokens=10**9, spend_tokens=10**12
+    )
+    if name in ("agent_bare", "agent_no_policies"):
+        policies = []
+    if name in ("agent_bare", "agent_no_session"):
+        folder = None
+    if name.startswith("agent_without_"):
+        left = [p for p in policies if type(p).__name__ != name.removeprefix("agent_without_")]
+        if len(left) == len(policies):
+            raise SystemExit(f"no policy {name.removeprefix('agent_without_')!r} in the preset")
+        policies = left
+    elif name not in ("agent_bare", "agent_no_policies", "agent_no_session"):
+        raise SystemExit(f"unknown variant {name!r}")
+    agent = Agent(
+        workload.model,
+        workload.TOOLS,
+        policies=policies,
+        system_prompt=workload.PROMPT,
+        session_dir=folder,
+        max_turns=turns + 1,
+    )
+
+    async def run() -> object:
+        workload.TURNS[0] = turns
+        return await agent.run("go")
+
+    return run
+
+
+async def runs(name: str, turns: int, count: int) -> None:
+    """A warm-up run, then ``count`` runs."""
+    run = variant(name, turns)
+    for _ in range(count + 1):
+        Counter.calls = 0
+        await run()
+
+
+def counted(name: str, turns: int, count: int) -> int:
+    """Instructions of this script doing ``count`` runs (after the warm-up), by callgrind."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--child",
+            name,
+            str(turns),
+            str(count),
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no count:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        asyncio.run(runs(args[1], int(args[2]), int(args[3])))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("variants", nargs="*", default=["core_default", "agent_coding_session"])
+    options = parser.parse_args(args)
+    if shutil.which("valgrind") is None:
+        raise SystemExit("needs valgrind (Debian/Ubuntu: apt-get install valgrind)")
+    calls = options.turns + 1
+    base: float | None = None
+    for name in options.variants:
+        per_call = (counted(name, options.turns, 2) - counted(name, options.turns, 1)) / calls
+        base = per_call if base is None else base
+        print(f"{name:32s} {per_call:12,.0f} instructions a model call  x{per_call / base:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
