@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Awaitable
@@ -51,7 +52,7 @@ class VerifyDefinition:
     table); ``None`` for an explicit command."""
 
 
-def _read_small(path: Path) -> bytes | None:
+def _read_small(path: str | Path) -> bytes | None:
     """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
     a device, too large)."""
     try:
@@ -76,8 +77,8 @@ def _package_runner(workspace: Path) -> str:
     return "npm run"
 
 
-def _package_scripts(workspace: Path) -> dict[str, Any]:
-    raw = _read_small(workspace / "package.json")
+def _package_scripts(folder: str) -> dict[str, Any]:
+    raw = _read_small(os.path.join(folder, "package.json"))
     try:
         data = json.loads(raw.decode("utf-8")) if raw is not None else None
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -137,13 +138,14 @@ def resolve_verify_definition(
     a ``pyproject.toml`` script (pdm, poe or hatch), or a ``package.json`` script of that name.
     Files that are symlinks, special files or larger than 1 MiB are not read.
     """
-    root = Path(workspace)
-    scripts = _package_scripts(root)
+    folder = os.fspath(workspace)  # read at every run's start: no path object unless needed
+    scripts = _package_scripts(folder)
     if target is None:
         for name in PACKAGE_SCRIPT_PRIORITY:
             if name in scripts:
-                return _package_definition(root, scripts, name)
+                return _package_definition(Path(folder), scripts, name)
         return None
+    root = Path(folder)
     found = _makefile_definition(root, target) or _pyproject_definition(root, target)
     if found is not None:
         return found
