@@ -184,8 +184,11 @@ async def _serve() -> None:  # pragma: no cover - manual use
     ):
         print(f"llama.cpp: {model.base_url}  model {LOCAL_MODEL_NAME}")
         print(f"LiteLLM:   {proxy.base_url}/v1  key: $LITELLM_MASTER_KEY  log {proxy.log_path}")
-        print("Ctrl-C stops both.")
-        await asyncio.Event().wait()
+        print("Ctrl-C (or SIGTERM) stops both.")
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        await stop.wait()
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
