@@ -4,7 +4,8 @@
 llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct. It is checked
 twice: with OpenAI's default profile, so that every way it differs from OpenAI shows
 (`llama-cpp-python.md`), and with the profile the CLI uses for it (`LOCAL_QUIRKS`,
-`llama-cpp-python-local-profile.md`); `matrix.md` puts the two side by side.
+`llama-cpp-python-local-profile.md`); `matrix.md` puts the two side by side with the
+same server behind the LiteLLM proxy (its reports come from the live tier).
 """
 
 from __future__ import annotations
@@ -65,6 +66,25 @@ async def check_local(profile: OpenAIQuirks | None = None, label: str = "") -> R
         return await run_checks(target, progress=show)
 
 
+PROXIED = ("litellm-openai", "litellm-anthropic")
+"""The reports of the same server behind the LiteLLM proxy, on each of its wires."""
+MATRIX_HEAD = """# llama-cpp-python directly and behind the LiteLLM proxy
+
+The embedded model's server (llama-cpp-python with SmolLM2-135M-Instruct) read directly,
+with OpenAI's default profile and with `LOCAL_QUIRKS`
+([llama-cpp-python.md](llama-cpp-python.md), \
+[llama-cpp-python-local-profile.md](llama-cpp-python-local-profile.md)),
+and through the LiteLLM proxy in front of it, on its OpenAI wire and on its Anthropic wire
+([litellm-openai.md](litellm-openai.md), [litellm-anthropic.md](litellm-anthropic.md)),
+both read with the default profile. `make test-live` runs the two LiteLLM reports again
+(tests/live/test_conformance_litellm.py) and asserts their verdicts against the raw bytes
+measured in the same run. The table is `agentfsm conformance matrix` of the four reports.
+
+Legend: ✓ pass · ⚠ pass-normalized · ✗ fail · x xfail · - skip
+
+"""
+
+
 def main() -> int:
     folder = Path(__file__).resolve().parents[1] / "docs" / "conformance"
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,10 +95,13 @@ def main() -> int:
         (folder / f"{stem}.json").write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
         print(stem, report.counts())
         reports.append(report)
-    (folder / "matrix.md").write_text(
-        "# llama-cpp-python, default profile vs LOCAL_QUIRKS\n\n" + matrix_markdown(reports),
-        "utf-8",
-    )
+    # The LiteLLM reports (written by the live tier, tests/live/test_conformance_litellm.py)
+    # stay in the matrix beside the two just made.
+    for stem in PROXIED:
+        path = folder / f"{stem}.json"
+        if path.exists():
+            reports.append(Report.from_dict(json.loads(path.read_text("utf-8"))))
+    (folder / "matrix.md").write_text(MATRIX_HEAD + matrix_markdown(reports), "utf-8")
     return 0
 
 
