@@ -48,7 +48,7 @@ def _agentfsm(folder: Path, *arguments: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _run(server: FakeProviderServer, folder: Path) -> subprocess.Popen[bytes]:
+def _run(server: FakeProviderServer, folder: Path, *extra: str) -> subprocess.Popen[bytes]:
     (folder / "work").mkdir(parents=True, exist_ok=True)
     return _agentfsm(
         folder,
@@ -69,6 +69,7 @@ def _run(server: FakeProviderServer, folder: Path) -> subprocess.Popen[bytes]:
         str(folder / "sessions"),
         "--no-sandbox",
         "--quiet",
+        *extra,
     )
 
 

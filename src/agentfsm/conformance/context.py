@@ -21,6 +21,8 @@ from agentfsm.adapters.providers import (
     Timeouts,
     endpoint_url,
 )
+from agentfsm.adapters.providers.anthropic_wire import EventAccumulator
+from agentfsm.adapters.providers.openai_wire import StreamAccumulator
 from agentfsm.adapters.providers.profiles import QuirkProfile, quirk_names
 from agentfsm.engine.messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine.protocols import ChatDelta, ChatFn
@@ -181,6 +183,19 @@ class RecordedContext:
     @property
     def requests(self) -> list[Any]:
         return self.server.requests
+
+
+def fold_payloads(wire: Wire, payloads: Sequence[dict[str, Any]]) -> ChatResult:
+    """A stream's payloads folded into one answer by the ``wire`` adapter's own accumulator."""
+    if wire == "anthropic":
+        events = EventAccumulator()
+        for payload in payloads:
+            events.add(str(payload.get("type", "")), payload)
+        return events.result()
+    chunks = StreamAccumulator()
+    for payload in payloads:
+        chunks.add(payload)
+    return chunks.result()
 
 
 @frozen

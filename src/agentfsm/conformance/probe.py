@@ -17,12 +17,13 @@ from attrs import define, evolve, field
 
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, endpoint_url
 from agentfsm.adapters.providers.anthropic import ANTHROPIC_VERSION
-from agentfsm.adapters.providers.anthropic_wire import EventAccumulator, parse_message
+from agentfsm.adapters.providers.anthropic_wire import parse_message
 from agentfsm.adapters.providers.endpoints import WireName
-from agentfsm.adapters.providers.openai_wire import StreamAccumulator, parse_completion
+from agentfsm.adapters.providers.openai_wire import parse_completion
 from agentfsm.adapters.providers.profiles import QuirkProfile
 from agentfsm.engine.messages import ChatResult
 
+from .context import fold_payloads
 from .record import scrub
 
 __all__ = ["PROMPT_GROWTH", "ProbeError", "probe"]
@@ -128,15 +129,7 @@ class _Prober:
                     payloads.append(json.loads(line[5:]))
             if not payloads:
                 return None
-            if self.wire == "anthropic":
-                events = EventAccumulator()
-                for payload in payloads:
-                    events.add(str(payload.get("type", "")), payload)
-                return events.result()
-            chunks = StreamAccumulator()
-            for payload in payloads:
-                chunks.add(payload)
-            return chunks.result()
+            return fold_payloads(self.wire, payloads)
         except (ValueError, TypeError, AttributeError, KeyError):
             return None
 

@@ -37,7 +37,7 @@ from .fixtures import (
     WEATHER_IN_PARIS,
     openai_call,
 )
-from .live import ask_or_fail, probe, tools_body
+from .live import ask_or_fail, auto_choice_body, probe
 
 __all__ = ["agent_loop_live", "foreign_ids_live"]
 
@@ -110,12 +110,7 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
 async def _choice_gets_a_call(ctx: LiveContext, prompt: str) -> None:
     """The adapter sends no ``tool_choice`` and got no call: when the same request with
     ``tool_choice: auto`` gets one, fail naming it, with the prompt tokens both ways."""
-    body = tools_body(ctx, prompt, TOOL_WEATHER)
-    body["tool_choice"] = {"type": "auto"} if ctx.wire == "anthropic" else "auto"
-    if ctx.wire == "anthropic":
-        body["system"] = SYSTEM_PROMPT
-    else:
-        body["messages"].insert(0, {"role": "system", "content": SYSTEM_PROMPT})
+    body = auto_choice_body(ctx, prompt)
     try:
         _, again = await probe(ctx, body, "T15-tool-choice-auto")
     except CheckFailed:

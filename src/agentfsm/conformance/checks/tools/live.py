@@ -10,8 +10,8 @@ from typing import Any
 from attrs import evolve
 
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.providers.anthropic_wire import EventAccumulator, parse_message
-from agentfsm.adapters.providers.openai_wire import StreamAccumulator, parse_completion
+from agentfsm.adapters.providers.anthropic_wire import parse_message
+from agentfsm.adapters.providers.openai_wire import parse_completion
 from agentfsm.engine.messages import (
     AssistantMessage,
     ChatResult,
@@ -23,7 +23,7 @@ from agentfsm.engine.messages import (
     UserMessage,
 )
 
-from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange
+from ...context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange, fold_payloads
 from ...model import CheckFailed, CheckSkipped, Normalized
 from ..causes import (
     EMPTY_ANSWER,
@@ -104,15 +104,7 @@ async def probe(
 
 def _read(ctx: LiveContext, payloads: list[dict[str, Any]]) -> ChatResult:
     """Stream payloads folded by the adapter's own accumulator."""
-    if ctx.wire == "anthropic":
-        events = EventAccumulator()
-        for payload in payloads:
-            events.add(str(payload.get("type", "")), payload)
-        return events.result()
-    chunks = StreamAccumulator()
-    for payload in payloads:
-        chunks.add(payload)
-    return chunks.result()
+    return fold_payloads(ctx.wire, payloads)
 
 
 def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any], int]:
@@ -259,15 +251,22 @@ async def stream_equals_nonstream_live(ctx: LiveContext) -> Normalized | None:
     return _verdict(seen, "; ".join(extra))
 
 
-async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
-    """A streamed request with tools and automatic tool choice: what an agent loop sends."""
-    prompt = WEATHER_IN_PARIS_WITH_TOOL
+def auto_choice_body(ctx: LiveContext, prompt: str) -> dict[str, Any]:
+    """A raw request offering the weather tool with ``tool_choice: auto`` and the system
+    prompt: what an agent loop sends."""
     body = tools_body(ctx, prompt, TOOL_WEATHER)
     body["tool_choice"] = {"type": "auto"} if ctx.wire == "anthropic" else "auto"
     if ctx.wire == "anthropic":
         body["system"] = SYSTEM_PROMPT
     else:
         body["messages"].insert(0, {"role": "system", "content": SYSTEM_PROMPT})
+    return body
+
+
+async def stream_auto_live(ctx: LiveContext) -> Normalized | None:
+    """A streamed request with tools and automatic tool choice: what an agent loop sends."""
+    prompt = WEATHER_IN_PARIS_WITH_TOOL
+    body = auto_choice_body(ctx, prompt)
     raw = await ctx.raw({**body, "stream": True}, name="T16-streamed-auto")
     if raw.status != 200:
         raise CheckFailed("HTTP 200 for a streamed automatic tool choice", f"{raw.status}")
