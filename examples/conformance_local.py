@@ -42,7 +42,13 @@ CAPABILITIES = Capabilities(
     max_tokens=True,
     context_window=LOCAL_CONTEXT_TOKENS,
 )
-SERVER = f"llama-cpp-python {version('llama-cpp-python')} + SmolLM2-135M-Instruct"
+
+
+def server_name() -> str:
+    """The server checked, with the installed llama-cpp-python's version."""
+    return f"llama-cpp-python {version('llama-cpp-python')} + SmolLM2-135M-Instruct"
+
+
 PROFILES = {
     "llama-cpp-python": ("default profile", OpenAIQuirks()),
     "llama-cpp-python-local-profile": ("LOCAL_QUIRKS", LOCAL_QUIRKS),
@@ -61,7 +67,7 @@ async def check_local(profile: OpenAIQuirks | None = None, label: str = "") -> R
             LOCAL_MODEL_NAME,
             capabilities=CAPABILITIES,
             quirks=profile or OpenAIQuirks(),
-            name=f"{SERVER} ({label})" if label else SERVER,
+            name=f"{server_name()} ({label})" if label else server_name(),
         )
         return await run_checks(target, progress=show)
 
