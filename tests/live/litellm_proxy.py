@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
-import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from agentfsm.adapters.providers.local import _die_with_parent, _free_port
 
 __all__ = [
     "CONFIG",
@@ -67,19 +66,6 @@ class LiteLLMProxy:
     base_url: str
     master_key: str
     log_path: Path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _own_group_dying_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def proxy_environment(
@@ -163,7 +149,7 @@ async def litellm_proxy(
             stderr=sink,
             env=proxy_environment(upstream_base_url, key),
             cwd=str(LITELLM_VENV),
-            preexec_fn=_own_group_dying_with_parent,
+            preexec_fn=_die_with_parent,
         )
     try:
         await _wait_ready(process, base_url, log, startup_timeout)
