@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from agentfsm.adapters.providers.local import _die_with_parent, _free_port
+from agentfsm.adapters.providers.local import _die_with_parent, _free_port, _stop_group
 
 __all__ = [
     "CONFIG",
@@ -85,14 +85,7 @@ def proxy_environment(
 async def _stop(process: asyncio.subprocess.Process) -> None:
     if process.returncode is not None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), 10)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
+    await _stop_group(process)
     # Workers the CLI forked stay in the group; none may outlive the proxy.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)

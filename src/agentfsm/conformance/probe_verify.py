@@ -16,10 +16,12 @@ from attrs import evolve, frozen
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
 from agentfsm.adapters.providers.endpoints import WireName
 from agentfsm.adapters.providers.profiles import QuirkProfile, changed_quirks
+from agentfsm.adapters.tools.workspace import SETTINGS_FILE
 
 from .checks import by_id
 from .context import LiveContext, LiveTarget
 from .model import CheckResult
+from .probe import _line
 from .runner import run_check
 
 __all__ = [
@@ -100,11 +102,6 @@ class Verification:
         return [e for e in self._never_passed(("skip",)) if e.split(" ", 1)[0] not in failing]
 
 
-def _line(text: str, limit: int = 200) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
-
-
 def _target(
     base_url: str, model: str, wire: WireName, api_key: str | None, profile: QuirkProfile
 ) -> LiveTarget:
@@ -153,7 +150,7 @@ def settings_path(where: str | Path) -> Path:
     """The settings file for ``where``: a workspace folder (its ``.agentfsm/settings.json``)
     or the file itself."""
     path = Path(where)
-    return path / ".agentfsm" / "settings.json" if path.is_dir() else path
+    return path / SETTINGS_FILE if path.is_dir() else path
 
 
 def write_settings(where: str | Path, profile: QuirkProfile) -> Path:

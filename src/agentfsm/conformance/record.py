@@ -40,6 +40,7 @@ import httpx
 from attrs import define, field
 
 from agentfsm.adapters.providers.errors import redact
+from agentfsm.adapters.providers.replay import fixture_body, path_wire
 
 if TYPE_CHECKING:
     from .context import LiveTarget
@@ -289,16 +290,6 @@ def _decoded(capture: Capture, limit: int) -> tuple[bytes, str | None]:
     return bytes(out), None
 
 
-def _body(data: bytes) -> dict[str, str]:
-    """A body as data: UTF-8 text when it decodes, else base64 (the bytes exactly)."""
-    try:
-        return {"encoding": "utf-8", "text": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        import base64
-
-        return {"encoding": "base64", "base64": base64.b64encode(data).decode("ascii")}
-
-
 def _plain(text: str) -> str:
     """``text`` fit for a UTF-8 file (a lone surrogate becomes U+FFFD)."""
     return text.encode("utf-8", "replace").decode("utf-8")
@@ -306,12 +297,8 @@ def _plain(text: str) -> str:
 
 def _wire(url: str, fallback: str) -> tuple[str, str]:
     """The wire and API a request speaks, from its path."""
-    path = httpx.URL(url).path.rstrip("/")
-    if path.endswith("/messages"):
-        return "anthropic", "messages"
-    if path.endswith("/chat/completions"):
-        return "openai-chat", "chat.completions"
-    return fallback, "messages" if fallback == "anthropic" else "chat.completions"
+    wire = path_wire(httpx.URL(url).path) or fallback
+    return wire, "messages" if wire == "anthropic" else "chat.completions"
 
 
 def _streaming(body: bytes) -> bool:
@@ -335,7 +322,7 @@ def _document(capture: Capture, folder: Path, stem: str, target: LiveTarget) -> 
             for k, v in capture.request_headers
             if recorded_header(k, request=True)
         ],
-        "body": _body(_scrub_bytes(capture.request_body, secrets)),
+        "body": fixture_body(_scrub_bytes(capture.request_body, secrets)),
     }
     if capture.request_size > len(capture.request_body):
         request["truncated"] = True
@@ -346,7 +333,7 @@ def _document(capture: Capture, folder: Path, stem: str, target: LiveTarget) -> 
         "reason": capture.reason,
         "headers": headers + ([["content-encoding", coding]] if coding else []),
         "framing": "http",
-        "body": _body(_scrub_bytes(body[:limit], secrets)),
+        "body": fixture_body(_scrub_bytes(body[:limit], secrets)),
     }
     notes = []
     if len(body) > limit or capture.size > len(capture.body):

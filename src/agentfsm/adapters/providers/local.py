@@ -78,6 +78,21 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+async def _stop_group(process: asyncio.subprocess.Process, grace: float = 10) -> None:
+    """Stop a server started in its own process group: SIGTERM to the group, then SIGKILL
+    after ``grace`` seconds."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     os.setsid()
     if sys.platform.startswith("linux"):
@@ -205,13 +220,5 @@ class LocalModel:
     async def stop(self) -> None:
         """Stop the server (its whole process group); safe to call twice."""
         process, self.process = self.process, None
-        if process is None or process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 10)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
+        if process is not None:
+            await _stop_group(process)

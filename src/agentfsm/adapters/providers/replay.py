@@ -20,8 +20,10 @@ __all__ = [
     "RecordedResponse",
     "ReplayTransport",
     "WireFixture",
+    "fixture_body",
     "fixture_wire",
     "load_wire_fixture",
+    "path_wire",
 ]
 
 _DROP_HEADERS = {"content-encoding", "content-length", "transfer-encoding", "connection"}
@@ -90,6 +92,15 @@ def _sse_from_lines(text: str) -> bytes:
     """Stream payloads one a line (SSE framing stripped) framed again, ``[DONE]`` closing."""
     lines = [line for line in text.splitlines() if line.strip()]
     return ("".join(f"data: {line}\n\n" for line in lines) + "data: [DONE]\n\n").encode()
+
+
+def fixture_body(data: bytes) -> dict[str, str]:
+    """A body as a fixture holds it: UTF-8 text when it decodes, else base64 (the bytes
+    exactly); :func:`_fixture_body` reads it back."""
+    try:
+        return {"encoding": "utf-8", "text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"encoding": "base64", "base64": base64.b64encode(data).decode("ascii")}
 
 
 def _fixture_body(raw: Any) -> bytes:
@@ -194,7 +205,9 @@ _ANTHROPIC_EVENTS = re.compile(
 )
 
 
-def _path_wire(uri: str) -> str | None:
+def path_wire(uri: str) -> str | None:
+    """The wire a request path speaks (``…/messages``, ``…/chat/completions``), else
+    ``None``."""
     path = uri.split("?", 1)[0].rstrip("/")
     if path.endswith("/messages"):
         return "anthropic"
@@ -216,7 +229,7 @@ def fixture_wire(fixture: WireFixture) -> str | None:
         return fixture.declared_wire
     if fixture.provider == "anthropic" or fixture.api == "messages":
         return "anthropic"
-    paths = {_path_wire(uri) for uri in fixture.uris} - {None}
+    paths = {path_wire(uri) for uri in fixture.uris} - {None}
     if len(paths) == 1:
         return paths.pop()
     if fixture.provider == "gemini" or fixture.api not in ("chat.completions", "unknown"):
