@@ -72,6 +72,13 @@ class HealthState:
         self.warned.pop(code, None)
 
 
+def _level(value: int, threshold: int, *, stops: bool) -> int:
+    """The level a pattern has reached, warned once: its value for a pattern that stops at
+    twice the threshold (it warns at each new value on the way), the multiple of the
+    threshold for one that never stops (stagnation warns at 8, 16, 24… turns)."""
+    return value if stops or threshold < 1 else value - value % threshold
+
+
 class loop_health:
     """Watch for stuck patterns; warn at a threshold, stop at twice it.
 
@@ -197,10 +204,7 @@ class loop_health:
         if value < threshold:
             state.warned.pop(code, None)
             return None
-        # The level a pattern has reached: its value for a pattern that stops at twice the
-        # threshold (it warns at each new value on the way), the multiple of the threshold
-        # for one that never stops (stagnation warns at 8, 16, 24… turns, not every turn).
-        level = value if stops or threshold < 1 else value - value % threshold
+        level = _level(value, threshold, stops=stops)
         if level <= state.warned.get(code, 0):
             return None  # already warned at this level
         state.warned[code] = level
@@ -222,8 +226,7 @@ class loop_health:
                 if stagnant < every
                 # stagnation already warned at this level, and nothing else to take back
                 else len(warned) == 1
-                and every > 0
-                and warned.get("no_progress") == stagnant - stagnant % every
+                and warned.get("no_progress") == _level(stagnant, every, stops=False)
             )
         ):
             return None  # nothing new reached a threshold, nothing to take back
