@@ -15,16 +15,19 @@ The result says whether the tool had started, so the model knows it may have act
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from .messages import ToolResult
+from .messages import ToolCall, ToolResult
 
 __all__ = [
     "CANCELLED_BEFORE_TOOL",
     "CANCELLED_DURING_TOOL",
     "UNRECORDED_BEFORE_TOOL",
     "UNRECORDED_DURING_TOOL",
-    "cancelled_result",
     "cancelled_from_outside",
+    "cancelled_result",
+    "open_calls",
     "unrecorded_result",
 ]
 
@@ -62,3 +65,18 @@ def cancelled_from_outside() -> bool:
     """
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def open_calls(
+    calls: Sequence[ToolCall], answered: Iterable[Any], started: set[str]
+) -> list[tuple[ToolCall, ToolResult]]:
+    """The calls among ``calls`` (a reply's, in order) that no outcome in ``answered`` (the
+    turn's :class:`~agentfsm.engine.context.ToolOutcome` list) answers, once each, with the
+    cancelled result that closes them (``started``: ids of the calls whose tool ran)."""
+    seen = {outcome.call.id for outcome in answered}
+    left: list[tuple[ToolCall, ToolResult]] = []
+    for call in calls:
+        if call.id not in seen:
+            seen.add(call.id)
+            left.append((call, cancelled_result(call.id in started)))
+    return left

@@ -368,15 +368,34 @@ class AgentEmitter:
     subscribers.
     """
 
-    __slots__ = ("_by_type", "_entries", "_parent")
+    __slots__ = ("_by_type", "_entries", "_parent", "_star")
 
     def __init__(self, parent: AgentEmitter | None = None) -> None:
         self._parent = parent
         # Copy-on-write tuple: emit iterates it without copying, (un)subscribing replaces it.
         self._entries: tuple[_Entry, ...] = ()
-        # Each event type's handlers in registration order, built on the type's first emit
-        # and dropped whenever the subscriptions change.
+        # Each subscribed event type's handlers in registration order ("*" ones included),
+        # and the "*" handlers alone (any other type's): rebuilt when subscriptions change.
         self._by_type: dict[str, tuple[EventHandler, ...]] = {}
+        self._star: tuple[EventHandler, ...] = ()
+
+    def _subscribed(self, entries: tuple[_Entry, ...]) -> None:
+        """Take ``entries`` as the subscriptions and index them by event type (one pass)."""
+        self._entries = entries
+        by_type: dict[str, list[EventHandler]] = {}
+        star: list[EventHandler] = []
+        for event_type, handler in entries:
+            if event_type == "*":
+                star.append(handler)
+                for handlers in by_type.values():
+                    handlers.append(handler)
+            else:
+                known = by_type.get(event_type)
+                if known is None:
+                    known = by_type[event_type] = list(star)
+                known.append(handler)
+        self._by_type = {event_type: tuple(h) for event_type, h in by_type.items()}
+        self._star = tuple(star)
 
     # One overload per event type, so that a handler's parameter is typed with its event
     # class (tests/engine/test_typed_handlers.py checks that every event has one).
@@ -505,14 +524,12 @@ class AgentEmitter:
         Returns a callable that unsubscribes this registration (calling it twice is harmless).
         """
         entry: _Entry = (event_type, handler)
-        self._entries = (*self._entries, entry)
-        self._by_type = {}
+        self._subscribed((*self._entries, entry))
 
         def unsubscribe() -> None:
             entries = tuple(e for e in self._entries if e is not entry)
             if len(entries) != len(self._entries):
-                self._entries = entries
-                self._by_type = {}
+                self._subscribed(entries)
 
         return unsubscribe
 
@@ -526,25 +543,20 @@ class AgentEmitter:
         one run (the session recorder).
         """
         added: tuple[_Entry, ...] = tuple((t, h) for t, h in handlers)
-        self._entries = (*self._entries, *added)
-        self._by_type = {}
+        self._subscribed((*self._entries, *added))
         ids = frozenset(map(id, added))
 
         def unsubscribe() -> None:
             entries = tuple(e for e in self._entries if id(e) not in ids)
             if len(entries) != len(self._entries):
-                self._entries = entries
-                self._by_type = {}
+                self._subscribed(entries)
 
         return unsubscribe
 
     def emit(self, event: AgentEvent) -> None:
         """Deliver ``event`` to its subscribers."""
         event_type = event.type
-        handlers = self._by_type.get(event_type)
-        if handlers is None:
-            handlers = tuple(h for k, h in self._entries if k == event_type or k == "*")
-            self._by_type[event_type] = handlers
+        handlers = self._by_type.get(event_type, self._star)
         parent = self._parent
         if parent is not None and parent._entries:
             parent.emit(event)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeAlias, runtime_checkable
 
 from attrs import frozen
 
@@ -74,7 +74,9 @@ __all__ = [
     "Warn",
     "ask",
     "check_policies",
+    "checked",
     "consult",
+    "hook_failed",
     "loop_policies",
     "policy_name",
 ]
@@ -342,18 +344,32 @@ def ask(
         answer = method(*args)
     except passthrough:
         raise
-    except (PolicyError, PolicyVerdictError, RunRefused):
-        raise
     except Exception as exc:
-        raise PolicyError(policy_name(policy), hook, exc) from exc
+        hook_failed(policy, hook, exc)
     if answer is None and hook in NONE_ALLOWED:  # the common "nothing to say"
         return None
+    return checked(policy, hook, answer)
+
+
+def checked(policy: object, hook: str, answer: object) -> Any:
+    """``policy``'s answer to ``hook`` once checked, as :func:`ask` gives it: the answer, a
+    :class:`Pending` for an awaitable, or :class:`PolicyVerdictError` raised. (The runner
+    calls the hooks itself and checks only answers other than ``None`` where ``None`` is
+    allowed.)"""
     check, expected = EXPECTED[hook]
     if check(answer):  # no verdict kind is awaitable
         return answer
     if inspect.isawaitable(answer):
         return Pending(policy, hook, answer)
     raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
+
+
+def hook_failed(policy: object, hook: str, exc: Exception) -> NoReturn:
+    """Raise what :func:`ask` raises when ``policy``'s ``hook`` raised ``exc``: a policy
+    error or refusal as it is, anything else as :class:`PolicyError` naming the policy."""
+    if isinstance(exc, (PolicyError, PolicyVerdictError, RunRefused)):
+        raise exc
+    raise PolicyError(policy_name(policy), hook, exc) from exc
 
 
 class Pending:

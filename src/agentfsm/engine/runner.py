@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .batching import plan_tool_batches
-from .cancellation import cancelled_from_outside, cancelled_result
+from .cancellation import open_calls
 from .context import RunContext, ToolOutcome, current_run
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
@@ -50,8 +50,9 @@ from .policy import (
     Remind,
     Stop,
     Warn,
-    ask,
+    checked,
     consult,
+    hook_failed,
     loop_policies,
     policy_name,
 )
@@ -59,13 +60,14 @@ from .protocols import ChatDelta, ChatFn, ToolRunner
 from .reminders import render_reminders, retry_message, with_reminders
 from .stepper import DEFAULT_STEPPER, StepperKind, make_stepper
 from .steps import run_step
+from .tool_run import run_tool
 
 __all__ = ["INTERRUPTED", "LoopRunner", "render_reminders", "retry_message", "with_reminders"]
 
 logger = logging.getLogger("agentfsm.engine")
 _PASS = (AbortError,)
 
-_Effect = Callable[[], Awaitable["str | LoopOutcome"]]
+_Effect = Callable[["LoopRunner"], Awaitable["str | LoopOutcome"]]
 T = TypeVar("T")
 
 INTERRUPTED = "interrupted"
@@ -124,21 +126,6 @@ class LoopRunner:
         self._llm_observers = [(p, p.on_llm_end) for p in hooks.llm_observers]
         self._tool_observers = [(p, p.on_tool_result) for p in hooks.tool_observers]
         self._turn_observers = [(p, p.on_turn_end) for p in hooks.turn_observers]
-        self._effects: dict[str, _Effect] = {
-            "turn_start": self._turn_start,
-            "compress_check": self._compress_check,
-            "compress": self._compress,
-            "llm_start": self._llm_start,
-            "llm_end": self._llm_end,
-            "run_tools": self._run_tools,
-            "final_check": self._final_check,
-            "retry": self._retry,
-            "final": self._final,
-            "budget": self._budget,
-            "aborted": self._aborted,
-            "stopped": self._stopped,
-            "failed": self._failed,
-        }
 
     async def run(self) -> LoopOutcome:
         """Run the loop to a final state.
@@ -148,12 +135,12 @@ class LoopRunner:
         then ``error`` is emitted and the ``CancelledError`` re-raised.
         """
         stepper = self.stepper
-        effects = self._effects
+        effects = _EFFECTS
         interrupter = self._interrupter = Interrupter.arm(self.ctx.params.signal)
         token = activate(interrupter)
         try:
             while True:
-                step = await effects[stepper.state]()
+                step = await effects[stepper.state](self)
                 if isinstance(step, str):
                     stepper.send(step)
                     continue
@@ -179,11 +166,9 @@ class LoopRunner:
         ``tool_call_end``, observers not told)."""
         ctx = self.ctx
         if self.stepper.state == "run_tools" and ctx.last_result is not None:
-            answered = {outcome.call.id for outcome in ctx.turn_tools}
-            for call in ctx.last_result.message.tool_calls:
-                if call.id not in answered:
-                    answered.add(call.id)
-                    self._record(call, cancelled_result(call.id in self._started), True)
+            calls = ctx.last_result.message.tool_calls
+            for call, result in open_calls(calls, ctx.turn_tools, self._started):
+                self._record(call, result, True)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -237,9 +222,13 @@ class LoopRunner:
         self._emit(TurnStartEvent(turn=ctx.turn))
         if self._turn_gates and not ctx.signal_aborted:
             for gate, check_turn in self._turn_gates:
-                answer = ask(gate, "check_turn", check_turn, ctx)
+                try:
+                    answer = check_turn(ctx)
+                except Exception as exc:
+                    hook_failed(gate, "check_turn", exc)
                 if answer is None:
                     continue
+                answer = checked(gate, "check_turn", answer)
                 if type(answer) is Pending:
                     answer = await answer.settle()
                 verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
@@ -272,7 +261,12 @@ class LoopRunner:
         ctx = self.ctx
         ctx.compress_by = None
         for compressor, should_compress in self._compressors:
-            answer = ask(compressor, "should_compress", should_compress, ctx)
+            try:
+                answer = should_compress(ctx)
+            except Exception as exc:
+                hook_failed(compressor, "should_compress", exc)
+            if answer is not True and answer is not False:
+                answer = checked(compressor, "should_compress", answer)
             if answer is True or (type(answer) is Pending and await answer.settle()):
                 ctx.compress_by = compressor
                 break
@@ -309,7 +303,12 @@ class LoopRunner:
         self._emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
         for request_shaper, shape_request in self._request_shapers:
-            shaped = ask(request_shaper, "shape_request", shape_request, ctx, request)
+            try:
+                shaped = shape_request(ctx, request)
+            except Exception as exc:
+                hook_failed(request_shaper, "shape_request", exc)
+            if type(shaped) is not list:
+                shaped = checked(request_shaper, "shape_request", shaped)
             request = await shaped.settle() if type(shaped) is Pending else shaped
         if ctx.reminders:
             request = with_reminders(request, render_reminders(ctx.reminders))
@@ -335,10 +334,16 @@ class LoopRunner:
             ctx.error = exc
             return "raised"
         for reply_shaper, shape_reply in self._reply_shapers:
-            shaped = ask(reply_shaper, "shape_reply", shape_reply, ctx, result)
-            if type(shaped) is Pending:
-                shaped = await shaped.settle()
-            result = shaped or result
+            try:
+                reshaped: Any = shape_reply(ctx, result)
+            except Exception as exc:
+                hook_failed(reply_shaper, "shape_reply", exc)
+            if reshaped is None:
+                continue
+            reshaped = checked(reply_shaper, "shape_reply", reshaped)
+            if type(reshaped) is Pending:
+                reshaped = await reshaped.settle()
+            result = reshaped or result
         ctx.last_result = result
         ctx.turns_used += 1
         if result.usage is not None:
@@ -355,8 +360,12 @@ class LoopRunner:
         ctx.append(result.message)
         self._emit(LlmEndEvent(turn=ctx.turn, result=result))
         for observer, on_llm_end in self._llm_observers:
-            remind = ask(observer, "on_llm_end", on_llm_end, ctx)
+            try:
+                remind = on_llm_end(ctx)
+            except Exception as exc:
+                hook_failed(observer, "on_llm_end", exc)
             if remind is not None:
+                remind = checked(observer, "on_llm_end", remind)
                 if type(remind) is Pending:
                     remind = await remind.settle()
                 self._remind(observer, remind)
@@ -391,7 +400,7 @@ class LoopRunner:
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
             self._started.add(call.id)
             try:
-                result = await self._interruptible(self._run_tool(call))
+                result = await self._interruptible(run_tool(self.tools, call, ctx.params.signal))
             except AbortError:
                 cut = True
                 result = ToolResult(ok=False, output="", error=INTERRUPTED)
@@ -425,8 +434,12 @@ class LoopRunner:
     async def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
         outcome = self._record(call, result, cancelled)
         for observer, on_tool_result in self._tool_observers:
-            remind = ask(observer, "on_tool_result", on_tool_result, self.ctx, outcome)
+            try:
+                remind = on_tool_result(self.ctx, outcome)
+            except Exception as exc:
+                hook_failed(observer, "on_tool_result", exc)
             if remind is not None:
+                remind = checked(observer, "on_tool_result", remind)
                 if type(remind) is Pending:
                     remind = await remind.settle()
                 self._remind(observer, remind)
@@ -446,37 +459,19 @@ class LoopRunner:
 
     async def _turn_end_observers(self) -> None:
         for observer, on_turn_end in self._turn_observers:
-            remind = ask(observer, "on_turn_end", on_turn_end, self.ctx)
+            try:
+                remind = on_turn_end(self.ctx)
+            except Exception as exc:
+                hook_failed(observer, "on_turn_end", exc)
             if remind is not None:
+                remind = checked(observer, "on_turn_end", remind)
                 if type(remind) is Pending:
                     remind = await remind.settle()
                 self._remind(observer, remind)
 
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
-        return await self._interruptible(self._run_tool(call), in_run_task=False)
-
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
-        if self.tools is None:
-            return ToolResult(ok=False, output="", error=f"unknown tool {call.name!r}: no tools")
-        try:
-            tools, signal = self.tools, self.ctx.params.signal
-            result: object = await run_step(
-                f"tool {call.name}", lambda: tools.run(call, signal=signal)
-            )
-        except asyncio.CancelledError:
-            if cancelled_from_outside():
-                raise
-            # The tool raised CancelledError by itself: a failed call, not the run's end.
-            logger.warning("agentfsm: tool %s raised CancelledError", call.name)
-            return ToolResult(ok=False, output="", error="tool raised CancelledError")
-        except Exception as exc:  # a ToolRunner must not raise; keep the run alive if it does
-            logger.warning("agentfsm: tool runner raised on %s: %r", call.name, exc)
-            return ToolResult(ok=False, output="", error=f"tool raised {type(exc).__name__}: {exc}")
-        if not isinstance(result, ToolResult):
-            return ToolResult(
-                ok=False, output="", error=f"tool runner returned {type(result).__name__}"
-            )
-        return result
+        tool = run_tool(self.tools, call, self.ctx.params.signal)
+        return await self._interruptible(tool, in_run_task=False)
 
     async def _final_check(self) -> str:
         """Ask the final gates (the first ``Retry`` refuses the answer)."""
@@ -583,9 +578,19 @@ class LoopRunner:
         return outcome
 
 
+_EFFECTS: dict[str, _Effect] = {
+    state: getattr(LoopRunner, f"_{state}")
+    for state in (
+        *("turn_start", "compress_check", "compress", "llm_start", "llm_end", "run_tools"),
+        *("final_check", "retry", "final", "budget", "aborted", "stopped", "failed"),
+    )
+}
+"""The effect of each state that has one: the runner's method named after it."""
+
+
 def __getattr__(name: str) -> Any:
     # ``build_run`` and ``run_conversation`` live in :mod:`agentfsm.engine.loop` (which
-    # imports this module); they stay reachable from here.
+    # imports this module), and stay reachable from here.
     if name in ("build_run", "run_conversation"):
         from . import loop
 

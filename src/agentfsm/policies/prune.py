@@ -74,10 +74,8 @@ class prune_tool_results:
             if incremental:
                 scans[:] = [scan]
         start = scan.scanned
-        latest = len(messages) - 1
-        while latest >= 0 and not isinstance(messages[latest], AssistantMessage):
-            latest -= 1
-
+        budget = self.budget_chars
+        total = scan.total
         fresh: list[tuple[int, str, ToolMessage]] = []
         replaced_any = False
         for index in range(start, len(messages)):
@@ -87,24 +85,28 @@ class prune_tool_results:
             key = _key(message)
             if key not in state:
                 fresh.append((index, key, message))
-                scan.total += len(message.content)
+                total += len(message.content)
                 continue
             marker = state[key]
             if marker is None:
-                scan.total += len(message.content)
+                total += len(message.content)
             else:
-                scan.total += len(marker)
+                total += len(marker)
                 replaced_any = True
 
-        if scan.total > self.budget_chars:
+        if total > budget and fresh:
+            latest = len(messages) - 1
+            while latest >= 0 and not isinstance(messages[latest], AssistantMessage):
+                latest -= 1
             eligible = [f for f in fresh if f[0] < latest]
             for _, key, message in sorted(eligible, key=lambda f: -len(f[2].content)):
-                if scan.total <= self.budget_chars:
+                if total <= budget:
                     break
                 marker = prune_marker(message.content)
                 state[key] = marker
-                scan.total += len(marker) - len(message.content)
+                total += len(marker) - len(message.content)
                 replaced_any = True
+        scan.total = total
         for _, key, _message in fresh:
             state.setdefault(key, None)  # sent whole now: frozen from here on
 

@@ -73,7 +73,7 @@ def _now_stamp() -> str:
     return text
 
 
-def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: Path) -> None:
+def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: str) -> None:
     """Write what is left of ``data`` after a short write of ``written`` bytes."""
     while True:
         if not written:
@@ -84,7 +84,7 @@ def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: Pa
         written = file.write(data)
 
 
-def _close_file(file: io.FileIO, held: list[str], path: Path) -> None:
+def _close_file(file: io.FileIO, held: list[str], path: str) -> None:
     """Close a session file, writing the lines still held for it first (best effort: a
     handle collected or open at exit has nobody to report a failure to)."""
     try:
@@ -121,9 +121,9 @@ class SessionHandle:
     :meth:`close` and when the handle is collected.
     """
 
-    def __init__(self, path: Path, clock: Callable[[], datetime] | None = None) -> None:
-        self.path = path
-        """Where the records go."""
+    def __init__(self, path: str | Path, clock: Callable[[], datetime] | None = None) -> None:
+        self._where = os.fspath(path)
+        self._path = path if isinstance(path, Path) else None
         self._stamp: Callable[[], str] = (
             _now_stamp if clock is None else partial(_clock_stamp, clock)
         )
@@ -140,9 +140,28 @@ class SessionHandle:
         """Lines held back for the next write (never while the file is closed)."""
 
     @property
+    def path(self) -> Path:
+        """Where the records go."""
+        path = self._path
+        if path is None:
+            path = self._path = Path(self._where)
+        return path
+
+    @path.setter
+    def path(self, path: str | Path) -> None:
+        self._where = os.fspath(path)
+        self._path = path if isinstance(path, Path) else None
+
+    def __fspath__(self) -> str:
+        """The file's path: a handle is a path-like object (``os.fspath(handle)``)."""
+        return self._where
+
+    @property
     def id(self) -> str:
-        """The session id: the file name without ``.jsonl``."""
-        return self.path.stem
+        """The session id: the file name without ``.jsonl`` (``path.stem``)."""
+        name = os.path.basename(self._where)
+        dot = name.rfind(".")
+        return name[:dot] if 0 < dot < len(name) - 1 else name
 
     @property
     def first_use(self) -> bool:
@@ -165,15 +184,15 @@ class SessionHandle:
             os.close(fd)
             raise
         self._file = file
-        self._closer = weakref.finalize(self, _close_file, file, self._held, self.path)
+        self._closer = weakref.finalize(self, _close_file, file, self._held, self._where)
         return file
 
     def _open(self) -> io.FileIO:
         try:
-            fd = os.open(self.path, _APPEND, 0o666)
+            fd = os.open(self._where, _APPEND, 0o666)
         except FileNotFoundError:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, _APPEND, 0o666)
+            fd = os.open(self._where, _APPEND, 0o666)
         return self._adopt(fd)
 
     def _write_text(self, text: str) -> None:
@@ -192,7 +211,7 @@ class SessionHandle:
                 file = self._open()
             written = file.write(data)
             if written != len(data):
-                _write_rest(file, memoryview(data), written, self.path)
+                _write_rest(file, memoryview(data), written, self._where)
         except BaseException:
             with contextlib.suppress(OSError):
                 self.close()
@@ -301,7 +320,8 @@ class SessionStore:
             prefix = f"{stamp}-{counter:04d}"
             if (search or counter > 1) and self._taken(prefix):
                 continue
-            path = folder / f"{prefix}{suffix}.jsonl"
+            name = f"{prefix}{suffix}.jsonl"
+            path = name if key == "." else os.path.join(key, name)  # str(folder / name)
             try:
                 fd = self._create(path, made)
             except FileExistsError:
@@ -334,7 +354,7 @@ class SessionStore:
         except OSError:
             return False
 
-    def _create(self, path: Path, made: bool) -> int | None:
+    def _create(self, path: str, made: bool) -> int | None:
         """The open file descriptor of the new file ``path``, or ``None`` when it could not
         be created (the first write reports why); raises ``FileExistsError`` when a file
         has that name."""
