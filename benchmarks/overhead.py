@@ -36,7 +36,6 @@ import gc
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,6 +63,7 @@ from agentfsm.engine.policy import Policy
 from agentfsm.engine.stepper import StatechartStepper, StepperKind
 from agentfsm.policies import presets
 from benchmarks._results import merge_results
+from benchmarks.peers._harness import work_folder
 
 BUDGET_US = 500.0
 SPEC = ToolSpec("noop", "Does nothing.")
@@ -145,7 +145,7 @@ async def engine(
 
 async def engine_recording(turns: int) -> ZeroLatencyModel:
     model = ZeroLatencyModel(turns)
-    with tempfile.TemporaryDirectory() as folder:
+    with work_folder("agentfsm-recording-") as folder:
         outcome = await Agent(
             model,
             InstantTools(),
@@ -158,7 +158,7 @@ async def engine_recording(turns: int) -> ZeroLatencyModel:
 
 
 _CODING: dict[int, tuple[Agent, ZeroLatencyModel]] = {}
-_FOLDER = tempfile.TemporaryDirectory(prefix="agentfsm-overhead-")
+_FOLDER = work_folder("agentfsm-overhead-")
 
 
 async def agent_coding_session(turns: int) -> ZeroLatencyModel:

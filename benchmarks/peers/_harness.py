@@ -17,6 +17,8 @@ import argparse
 import asyncio
 import gc
 import json
+import os
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from importlib import metadata
@@ -25,6 +27,22 @@ RunOnce = Callable[[int], Awaitable[int]]
 
 # turns -> runs per sample: about 200 model calls per sample either way.
 PLANS = {10: 20, 200: 1}
+
+
+BENCH_DIR = os.environ.get("AGENTFSM_BENCH_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".work"
+)
+"""Where the benchmarks' workspaces and session folders go: ``benchmarks/.work`` (a folder of
+the checkout, as a user's project is), or ``$AGENTFSM_BENCH_DIR``. Not the system's temporary
+folder: on the machine of docs/performance.md, creating a file in a folder under ``/tmp`` took
+140-500 µs against 8-15 µs elsewhere on the same file system, and a run creates its session
+file."""
+
+
+def work_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A new empty folder under :data:`BENCH_DIR`, removed when closed or at exit."""
+    os.makedirs(BENCH_DIR, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=BENCH_DIR)
 
 
 class Counter:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +40,9 @@ from agentfsm.engine.stepper import StepperKind
 from agentfsm.policies import presets
 
 if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
-    from benchmarks.peers._harness import Counter, main
+    from benchmarks.peers._harness import Counter, main, work_folder
 else:
-    from _harness import Counter, main
+    from _harness import Counter, main, work_folder
 
 PROMPT = "You are a benchmark."
 DONE = ChatResult(AssistantMessage("done"), Usage(1200, 5), "stop")
@@ -82,7 +81,7 @@ def core(stepper: StepperKind) -> Callable[[int], Awaitable[int]]:
     return run_once
 
 
-WORKSPACE = tempfile.TemporaryDirectory(prefix="agentfsm-bench-")
+WORKSPACE = work_folder("agentfsm-bench-")
 """The workspace and session folder of the agent variant: it exists before the runs, as a
 user's does (each run adds its session file)."""
 AGENTS: dict[int, Agent] = {}
