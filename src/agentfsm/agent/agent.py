@@ -15,8 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import evolve
-
 from agentfsm._deprecated import warn_renamed
 from agentfsm.adapters.sessions import (
     SessionHandle,
@@ -32,7 +30,7 @@ from agentfsm.engine.abort import AbortController
 from agentfsm.engine.events import AgentEmitter
 from agentfsm.engine.loop import build_run
 from agentfsm.engine.messages import Message, UserMessage
-from agentfsm.engine.params import LoopOutcome, LoopParams
+from agentfsm.engine.params import LoopOutcome, LoopParams, evolved
 from agentfsm.engine.policy import Policy, loop_policies
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
@@ -268,7 +266,7 @@ class Agent:
         if new_session and self.preamble is not None:
             messages = [*prior, preamble_message(await self._render_preamble())]
         controller = AbortController()
-        params = evolve(self._params, system_prompt=system, signal=controller.signal)
+        params = evolved(self._params, system_prompt=system, signal=controller.signal)
         # This run's events only (concurrent runs share ``self.events``), forwarded there.
         run_events = AgentEmitter(parent=self.events)
         chat, tools, telemetry = self.chat, self.tools, None
@@ -324,7 +322,7 @@ class Agent:
             unlink()
         if recorder is not None:
             recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
-        outcome = evolve(outcome, session_path=path)
+        outcome = evolved(outcome, session_path=path)
         if hooks.stop is not None:
             await call_hook(
                 "stop", hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)

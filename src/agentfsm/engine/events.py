@@ -382,6 +382,12 @@ class AgentEmitter:
     def _subscribed(self, entries: tuple[_Entry, ...]) -> None:
         """Take ``entries`` as the subscriptions and index them by event type (one pass)."""
         self._entries = entries
+        if all(event_type != "*" for event_type, _ in entries):
+            index: dict[str, tuple[EventHandler, ...]] = {}
+            for event_type, handler in entries:
+                index[event_type] = (*index.get(event_type, ()), handler)
+            self._by_type, self._star = index, ()
+            return
         by_type: dict[str, list[EventHandler]] = {}
         star: list[EventHandler] = []
         for event_type, handler in entries:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
+import attrs
 from attrs import field, frozen
 
 from .messages import AssistantMessage, ChatResult, Message, Usage
 from .protocols import SupportsAbort
 
-__all__ = ["LoopOutcome", "LoopParams", "StopInfo", "StoppedReason"]
+__all__ = ["LoopOutcome", "LoopParams", "StopInfo", "StoppedReason", "evolved"]
 
 StoppedReason: TypeAlias = Literal["final", "budget", "aborted", "policy"]
 """Why a run ended without raising."""
@@ -85,3 +86,22 @@ class LoopOutcome:
     """Set when a policy stopped the run."""
     session_path: str | None = None
     """The session file the run was recorded in, when recording was on."""
+
+
+_INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+"""Per attrs class, ``(attribute, init argument)`` of the fields its ``__init__`` takes."""
+
+_A = TypeVar("_A")
+
+
+def evolved(instance: _A, **changes: Any) -> _A:
+    """``attrs.evolve(instance, **changes)`` with the class's fields read once per class, not
+    once per call (runs evolve their parameters and outcome every time)."""
+    cls = type(instance)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        fields: Any = attrs.fields(cls)  # type: ignore[arg-type]
+        names = _INIT_FIELDS[cls] = tuple((a.name, a.alias) for a in fields if a.init)
+    arguments = {alias: getattr(instance, name) for name, alias in names}
+    arguments.update(changes)
+    return cls(**arguments)

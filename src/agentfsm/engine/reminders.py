@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attrs import evolve
-
 from .messages import Message, UserMessage
+from .params import evolved
 
 __all__ = ["render_reminders", "retry_message", "with_reminders"]
 
@@ -27,5 +26,5 @@ def with_reminders(request: Sequence[Message], rendered: str) -> list[Message]:
     message of their own."""
     if request and isinstance(request[-1], UserMessage):
         last = request[-1]
-        return [*request[:-1], evolve(last, content=f"{last.content}\n\n{rendered}")]
+        return [*request[:-1], evolved(last, content=f"{last.content}\n\n{rendered}")]
     return [*request, UserMessage(rendered)]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from attrs import define, field
 
@@ -34,7 +34,37 @@ from .redirect import redirect as RedirectSettings
 __all__ = ["HealthState", "loop_health"]
 
 _WORDS = re.compile(r"\w+")
-_signature_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def _reusable(encoder: json.JSONEncoder) -> Callable[[object], str]:
+    """``encoder.encode`` (compact, sorted keys, ASCII) through one C encoder made once
+    (``encode`` makes one per call), checked against ``encode`` on a sample; ``encode`` itself
+    where that fails."""
+    encode = encoder.encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    ascii_string = getattr(json.encoder, "c_encode_basestring_ascii", None)
+    if make is None or ascii_string is None:
+        return encode
+    try:
+        # No circular-reference markers (JSON-parsed arguments hold no cycles; one would
+        # end in RecursionError, and ``encode`` then reports it).
+        iterate = make(None, encoder.default, ascii_string, None, ":", ",", True, False, True)
+        sample = {"b": [1, 2.5, None, True, "\udcff\u2028\u00e9"], "a": {}}
+        if "".join(iterate(sample, 0)) != encode(sample):
+            return encode
+    except Exception:
+        return encode
+
+    def reused(value: object) -> str:
+        try:
+            return "".join(iterate(value, 0))
+        except Exception:
+            return encode(value)
+
+    return reused
+
+
+_signature_json = _reusable(json.JSONEncoder(sort_keys=True, separators=(",", ":")))
 """``json.dumps(arguments, sort_keys=True, separators=(",", ":"))``, one encoder for all."""
 
 
@@ -120,7 +150,7 @@ class loop_health:
     def on_tool_result(self, ctx: RunContext, outcome: ToolOutcome) -> None:
         if outcome.cancelled:
             return None
-        state = self.state(ctx)
+        state = ctx.state(self, HealthState)
         call = outcome.call
         signature = call.name + _signature_json(call.arguments)
         state.signatures.append(signature)
@@ -140,7 +170,7 @@ class loop_health:
         return None
 
     def on_turn_end(self, ctx: RunContext) -> None:
-        state = self.state(ctx)
+        state = ctx.state(self, HealthState)
         destructive = state.destructive
         if destructive is None:
             destructive = state.destructive = frozenset(
@@ -162,7 +192,7 @@ class loop_health:
         words = frozenset(_WORDS.findall(text.lower()))
         if not words:
             return None
-        state = self.state(ctx)
+        state = ctx.state(self, HealthState)
         if state.last_words:
             jaccard = len(words & state.last_words) / len(words | state.last_words)
             state.similar_turns = state.similar_turns + 1 if jaccard >= self.similarity else 0
@@ -214,7 +244,7 @@ class loop_health:
         self, ctx: RunContext
     ) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]] | None:
         """The verdicts; awaitable only when a warning asks the supervisor for advice."""
-        state = self.state(ctx)
+        state = ctx.state(self, HealthState)
         warned = state.warned
         stagnant, every = state.stagnant_turns, self.stagnant_turns
         if (

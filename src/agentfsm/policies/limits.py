@@ -3,12 +3,10 @@ run's ``max_turns``); ``max_turns`` is its deprecated predecessor that also set 
 
 from __future__ import annotations
 
-from attrs import evolve
-
 from agentfsm._deprecated import warn_renamed
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.messages import AssistantMessage
-from agentfsm.engine.params import LoopOutcome
+from agentfsm.engine.params import LoopOutcome, evolved
 from agentfsm.engine.policy import Remind
 
 __all__ = ["WRAP_UP_REMINDER", "max_turns", "wrap_up"]
@@ -56,7 +54,7 @@ class wrap_up:
             return None
         note = self.note if self.note is not None else _note(ctx.max_turns)
         text = outcome.final.content.rstrip()
-        return evolve(outcome, final=AssistantMessage(f"{text}\n\n{note}" if text else note))
+        return evolved(outcome, final=AssistantMessage(f"{text}\n\n{note}" if text else note))
 
     def __repr__(self) -> str:
         return "wrap_up()"

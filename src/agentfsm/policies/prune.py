@@ -49,6 +49,8 @@ class _Scan:
     """Per-run cache, so each request only looks at the messages added since the last one."""
 
     compressions: int
+    state: dict[str, str | None]
+    """The durable record (``key: marker or None``) the scan was made with."""
     scanned: int = 0
     total: int = 0
     visible: list[Message] | None = None
@@ -65,14 +67,16 @@ class prune_tool_results:
         self.budget_chars = budget_chars
 
     def shape_request(self, ctx: RunContext, messages: Sequence[Message]) -> Sequence[Message]:
-        state: dict[str, str | None] = ctx.durable_state(self, dict)
         incremental = messages is ctx.history
         scans: list[_Scan] = ctx.state(self, list)
         scan = scans[0] if incremental and scans else None
         if scan is None or scan.compressions != ctx.compressions or scan.scanned > len(messages):
-            scan = _Scan(ctx.compressions)
+            # The durable record, kept by the scan: it stays the same dict for the whole run.
+            state: dict[str, str | None] = ctx.durable_state(self, dict)
+            scan = _Scan(ctx.compressions, state)
             if incremental:
                 scans[:] = [scan]
+        state = scan.state
         start = scan.scanned
         budget = self.budget_chars
         total = scan.total

@@ -253,6 +253,8 @@ class verify:
         fail before the model acts when there is a command but no sandbox to run it in);
         nothing to do on later turns. Awaitable only in a durable run (the read is a step
         there)."""
+        if ctx.turn > 1:  # the first turn read it (or ended the run)
+            return None
         state: dict[str, Any] = ctx.state(self, dict)
         if state:
             return None

@@ -321,7 +321,9 @@ class SessionStore:
             if (search or counter > 1) and self._taken(prefix):
                 continue
             name = f"{prefix}{suffix}.jsonl"
-            path = name if key == "." else os.path.join(key, name)  # str(folder / name)
+            path = (
+                name if key == "." else f"{key}{os.sep}{name}" if key[-1:] != os.sep else key + name
+            )
             try:
                 fd = self._create(path, made)
             except FileExistsError:
