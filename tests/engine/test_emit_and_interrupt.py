@@ -70,6 +70,33 @@ def test_on_many_subscribes_each_pair_and_one_call_takes_all_back() -> None:
     assert seen == ["before", "after", "on"]
 
 
+def test_a_star_handler_reaches_types_first_subscribed_after_it_in_order() -> None:
+    emitter = AgentEmitter()
+    seen: list[str] = []
+    emitter.on("*", lambda e: seen.append("star-1"))
+    emitter.on("error", lambda e: seen.append("error"))  # a type first subscribed after "*"
+    emitter.on("*", lambda e: seen.append("star-2"))
+    emitter.emit(ErrorEvent(error=ValueError("x")))
+    emitter.emit(TurnStartEvent(turn=1))  # no handler of its own: only the "*" ones
+    assert seen == ["star-1", "error", "star-2", "star-1", "star-2"]
+
+
+def test_on_many_taken_back_after_another_subscription_keeps_that_one() -> None:
+    emitter = AgentEmitter()
+    seen: list[str] = []
+    off = emitter.on_many([("turn_start", lambda e: seen.append("many"))])
+    emitter.on("turn_start", lambda e: seen.append("later"))
+    off()
+    emitter.emit(TurnStartEvent(turn=1))
+    assert seen == ["later"]
+    seen.clear()
+    off_alone = emitter.on_many([("turn_start", lambda e: seen.append("alone"))])
+    off_alone()  # nothing changed in between: the subscriptions are those from before
+    off_alone()
+    emitter.emit(TurnStartEvent(turn=2))
+    assert seen == ["later"]
+
+
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
     controller = AbortController()
     task = asyncio.current_task()

@@ -14,21 +14,20 @@ class AbortSignal:
 
     Safe to abort from another thread or a signal handler: waiters are woken on their own
     event loop.
+
+    ``aborted`` tells whether :meth:`AbortController.abort` was called (read it; only the
+    controller sets it). It is a plain attribute, not a property: a run reads it several
+    times a turn.
     """
 
-    __slots__ = ("_aborted", "_callbacks", "_lock", "_reason", "_waiters")
+    __slots__ = ("_callbacks", "_lock", "_reason", "_waiters", "aborted")
 
     def __init__(self) -> None:
-        self._aborted = False
+        self.aborted = False
         self._reason: object = None
         self._waiters: list[asyncio.Future[None]] = []
         self._callbacks: list[Callable[[], object]] = []
         self._lock = threading.Lock()
-
-    @property
-    def aborted(self) -> bool:
-        """Whether :meth:`AbortController.abort` was called."""
-        return self._aborted
 
     @property
     def reason(self) -> object:
@@ -39,7 +38,7 @@ class AbortSignal:
         """Return once the signal is aborted (at once if it already is)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
-            if self._aborted:
+            if self.aborted:
                 return
             self._waiters.append(future)
         try:
@@ -52,7 +51,7 @@ class AbortSignal:
     def add_callback(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call ``callback`` once on abort (at once if already aborted); returns a remover."""
         with self._lock:
-            if not self._aborted:
+            if not self.aborted:
                 self._callbacks.append(callback)
 
                 def remove() -> None:
@@ -66,9 +65,9 @@ class AbortSignal:
 
     def _fire(self, reason: object) -> None:
         with self._lock:
-            if self._aborted:
+            if self.aborted:
                 return
-            self._aborted = True
+            self.aborted = True
             self._reason = reason
             waiters, self._waiters = self._waiters, []
             callbacks, self._callbacks = self._callbacks, []
@@ -80,7 +79,7 @@ class AbortSignal:
             callback()
 
     def __repr__(self) -> str:
-        return f"AbortSignal(aborted={self._aborted})"
+        return f"AbortSignal(aborted={self.aborted})"
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

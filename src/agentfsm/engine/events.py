@@ -382,7 +382,7 @@ class AgentEmitter:
     def _subscribed(self, entries: tuple[_Entry, ...]) -> None:
         """Take ``entries`` as the subscriptions and index them by event type (one pass)."""
         self._entries = entries
-        if all(event_type != "*" for event_type, _ in entries):
+        if "*" not in dict(entries):
             index: dict[str, tuple[EventHandler, ...]] = {}
             for event_type, handler in entries:
                 index[event_type] = (*index.get(event_type, ()), handler)
@@ -548,11 +548,16 @@ class AgentEmitter:
         Cheaper than one :meth:`on` per pair for an observer that listens to many types for
         one run (the session recorder).
         """
-        added: tuple[_Entry, ...] = tuple((t, h) for t, h in handlers)
-        self._subscribed((*self._entries, *added))
+        added: tuple[_Entry, ...] = tuple(map(tuple, handlers))  # type: ignore[arg-type]
+        before = self._entries
+        combined = (*before, *added)
+        self._subscribed(combined)
         ids = frozenset(map(id, added))
 
         def unsubscribe() -> None:
+            if self._entries is combined:  # no (un)subscription since: back to before
+                self._subscribed(before)
+                return
             entries = tuple(e for e in self._entries if id(e) not in ids)
             if len(entries) != len(self._entries):
                 self._subscribed(entries)
