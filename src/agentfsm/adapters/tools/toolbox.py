@@ -350,11 +350,15 @@ class ToolBox:
 
         With a signal that takes callbacks, the work runs in the calling task (no task per
         call): the abort cancels that task and the cancellation is turned back into
-        ``_Cancelled`` here."""
+        ``_Cancelled`` here, unless one of the run's interruptible calls already wraps this
+        one (the runner's, around a tool): that call ends it (the run records the call as
+        interrupted either way)."""
         if signal is None:
             return await work
         interrupter = active_interrupter(signal)  # the run's: armed once, not per call
         if interrupter is not None:
+            if interrupter.depth:  # inside one of its calls: that one ends the work
+                return await work
             try:
                 return await interrupter.call(work, "cancelled")
             except AbortError:
