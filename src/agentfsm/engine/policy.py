@@ -426,11 +426,25 @@ async def consult(
     return answer
 
 
+_PER_TURN = (
+    "check_turn",
+    "should_compress",
+    "shape_request",
+    "shape_reply",
+    "on_llm_end",
+    "on_tool_result",
+    "on_turn_end",
+)
+"""The hooks the runner calls every turn through :attr:`PolicySet.bound`."""
+
+
 class PolicySet:
-    """Policies sorted by the hooks they implement (done once per run)."""
+    """Policies sorted by the hooks they implement, their per-turn hooks bound (done once per
+    set: an agent keeps one for all its runs)."""
 
     __slots__ = (
         "all",
+        "bound",
         "compressors",
         "final_gates",
         "keys",
@@ -460,6 +474,11 @@ class PolicySet:
         self.turn_observers: list[TurnObserver] = by_hook["on_turn_end"]
         self.final_gates: list[FinalGate] = by_hook["check_final"]
         self.outcome_shapers: list[OutcomeShaper] = by_hook["shape_outcome"]
+        self.bound: dict[str, list[tuple[Any, Callable[..., Any]]]] = {
+            hook: [(p, getattr(p, hook)) for p in by_hook[hook]] for hook in _PER_TURN
+        }
+        """The per-turn hooks' ``(policy, bound method)`` pairs, by hook, in the set's order
+        (bound once for every run of the set)."""
         keys: dict[int, str] = {}
         seen: dict[str, int] = {}
         for policy in self.all:

@@ -117,15 +117,14 @@ class LoopRunner:
         self._interrupter: Interrupter | None = None
         """The error the ``error`` event already reported."""
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
-        hooks = self.policies
-        # Each per-turn hook bound once per run: (policy, method) in the set's order.
-        self._turn_gates = [(p, p.check_turn) for p in hooks.turn_gates]
-        self._compressors = [(p, p.should_compress) for p in hooks.compressors]
-        self._request_shapers = [(p, p.shape_request) for p in hooks.request_shapers]
-        self._reply_shapers = [(p, p.shape_reply) for p in hooks.reply_shapers]
-        self._llm_observers = [(p, p.on_llm_end) for p in hooks.llm_observers]
-        self._tool_observers = [(p, p.on_tool_result) for p in hooks.tool_observers]
-        self._turn_observers = [(p, p.on_turn_end) for p in hooks.turn_observers]
+        bound = self.policies.bound  # each per-turn hook: (policy, method) in the set's order
+        self._turn_gates = bound["check_turn"]
+        self._compressors = bound["should_compress"]
+        self._request_shapers = bound["shape_request"]
+        self._reply_shapers = bound["shape_reply"]
+        self._llm_observers = bound["on_llm_end"]
+        self._tool_observers = bound["on_tool_result"]
+        self._turn_observers = bound["on_turn_end"]
 
     async def run(self) -> LoopOutcome:
         """Run the loop to a final state.

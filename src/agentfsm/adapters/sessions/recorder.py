@@ -29,6 +29,9 @@ __all__ = ["SessionRecorder"]
 
 logger = logging.getLogger("agentfsm.sessions")
 
+_HELD = frozenset({"policy_warn", "policy_note"})
+"""Policy events whose records wait for the next record's write (information only)."""
+
 
 class SessionRecorder:
     """Appends one run to a :class:`SessionHandle`.
@@ -47,7 +50,9 @@ class SessionRecorder:
     events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
 
     Every record reaches the operating system (so survives a killed process) as soon as it
-    is written, with one exception: an assistant message that asks for tools is held back
+    is written, with two exceptions. A policy's warning or note (``policy_warn``,
+    ``policy_note``: information for ``agentfsm trace``) goes out with the next record. And an
+    assistant message that asks for tools is held back
     and goes out in one write with the next record, its first call's: ``tool_call_start``,
     or the cancelled ``tool_call_end`` of a call that never runs (the run records every
     call of a reply before it can call the model again). So it is on disk before any tool
@@ -198,13 +203,18 @@ class SessionRecorder:
         self._safely(lambda: self.handle.write_meta(meta))
 
     def _on_policy_event(self, event: Any) -> None:
-        """Policy decisions, for ``agentfsm trace`` (reminder and advice texts stay out)."""
+        """Policy decisions, for ``agentfsm trace`` (reminder and advice texts stay out);
+        warnings and notes go out with the next record."""
         meta: dict[str, Any] = {"event": event.type, "turn": event.turn}
         for name in ("policy", "code", "reason", "trigger", "directions", "latency_ms"):
             value = getattr(event, name, None)
             if value is not None:
                 meta[name] = value
-        self._safely(lambda: self.handle.write_meta(meta))
+        handle = self.handle
+        if event.type in _HELD:
+            self._safely(lambda: handle._hold(handle._meta_line(dumps(meta))))
+        else:
+            self._safely(lambda: handle.write_meta(meta))
 
     def _on_gate(self, event: GateEvent) -> None:
         """The refusal (a meta record) and the reminder the run pushed into its history."""
