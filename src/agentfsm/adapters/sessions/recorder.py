@@ -55,8 +55,8 @@ class SessionRecorder:
     assistant message that asks for tools is held back
     and goes out in one write with the next record, its first call's: ``tool_call_start``,
     or the cancelled ``tool_call_end`` of a call that never runs (the run records every
-    call of a reply before it can call the model again). So it is on disk before any tool
-    runs, before the next model call, and when the run ends, fails or is cancelled
+    call of a reply before it can call the model again). So the reply is on disk before any
+    tool runs, before the next model call, and when the run ends, fails or is cancelled
     (``finish``); a handle collected (or open at exit) with it still held writes it then.
     A process killed in between loses that reply, and a resume asks the model again, as it
     does when it finds a reply's calls unanswered.
