@@ -39,7 +39,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -63,7 +63,12 @@ from agentfsm.engine.policy import Policy
 from agentfsm.engine.stepper import StatechartStepper, StepperKind
 from agentfsm.policies import presets
 from benchmarks._results import merge_results
-from benchmarks.peers._harness import work_folder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
+    from benchmarks.peers._harness import work_folder
+else:
+    from _harness import work_folder
 
 BUDGET_US = 500.0
 SPEC = ToolSpec("noop", "Does nothing.")
