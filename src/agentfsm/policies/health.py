@@ -12,8 +12,8 @@ D. reasoning similarity: word-set Jaccard between consecutive turns' reasoning.
 Braking is two-tier: a breach warns, twice the threshold stops (``Loop stopped: <reason>``),
 except stagnation, which only warns: at the threshold and at each further multiple of it
 (8, 16, 24… turns without a file change by default), not on every turn in between.
-Calls and reasoning are observed as they finish, a turn's file changes at the top of the next
-turn, where the verdict is given. All counters are per run.
+Observations are made as tools and turns finish; the verdict is given at the top of the next
+turn. All counters are per run.
 """
 
 from __future__ import annotations
@@ -169,9 +169,8 @@ class loop_health:
             state.edits.append((where, before, after, revert))
         return None
 
-    def _count_turn(self, ctx: RunContext, state: HealthState) -> None:
-        """Stagnation: whether the turn whose calls ``ctx.turn_tools`` holds changed a file
-        (counted at the top of the next turn, where the gates still see those calls)."""
+    def on_turn_end(self, ctx: RunContext) -> None:
+        state = ctx.state(self, HealthState)
         destructive = state.destructive
         if destructive is None:
             destructive = state.destructive = frozenset(
@@ -181,6 +180,7 @@ class loop_health:
             o.result.ok and not o.cancelled and o.call.name in destructive for o in ctx.turn_tools
         )
         state.stagnant_turns = 0 if changed else state.stagnant_turns + 1
+        return None
 
     def on_llm_end(self, ctx: RunContext) -> None:
         result = ctx.last_result
@@ -245,8 +245,6 @@ class loop_health:
     ) -> list[TurnVerdict] | Awaitable[list[TurnVerdict]] | None:
         """The verdicts; awaitable only when a warning asks the supervisor for advice."""
         state = ctx.state(self, HealthState)
-        if ctx.turn > 1:
-            self._count_turn(ctx, state)
         warned = state.warned
         stagnant, every = state.stagnant_turns, self.stagnant_turns
         if (
