@@ -19,7 +19,7 @@ from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import detect_sandbox
-from agentfsm.engine.steps import current_step_runner, run_step
+from agentfsm.engine.steps import run_step
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -248,30 +248,18 @@ class verify:
             sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
-    def check_turn(self, ctx: RunContext) -> Notice | Awaitable[Notice | None] | None:
+    def check_turn(self, ctx: RunContext) -> Awaitable[Notice | None] | None:
         """At the run's first turn: take the command as the workspace defines it now (and
         fail before the model acts when there is a command but no sandbox to run it in);
-        nothing to do on later turns. Awaitable only in a durable run (the read is a step
-        there)."""
-        if ctx.turn > 1:  # the first turn read it (or ended the run)
+        nothing to await on later turns."""
+        if ctx.state(self, dict):
             return None
-        state: dict[str, Any] = ctx.state(self, dict)
-        if state:
-            return None
-        if current_step_runner.get() is not None:
-            return self._first_turn(ctx)
-        state.update(runs=0, refused=0, definition=self.definition())
-        return self._note(ctx, state)
+        return self._first_turn(ctx)
 
     async def _first_turn(self, ctx: RunContext) -> Notice | None:
         state, new = await self._state(ctx)
         if not new:
             return None
-        return self._note(ctx, state)
-
-    def _note(self, ctx: RunContext, state: dict[str, Any]) -> Notice:
-        """The ``verify_command`` note of the definition just read (checking first that a
-        command has a sandbox to run in)."""
         found: VerifyDefinition | None = state["definition"]
         if found is not None:
             self._sandbox(ctx)
