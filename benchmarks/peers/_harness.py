@@ -33,10 +33,10 @@ BENCH_DIR = os.environ.get("AGENTFSM_BENCH_DIR") or os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".work"
 )
 """Where the benchmarks' workspaces and session folders go: ``benchmarks/.work`` (a folder of
-the checkout, as a user's project is), or ``$AGENTFSM_BENCH_DIR``. Not the system's temporary
-folder: on the machine of docs/performance.md, creating a file in a folder under ``/tmp`` took
-140-500 µs against 8-15 µs elsewhere on the same file system, and a run creates its session
-file."""
+the checkout, as a user's project is), or ``$AGENTFSM_BENCH_DIR``; not the system's temporary
+folder, which may be another file system than the one users keep their sessions on. Each run
+of the full product creates its session file there: that one system call's cost belongs to
+the file system (on the machine of docs/performance.md it ranged from about 10 to 500 µs)."""
 
 
 def work_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:

@@ -1,0 +1,125 @@
+"""The session file's system calls inside runs of the full product (not in ``make bench``).
+
+Runs the full product of ``benchmarks/peers.py`` (``Agent`` + coding-agent preset + session
+file, one async ``echo`` tool call a turn) and times, inside the runs, the calls the session
+store makes to the operating system: creating the run's file (``open`` with ``O_EXCL``, plus
+the verify gate's look for ``package.json``, which also goes through ``os.open``), each
+write, and closing the file. These are the costs CPU-instruction counts
+(``benchmarks/instructions.py``) do not see; they depend on the file system and the machine's
+disk, so read them next to the wall-clock ratios of the same moment.
+
+    .venv/bin/python benchmarks/session_io.py [--turns 10] [--runs 200] [--samples 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import agentfsm.adapters.sessions.store as store
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+
+if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
+    from benchmarks.peers import agentfsm_workload as workload
+    from benchmarks.peers._harness import Counter
+else:
+    import agentfsm_workload as workload
+    from _harness import Counter
+
+SPENT: dict[str, int] = {"open": 0, "write": 0, "close": 0}
+"""Nanoseconds in each kind of call since the last reset."""
+_open = os.open
+
+
+class _TimedOs:
+    """``os`` as the session store sees it, with ``open`` timed."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    @staticmethod
+    def open(path: Any, flags: int, mode: int = 0o777) -> int:
+        started = time.perf_counter_ns()
+        try:
+            return _open(path, flags, mode)
+        finally:
+            SPENT["open"] += time.perf_counter_ns() - started
+
+
+class _TimedFile(io.FileIO):
+    """The session file, with ``write`` and ``close`` timed."""
+
+    def write(self, data: Any, /) -> int:
+        started = time.perf_counter_ns()
+        try:
+            return super().write(data)
+        finally:
+            SPENT["write"] += time.perf_counter_ns() - started
+
+    def close(self) -> None:
+        started = time.perf_counter_ns()
+        try:
+            super().close()
+        finally:
+            SPENT["close"] += time.perf_counter_ns() - started
+
+
+class _TimedIo:
+    """``io`` as the session store sees it, its files timed."""
+
+    FileIO = _TimedFile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(io, name)
+
+
+async def sample(turns: int, runs: int) -> dict[str, float]:
+    """µs a run: the whole run and each kind of call, over ``runs`` runs."""
+    for key in SPENT:
+        SPENT[key] = 0
+    started = time.perf_counter_ns()
+    for _ in range(runs):
+        Counter.calls = 0
+        await workload.agent_coding_session(turns)
+    total = time.perf_counter_ns() - started
+    return {"run": total / runs / 1000, **{k: v / runs / 1000 for k, v in SPENT.items()}}
+
+
+async def measure(turns: int, runs: int, samples: int) -> dict[str, float]:
+    setattr(store, "os", _TimedOs())  # noqa: B010 - the store's own reference, replaced
+    setattr(store, "io", _TimedIo())  # noqa: B010
+    for _ in range(3):  # warm-up
+        Counter.calls = 0
+        await workload.agent_coding_session(turns)
+    found = [await sample(turns, runs) for _ in range(samples)]
+    return {key: statistics.median(s[key] for s in found) for key in found[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=3)
+    options = parser.parse_args(argv)
+    got = asyncio.run(measure(options.turns, options.runs, options.samples))
+    calls = options.turns + 1
+    print(
+        f"N = {options.turns}: a run {got['run']:.0f} µs ({got['run'] / calls:.1f} a model call);"
+        f" in it, session files: open {got['open']:.1f} µs, writes {got['write']:.1f} µs,"
+        f" close {got['close']:.1f} µs (together {sum(got[k] for k in SPENT) / calls:.1f} µs"
+        " a model call)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
