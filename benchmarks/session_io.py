@@ -8,7 +8,7 @@ write, and closing the file. These are the costs CPU-instruction counts
 (``benchmarks/instructions.py``) do not see; they depend on the file system and the machine's
 disk, so read them next to the wall-clock ratios of the same moment.
 
-    .venv/bin/python benchmarks/session_io.py [--turns 10] [--runs 200] [--samples 3]
+    .venv/bin/python benchmarks/session_io.py [--turns 10] [--runs 200] [--samples 3] [--compare]
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ SPENT: dict[str, int] = {"open": 0, "write": 0, "close": 0}
 _open = os.open
 
 
+PRECREATED: list[int] = []
+"""With ``--compare``: descriptors of files made before a sample, handed out instead of
+creating a session's file while ``PRECREATE`` is on."""
+PRECREATE = [False]
+
+
 class _TimedOs:
     """``os`` as the session store sees it, with ``open`` timed."""
 
@@ -50,6 +56,8 @@ class _TimedOs:
     def open(path: Any, flags: int, mode: int = 0o777) -> int:
         started = time.perf_counter_ns()
         try:
+            if PRECREATE[0] and flags & os.O_EXCL and PRECREATED:
+                return PRECREATED.pop()
             return _open(path, flags, mode)
         finally:
             SPENT["open"] += time.perf_counter_ns() - started
@@ -104,11 +112,51 @@ async def measure(turns: int, runs: int, samples: int) -> dict[str, float]:
     return {key: statistics.median(s[key] for s in found) for key in found[0]}
 
 
+async def _timed(run: Any, turns: int, runs: int) -> float:
+    started = time.perf_counter_ns()
+    for _ in range(runs):
+        Counter.calls = 0
+        await run(turns)
+    return (time.perf_counter_ns() - started) / runs / 1000
+
+
+async def compare(turns: int, runs: int, samples: int) -> dict[str, float]:
+    """µs a run, medians of interleaved samples: the core loop, the full product, and the full
+    product whose session file creation is replaced by a descriptor opened before the sample
+    (``O_EXCL`` creates only)."""
+    core = workload.VARIANTS["core_default"]
+    product = workload.agent_coding_session
+    found: dict[str, list[float]] = {"core": [], "product": [], "precreated": []}
+    for run in (core, product):
+        await _timed(run, turns, 3)
+    folder = workload.WORKSPACE.name
+    for index in range(samples):
+        found["core"].append(await _timed(core, turns, runs))
+        found["product"].append(await _timed(product, turns, runs))
+        for number in range(runs):
+            name = os.path.join(folder, f"precreated-{index}-{number}.jsonl")
+            PRECREATED.append(_open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND))
+        PRECREATE[0] = True
+        try:
+            found["precreated"].append(await _timed(product, turns, runs))
+        finally:
+            PRECREATE[0] = False
+            while PRECREATED:
+                os.close(PRECREATED.pop())
+    return {key: statistics.median(values) for key, values in found.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also time the core loop and the full product with its session file's creation "
+        "replaced by a descriptor opened beforehand, interleaved, and print the ratios",
+    )
     options = parser.parse_args(argv)
     got = asyncio.run(measure(options.turns, options.runs, options.samples))
     calls = options.turns + 1
@@ -118,6 +166,14 @@ def main(argv: list[str] | None = None) -> int:
         f" close {got['close']:.1f} µs (together {sum(got[k] for k in SPENT) / calls:.1f} µs"
         " a model call)"
     )
+    if options.compare:
+        times = asyncio.run(compare(options.turns, options.runs, max(options.samples, 5)))
+        print(
+            f"N = {options.turns}, µs a model call: core loop {times['core'] / calls:.1f}, full"
+            f" product {times['product'] / calls:.1f} (x{times['product'] / times['core']:.2f}),"
+            f" without creating its file {times['precreated'] / calls:.1f}"
+            f" (x{times['precreated'] / times['core']:.2f})"
+        )
     return 0
 
 
