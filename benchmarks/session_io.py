@@ -90,34 +90,29 @@ class _TimedIo:
         return getattr(io, name)
 
 
-async def sample(turns: int, runs: int) -> dict[str, float]:
-    """µs a run: the whole run and each kind of call, over ``runs`` runs."""
-    for key in SPENT:
-        SPENT[key] = 0
-    started = time.perf_counter_ns()
-    for _ in range(runs):
-        Counter.calls = 0
-        await workload.agent_coding_session(turns)
-    total = time.perf_counter_ns() - started
-    return {"run": total / runs / 1000, **{k: v / runs / 1000 for k, v in SPENT.items()}}
-
-
-async def measure(turns: int, runs: int, samples: int) -> dict[str, float]:
-    setattr(store, "os", _TimedOs())  # noqa: B010 - the store's own reference, replaced
-    setattr(store, "io", _TimedIo())  # noqa: B010
-    for _ in range(3):  # warm-up
-        Counter.calls = 0
-        await workload.agent_coding_session(turns)
-    found = [await sample(turns, runs) for _ in range(samples)]
-    return {key: statistics.median(s[key] for s in found) for key in found[0]}
-
-
 async def _timed(run: Any, turns: int, runs: int) -> float:
+    """µs a run of ``run`` over ``runs`` runs."""
     started = time.perf_counter_ns()
     for _ in range(runs):
         Counter.calls = 0
         await run(turns)
     return (time.perf_counter_ns() - started) / runs / 1000
+
+
+async def sample(turns: int, runs: int) -> dict[str, float]:
+    """µs a run: the whole run and each kind of call, over ``runs`` runs."""
+    for key in SPENT:
+        SPENT[key] = 0
+    total = await _timed(workload.agent_coding_session, turns, runs)
+    return {"run": total, **{k: v / runs / 1000 for k, v in SPENT.items()}}
+
+
+async def measure(turns: int, runs: int, samples: int) -> dict[str, float]:
+    setattr(store, "os", _TimedOs())  # noqa: B010 - the store's own reference, replaced
+    setattr(store, "io", _TimedIo())  # noqa: B010
+    await _timed(workload.agent_coding_session, turns, 3)  # warm-up
+    found = [await sample(turns, runs) for _ in range(samples)]
+    return {key: statistics.median(s[key] for s in found) for key in found[0]}
 
 
 async def compare(turns: int, runs: int, samples: int) -> dict[str, float]:

@@ -242,21 +242,19 @@ class Agent:
             prior = []
         new_session = not prior
         path = os.fspath(handle) if handle is not None else None
-        hooks = self.hooks
-        if new_session and hooks.session_start is not None:
+
+        if new_session:
             await call_hook(
                 "session_start",
-                hooks.session_start,
+                self.hooks.session_start,
                 SessionStart(handle.id if handle else None, path),
             )
         system = self.system_prompt
-        rewritten = None
-        if hooks.user_prompt_submit is not None:
-            rewritten = await call_hook(
-                "user_prompt_submit",
-                hooks.user_prompt_submit,
-                PromptSubmit(system, "\n".join(m.content for m in new_input)),
-            )
+        rewritten = await call_hook(
+            "user_prompt_submit",
+            self.hooks.user_prompt_submit,
+            PromptSubmit(system, "\n".join(m.content for m in new_input)),
+        )
         if isinstance(rewritten, str):
             system = rewritten
         elif rewritten is not None:
@@ -323,10 +321,9 @@ class Agent:
         if recorder is not None:
             recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
         outcome = evolved(outcome, session_path=path)
-        if hooks.stop is not None:
-            await call_hook(
-                "stop", hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
-            )
+        await call_hook(
+            "stop", self.hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
+        )
         return outcome
 
     async def _render_preamble(self) -> str:

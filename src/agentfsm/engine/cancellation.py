@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .messages import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .context import ToolOutcome
 
 __all__ = [
     "CANCELLED_BEFORE_TOOL",
@@ -68,11 +71,11 @@ def cancelled_from_outside() -> bool:
 
 
 def open_calls(
-    calls: Sequence[ToolCall], answered: Iterable[Any], started: set[str]
+    calls: Sequence[ToolCall], answered: Iterable[ToolOutcome], started: set[str]
 ) -> list[tuple[ToolCall, ToolResult]]:
     """The calls among ``calls`` (a reply's, in order) that no outcome in ``answered`` (the
-    turn's :class:`~agentfsm.engine.context.ToolOutcome` list) answers, once each, with the
-    cancelled result that closes them (``started``: ids of the calls whose tool ran)."""
+    turn's) answers, once each, with the cancelled result that closes them (``started``: ids
+    of the calls whose tool ran)."""
     seen = {outcome.call.id for outcome in answered}
     left: list[tuple[ToolCall, ToolResult]] = []
     for call in calls:

@@ -382,12 +382,6 @@ class AgentEmitter:
     def _subscribed(self, entries: tuple[_Entry, ...]) -> None:
         """Take ``entries`` as the subscriptions and index them by event type (one pass)."""
         self._entries = entries
-        if "*" not in dict(entries):
-            index: dict[str, tuple[EventHandler, ...]] = {}
-            for event_type, handler in entries:
-                index[event_type] = (*index.get(event_type, ()), handler)
-            self._by_type, self._star = index, ()
-            return
         by_type: dict[str, list[EventHandler]] = {}
         star: list[EventHandler] = []
         for event_type, handler in entries:
@@ -548,7 +542,7 @@ class AgentEmitter:
         Cheaper than one :meth:`on` per pair for an observer that listens to many types for
         one run (the session recorder).
         """
-        added: tuple[_Entry, ...] = tuple(map(tuple, handlers))  # type: ignore[arg-type]
+        added: tuple[_Entry, ...] = tuple((t, h) for t, h in handlers)
         before = self._entries
         combined = (*before, *added)
         self._subscribed(combined)

@@ -184,6 +184,14 @@ class LoopRunner:
         else:
             self._emit(TextDeltaEvent(turn=turn, text=delta.text))
 
+    async def _observed(self, observer: object, hook: str, answer: object) -> None:
+        """An observer's answer other than ``None``: checked, awaited when async, and its
+        reminder (if any) pushed."""
+        remind = checked(observer, hook, answer)
+        if type(remind) is Pending:
+            remind = await remind.settle()
+        self._remind(observer, remind)
+
     def _remind(self, policy: object, verdict: Remind | None) -> None:
         if verdict is not None:
             self.ctx.reminders.append(verdict.text)
@@ -364,10 +372,7 @@ class LoopRunner:
             except Exception as exc:
                 hook_failed(observer, "on_llm_end", exc)
             if remind is not None:
-                remind = checked(observer, "on_llm_end", remind)
-                if type(remind) is Pending:
-                    remind = await remind.settle()
-                self._remind(observer, remind)
+                await self._observed(observer, "on_llm_end", remind)
         return "route"
 
     async def _run_tools(self) -> str:
@@ -438,10 +443,7 @@ class LoopRunner:
             except Exception as exc:
                 hook_failed(observer, "on_tool_result", exc)
             if remind is not None:
-                remind = checked(observer, "on_tool_result", remind)
-                if type(remind) is Pending:
-                    remind = await remind.settle()
-                self._remind(observer, remind)
+                await self._observed(observer, "on_tool_result", remind)
 
     def _record(self, call: ToolCall, result: ToolResult, cancelled: bool) -> ToolOutcome:
         ctx = self.ctx
@@ -463,10 +465,7 @@ class LoopRunner:
             except Exception as exc:
                 hook_failed(observer, "on_turn_end", exc)
             if remind is not None:
-                remind = checked(observer, "on_turn_end", remind)
-                if type(remind) is Pending:
-                    remind = await remind.settle()
-                self._remind(observer, remind)
+                await self._observed(observer, "on_turn_end", remind)
 
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
         tool = run_tool(self.tools, call, self.ctx.params.signal)

@@ -18,15 +18,15 @@ turn. All counters are per run.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from attrs import define, field
 
 from agentfsm.engine.context import RunContext, ToolOutcome
 from agentfsm.engine.policy import Remind, Stop, TurnVerdict, Warn
+from agentfsm.engine.serialization import compact_json
 
 from .redirect import REDIRECT_TRIGGERS
 from .redirect import redirect as RedirectSettings
@@ -36,35 +36,7 @@ __all__ = ["HealthState", "loop_health"]
 _WORDS = re.compile(r"\w+")
 
 
-def _reusable(encoder: json.JSONEncoder) -> Callable[[object], str]:
-    """``encoder.encode`` (compact, sorted keys, ASCII) through one C encoder made once
-    (``encode`` makes one per call), checked against ``encode`` on a sample; ``encode`` itself
-    where that fails."""
-    encode = encoder.encode
-    make = getattr(json.encoder, "c_make_encoder", None)
-    ascii_string = getattr(json.encoder, "c_encode_basestring_ascii", None)
-    if make is None or ascii_string is None:
-        return encode
-    try:
-        # No circular-reference markers (JSON-parsed arguments hold no cycles; one would
-        # end in RecursionError, and ``encode`` then reports it).
-        iterate = make(None, encoder.default, ascii_string, None, ":", ",", True, False, True)
-        sample = {"b": [1, 2.5, None, True, "\udcff\u2028\u00e9"], "a": {}}
-        if "".join(iterate(sample, 0)) != encode(sample):
-            return encode
-    except Exception:
-        return encode
-
-    def reused(value: object) -> str:
-        try:
-            return "".join(iterate(value, 0))
-        except Exception:
-            return encode(value)
-
-    return reused
-
-
-_signature_json = _reusable(json.JSONEncoder(sort_keys=True, separators=(",", ":")))
+_signature_json = compact_json(sort_keys=True)
 """``json.dumps(arguments, sort_keys=True, separators=(",", ":"))``, one encoder for all."""
 
 

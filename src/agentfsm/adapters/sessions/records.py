@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import json.encoder
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 from attrs import fields
 
@@ -27,7 +27,7 @@ from agentfsm.engine.messages import (
     Usage,
     UserMessage,
 )
-from agentfsm.engine.serialization import to_jsonable
+from agentfsm.engine.serialization import JsonChunks, c_json_encoder, compact_json, to_jsonable
 
 __all__ = [
     "assistant_json",
@@ -49,8 +49,6 @@ json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 ``TypeError`` for anything but a string."""
 _string = json_string
 
-_slow_dumps = json.JSONEncoder(separators=(",", ":")).encode
-
 
 class _NotPlain(Exception):
     """A value the JSON encoder does not take as is: the generic path decides."""
@@ -60,40 +58,12 @@ def _not_plain(value: object) -> Any:
     raise _NotPlain
 
 
-_Encoder: TypeAlias = Callable[[object, int], Sequence[str]]
-
-
-def _c_encoder(default: Callable[[object], Any]) -> _Encoder | None:
-    """A reusable C encoder with the settings of ``_slow_dumps`` and no circular-reference
-    bookkeeping (it keeps no state between calls; a cycle ends in ``RecursionError``):
-    ``"".join(encoder(obj, 0))`` is the JSON text. ``None`` when this Python has none."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    sample = {"a": [1, 2.5, None, True, "\udcff\u2028\u00e9"], "b": {}}
-    try:
-        encoder: _Encoder = make(None, default, _string, None, ":", ",", False, False, True)
-        if "".join(encoder(sample, 0)) != _slow_dumps(sample):
-            return None
-    except Exception:  # another signature: use the generic encoder
-        return None
-    return encoder
-
-
-_fast_encoder = _c_encoder(json.JSONEncoder().default)
-_plain_encoder = _c_encoder(_not_plain)
+dumps: Callable[[object], str] = compact_json()
+"""``json.dumps(obj, separators=(",", ":"))``: compact ASCII JSON through one reused C encoder;
+raises what ``json.dumps`` raises."""
+_plain_encoder = c_json_encoder(_not_plain)
 """Encodes what ``to_jsonable`` passes through unchanged (dicts, lists, tuples, strings,
 numbers, booleans, ``None``); raises for anything else."""
-
-
-def dumps(obj: object) -> str:
-    """``json.dumps(obj, separators=(",", ":"))``: compact ASCII JSON; raises what it raises."""
-    if _fast_encoder is not None:
-        try:
-            return "".join(_fast_encoder(obj, 0))
-        except Exception:  # the generic encoder raises its own error (a cycle: ValueError)
-            pass
-    return _slow_dumps(obj)
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -124,7 +94,7 @@ def _no_encoder(obj: object, level: int) -> Sequence[str]:
     raise _NotPlain
 
 
-_plain: _Encoder = _plain_encoder if _plain_encoder is not None else _no_encoder
+_plain: JsonChunks = _plain_encoder if _plain_encoder is not None else _no_encoder
 _FAST = _KNOWN and _plain_encoder is not None
 """The formatters may run: they know the classes, and the plain encoder exists."""
 

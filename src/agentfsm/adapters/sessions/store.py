@@ -122,8 +122,9 @@ class SessionHandle:
     """
 
     def __init__(self, path: str | Path, clock: Callable[[], datetime] | None = None) -> None:
-        self._where = os.fspath(path)
-        self._path = path if isinstance(path, Path) else None
+        self._where: str
+        self._path: Path | None
+        self.path = path  # kept as text; the Path is built on first use
         self._stamp: Callable[[], str] = (
             _now_stamp if clock is None else partial(_clock_stamp, clock)
         )
@@ -158,10 +159,8 @@ class SessionHandle:
 
     @property
     def id(self) -> str:
-        """The session id: the file name without ``.jsonl`` (``path.stem``)."""
-        name = os.path.basename(self._where)
-        dot = name.rfind(".")
-        return name[:dot] if 0 < dot < len(name) - 1 else name
+        """The session id: the file name without ``.jsonl``."""
+        return self.path.stem
 
     @property
     def first_use(self) -> bool:
@@ -321,9 +320,7 @@ class SessionStore:
             if (search or counter > 1) and self._taken(prefix):
                 continue
             name = f"{prefix}{suffix}.jsonl"
-            path = (
-                name if key == "." else f"{key}{os.sep}{name}" if key[-1:] != os.sep else key + name
-            )
+            path = name if key == "." else os.path.join(key, name)  # str(folder / name)
             try:
                 fd = self._create(path, made)
             except FileExistsError:
