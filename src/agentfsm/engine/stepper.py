@@ -158,9 +158,19 @@ class _ChartSupport:
     """The guard view's class: one property per guard the machine names."""
     ids: dict[Any, str]
     """``state value -> state id``."""
+    initial: str
+    """The initial state's id."""
+    final: frozenset[str]
+    """The final states' ids."""
+    idle: list[_Chart]
+    """Machines whose run reached a final state, back at the initial state for the next."""
 
 
 _SUPPORT: dict[type[Any], _ChartSupport] = {}
+
+MAX_IDLE_MACHINES = 32
+"""How many finished machines of one class are kept for the next runs (each holds about
+46 kB); a run that finds none builds its own."""
 
 
 def _guard_property(name: str) -> property:
@@ -177,10 +187,11 @@ def _chart_support(cls: type[Any]) -> _ChartSupport:
     cached = _SUPPORT.get(cls)
     if cached is not None:
         return cached
+    table = compile_machine(cls)
     names = sorted(
         {
             name
-            for by_event in compile_machine(cls).transitions.values()
+            for by_event in table.transitions.values()
             for transitions in by_event.values()
             for transition in transitions
             for name, _ in transition.guards
@@ -191,59 +202,111 @@ def _chart_support(cls: type[Any]) -> _ChartSupport:
     support = _ChartSupport(
         view=type(f"{cls.__name__}GuardView", (), namespace),
         ids={state.value: str(state.id) for state in cls.states_map.values()},
+        initial=table.initial,
+        final=table.final,
+        idle=[],
     )
     _SUPPORT[cls] = support
     return support
 
 
+class _Chart:
+    """One machine instance with its guard view and its bound events."""
+
+    __slots__ = ("initial", "machine", "triggers", "view")
+
+    def __init__(self, cls: type[Any], view: Any) -> None:
+        machine = cls(listeners=[view])
+        machine.atomic_configuration_update = True
+        self.initial = machine.current_state_value
+        self.machine = machine
+        self.view = view
+        self.triggers: dict[str, Callable[[], Any]] = {
+            str(event.id): event for event in machine.events
+        }
+
+    def restart(self) -> None:
+        """Put the machine back in its initial state, as a new one starts.
+
+        The state is set through ``current_state_value`` (python-statemachine's low-level
+        setter, which runs no callbacks: the machine has none to run on entering a state),
+        and the machine's own factory builds it a new engine: a machine that reached a final
+        state has stopped its engine, and a new one starts running with empty queues.
+        """
+        machine = self.machine
+        machine.current_state_value = self.initial
+        machine._engine = machine._get_engine()
+
+
 class StatechartStepper:
     """Drives a run on a real :class:`AgentLoopMachine` with python-statemachine's engine.
 
-    Three choices keep python-statemachine's per-event work down without changing what it
-    decides:
+    Four choices keep python-statemachine's work down without changing what it decides:
 
     - the listener is a view of the guards object whose guards are properties: the engine
       reads a non-callable listener attribute as a value, without binding the event's
       arguments to a signature as it does for a method. (It reads each once when it binds the
       listener; guards are pure, so that is harmless.)
-    - events are sent by calling the machine's bound events, fetched once per run, instead
-      of :meth:`~statemachine.StateChart.send`, which looks the event up and binds a new one
-      each time; a name the machine does not declare still goes through ``send``, and is
-      refused with :class:`TransitionNotAllowed`.
+    - events are sent by calling the machine's bound events, fetched once per machine,
+      instead of :meth:`~statemachine.StateChart.send`, which looks the event up and binds a
+      new one each time; a name the machine does not declare still goes through ``send``,
+      and is refused with :class:`TransitionNotAllowed`.
     - the instance (not the declared class) updates its configuration in one step
       (``atomic_configuration_update``): that only changes what entry, exit and transition
       callbacks would see, and the machine has none; the engine then skips copying the
       configuration for each state it leaves and each it enters.
+    - building a machine resolves every guard of every transition against its listeners
+      (about 0.7 ms for this chart), so a machine whose run reached a final state goes back
+      to a per-class pool of at most :data:`MAX_IDLE_MACHINES`, restarted at its initial
+      state with a new engine, and the next run takes it with its own guards in the view.
+      From then on the stepper has no machine (``machine`` is ``None``) and refuses every
+      event with :class:`NoTransition`, as the stopped machine would. A run that ends
+      without a final state (cancelled, or failed in a policy) keeps its machine.
 
     The current state is read as ``current_state_value``, the raw value the engine stores.
     """
 
-    __slots__ = ("_ids", "_triggers", "machine", "state")
+    __slots__ = ("_chart", "_ids", "_support", "machine", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
         support = _chart_support(cls)
-        view = support.view()
-        view.guards = guards
-        machine = cls(listeners=[view])
-        machine.atomic_configuration_update = True
-        self.machine = machine
+        try:
+            chart = support.idle.pop()
+        except IndexError:
+            view = support.view()
+            view.guards = guards  # the machine reads each guard once as it binds the view
+            chart = _Chart(cls, view)
+        else:
+            chart.view.guards = guards
+        self._chart: _Chart | None = chart
+        self._support = support
         self._ids = support.ids
-        self._triggers: dict[str, Callable[[], Any]] = {
-            str(event.id): event for event in machine.events
-        }
-        self.state: str = self._current()
-
-    def _current(self) -> str:
-        return self._ids[self.machine.current_state_value]
+        self.machine: Any = chart.machine
+        """The machine while the run can still move it; ``None`` once it reached a final
+        state and went back to the pool."""
+        self.state: str = support.initial
 
     def send(self, event: str) -> str:
-        trigger = self._triggers.get(event)
+        chart = self._chart
+        if chart is None:
+            raise NoTransition(event, self.state)
+        trigger = chart.triggers.get(event)
         if trigger is None:
-            self.machine.send(event)
+            chart.machine.send(event)
         else:
             trigger()
-        self.state = state = self._ids[self.machine.current_state_value]
+        self.state = state = self._ids[chart.machine.current_state_value]
+        if state in self._support.final:
+            self._release(chart)
         return state
+
+    def _release(self, chart: _Chart) -> None:
+        self._chart = self.machine = None
+        chart.view.guards = None
+        idle = self._support.idle
+        if len(idle) < MAX_IDLE_MACHINES:
+            chart.restart()
+            idle.append(chart)
 
 
 def make_stepper(kind: StepperKind, guards: LoopGuards) -> CompiledStepper | StatechartStepper:
