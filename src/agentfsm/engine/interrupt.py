@@ -176,8 +176,14 @@ class Interrupter:
         return result
 
     def close(self) -> None:
-        """Take the callback off the signal."""
-        self._remove()
+        """Take the callback off the signal (and let go of the remover, which holds this
+        interrupter through the callback)."""
+        remove, self._remove = self._remove, _nothing
+        remove()
+
+
+def _nothing() -> None:
+    """The remover of a closed interrupter."""
 
 
 _ACTIVE: contextvars.ContextVar[Interrupter | None] = contextvars.ContextVar(

@@ -39,7 +39,7 @@ from .events import (
 )
 from .history import budget_exhausted_result, images_message, tool_message_from_result
 from .interrupt import Interrupter, activate, deactivate, interrupt
-from .machine import LoopGuards
+from .machine import AgentLoopMachine, LoopGuards
 from .messages import ChatResult, Message, ToolCall, ToolResult
 from .params import LoopOutcome, StopInfo, StoppedReason
 from .policy import (
@@ -100,7 +100,7 @@ class LoopRunner:
         self.tools = tools
         self.ctx = ctx
         self.emitter = emitter if emitter is not None else AgentEmitter()
-        self.on_delta = self._emit_delta if deltas else None
+        self.deltas = deltas
         self.policies = (
             policies if isinstance(policies, PolicySet) else loop_policies(policies, ctx.params)
         )
@@ -114,8 +114,8 @@ class LoopRunner:
         self._started: set[str] = set()
         """Ids of the current turn's calls whose tool has started."""
         self._reported: BaseException | None = None
-        self._interrupter: Interrupter | None = None
         """The error the ``error`` event already reported."""
+        self._interrupter: Interrupter | None = None
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
         bound = self.policies.bound  # each per-turn hook: (policy, method) in the set's order
         self._turn_gates = bound["check_turn"]
@@ -176,6 +176,11 @@ class LoopRunner:
         ctx.event_seq += 1
         ctx.recent_events.append((ctx.event_seq, event))
         self.emitter.emit(event)
+
+    @property
+    def on_delta(self) -> Callable[[ChatDelta], None] | None:
+        """The chat call's ``on_delta``, bound per call (kept, it would be a reference cycle)."""
+        return self._emit_delta if self.deltas else None
 
     def _emit_delta(self, delta: ChatDelta) -> None:
         turn = self.ctx.turn
@@ -577,13 +582,9 @@ class LoopRunner:
 
 
 _EFFECTS: dict[str, _Effect] = {
-    state: getattr(LoopRunner, f"_{state}")
-    for state in (
-        *("turn_start", "compress_check", "compress", "llm_start", "llm_end", "run_tools"),
-        *("final_check", "retry", "final", "budget", "aborted", "stopped", "failed"),
-    )
+    state.id: getattr(LoopRunner, f"_{state.id}") for state in AgentLoopMachine.states
 }
-"""The effect of each state that has one: the runner's method named after it."""
+"""The effect of each state: the runner's method named after it."""
 
 
 def __getattr__(name: str) -> Any:

@@ -230,12 +230,15 @@ class _Chart:
 
         The state is set through ``current_state_value`` (python-statemachine's low-level
         setter, which runs no callbacks: the machine has none to run on entering a state),
-        and the machine's own factory builds it a new engine: a machine that reached a final
-        state has stopped its engine, and a new one starts running with empty queues.
+        and the engine, which stopped when the machine reached a final state, runs again
+        with empty queues (a new engine would cost more, and leave the old one's reference
+        cycles to the garbage collector).
         """
         machine = self.machine
         machine.current_state_value = self.initial
-        machine._engine = machine._get_engine()
+        engine = machine._engine
+        engine.clear()
+        engine.running = True
 
 
 class StatechartStepper:
