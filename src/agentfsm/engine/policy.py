@@ -40,14 +40,15 @@ from attrs import frozen
 
 from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
 
+from .compression import Compression, CompressionResult
 from .errors import PolicyError, PolicyVerdictError, RunRefused
 from .messages import ChatResult, Message
+from .params import LoopOutcome
 from .policy_check import HOOK_NAMES, check_policies, hooks_of, policy_name
 
 if TYPE_CHECKING:
-    from .compression import CompressionResult
     from .context import RunContext, ToolOutcome
-    from .params import LoopOutcome, LoopParams
+    from .params import LoopParams
     from .protocols import ChatFn
 
 
@@ -295,14 +296,10 @@ def _expect_reply(value: object) -> bool:
 
 
 def _expect_compression(value: object) -> bool:
-    from .compression import CompressionResult
-
     return isinstance(value, CompressionResult)
 
 
 def _expect_outcome(value: object) -> bool:
-    from .params import LoopOutcome
-
     return value is None or isinstance(value, LoopOutcome)
 
 
@@ -516,8 +513,6 @@ def loop_policies(policies: Sequence[Policy] | Sequence[object], params: LoopPar
     policy_set = PolicySet(policies)
     if params.context_budget_tokens is None or policy_set.compressors:
         return policy_set
-    from .compression import Compression
-
     return policy_set.with_compressor(
         Compression(
             params.context_budget_tokens,
