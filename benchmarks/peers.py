@@ -12,10 +12,17 @@ The same workload for everyone: a zero-latency scripted model that asks for one 
 - agentfsm's variants in the project's environment (``benchmarks/peers/agentfsm_workload.py``):
   the core loop's default driver, its statechart driver, python-statemachine alone (four
   sends a turn), a plain asyncio loop over dicts (the limit) and ``Agent`` with the
-  coding-agent preset and a session file.
+  coding-agent preset and a session file (and the same with its session files in memory,
+  ``/dev/shm``, to show the file system's share).
 
-Every contender runs as a fresh process once a round, the order rotating each round, so the
-machine's noise hits them all alike; the figures are medians over the rounds (9 by default).
+Each peer runs as a fresh process once a round, and agentfsm's contenders together in one
+fresh process a round, each timed three times there, sample by sample in turn; the order
+rotates each round, so the machine's noise hits them all alike. The figures are medians over
+the rounds (9 by default). A ratio between two of agentfsm's contenders (the targets) is the
+median of the ratios of their samples taken side by side in the same process: this shared
+machine runs a whole process about 1.5× slower at some moments than at others, which ratios
+of separate processes' medians pick up and paired samples do not. A ratio to a peer is the
+ratio of the medians.
 Results go under the ``peers`` key of ``benchmarks/results.json`` (other keys are kept) and a
 Markdown table is printed. Building a peer's environment needs PyPI; nothing else is
 contacted.
@@ -44,6 +51,9 @@ WORKLOADS = HERE / "peers"
 ENVS = HERE / ".peers"
 TURNS = (10, 200)
 RUN_TIMEOUT = 300.0
+GROUP_SCRIPT = "agentfsm_workload.py"
+GROUP_SAMPLES = 3
+"""Samples of each agentfsm contender per round, interleaved in one process."""
 INSTALL_TIMEOUT = 900.0
 
 
@@ -108,7 +118,17 @@ CONTENDERS = (
         "agentfsm_workload.py",
         ("agent_coding_session",),
     ),
+    Contender(
+        "agent_coding_session_memory",
+        "the same, its session files in memory (/dev/shm)",
+        "agentfsm_workload.py",
+        ("agent_coding_session_memory",),
+    ),
 )
+IN_MEMORY = "agent_coding_session_memory"
+"""Runs only where ``/dev/shm`` is a folder: it shows, by difference with
+``agent_coding_session`` in the same run, the share of the file system (creating each run's
+session file costs from about 10 µs to several hundred on a loaded virtual disk)."""
 REFERENCE = "core_default"
 TARGETS = (
     ("agent_coding_session", "core_default", 2.0),
@@ -140,31 +160,67 @@ def ensure_env(name: str) -> Path:
 
 def run_contender(contender: Contender, python: Path) -> dict[str, Any]:
     command = [str(python), str(WORKLOADS / contender.script), *contender.args, "--samples", "1"]
+    return _run(contender.key, command)
+
+
+def run_group(group: list[Contender], shift: int) -> dict[str, Any]:
+    """agentfsm's contenders in one process, interleaved sample by sample (``GROUP_SAMPLES``
+    of each), a new one first each round: ``{key: {"10": [...], "200": [...]}}`` and the
+    versions."""
+    order = group[shift:] + group[:shift]
+    variants = [name for c in order for name in c.args]
+    command = [sys.executable, str(WORKLOADS / GROUP_SCRIPT), *variants]
+    result = _run(GROUP_SCRIPT, [*command, "--samples", str(GROUP_SAMPLES)])
+    if "variants" not in result:  # a group of one prints the one-variant line
+        result = {"variants": {variants[0]: result}, "versions": result["versions"]}
+    by_name = result["variants"]
+    return {
+        "samples": {c.key: by_name[c.args[0]] for c in group},
+        "versions": result["versions"],
+    }
+
+
+def _run(name: str, command: list[str]) -> dict[str, Any]:
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False, cwd=WORKLOADS
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{contender.key} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
+def in_group(contender: Contender) -> bool:
+    """Whether the contender runs in the project's environment from the agentfsm workload
+    (then it is timed in the agentfsm process of each round, paired with the others)."""
+    return contender.peer_env is None and contender.script == GROUP_SCRIPT
+
+
 def run_benchmark(contenders: list[Contender], rounds: int) -> dict[str, Any]:
-    pythons = {
-        c.key: ensure_env(c.peer_env) if c.peer_env else Path(sys.executable) for c in contenders
-    }
+    pythons = {c.key: ensure_env(c.peer_env) for c in contenders if c.peer_env}
+    group = [c for c in contenders if in_group(c)]
+    units: list[Contender | None] = [c for c in contenders if not in_group(c)]
+    if group:
+        units.append(None)  # the agentfsm process
     samples: dict[str, dict[str, list[float]]] = {
         c.key: {str(n): [] for n in TURNS} for c in contenders
     }
     versions: dict[str, dict[str, str]] = {}
     for round_ in range(rounds):
-        shift = round_ % len(contenders)
-        order = contenders[shift:] + contenders[:shift]  # round-robin, a new first each round
-        for contender in order:
-            result = run_contender(contender, pythons[contender.key])
-            versions[contender.key] = result["versions"]
+        shift = round_ % len(units)
+        for unit in units[shift:] + units[:shift]:  # round-robin, a new first each round
+            if unit is None:
+                found = run_group(group, round_ % len(group))
+                for c in group:
+                    versions[c.key] = found["versions"]
+                    for n in TURNS:
+                        samples[c.key][str(n)].extend(found["samples"][c.key][str(n)])
+                continue
+            python = pythons.get(unit.key, Path(sys.executable))
+            result = run_contender(unit, python)
+            versions[unit.key] = result["versions"]
             for n in TURNS:
-                samples[contender.key][str(n)].extend(result[str(n)])
+                samples[unit.key][str(n)].extend(result[str(n)])
         print(f"round {round_ + 1}/{rounds} done", file=sys.stderr)
     by_contender: dict[str, Any] = {}
     for c in contenders:
@@ -173,32 +229,44 @@ def run_benchmark(contenders: list[Contender], rounds: int) -> dict[str, Any]:
             "label": c.label,
             "median_us_per_model_call": medians,
             "samples_us_per_model_call": samples[c.key],
+            "paired": in_group(c),
             "versions": versions[c.key],
         }
     if REFERENCE in by_contender:
-        reference = by_contender[REFERENCE]["median_us_per_model_call"]
         for entry in by_contender.values():
-            mine = entry["median_us_per_model_call"]
-            entry["over_core_default"] = {n: round(mine[n] / reference[n], 2) for n in mine}
+            entry["over_core_default"] = ratio(entry, by_contender[REFERENCE])[0]
     return by_contender
 
 
+def ratio(mine: dict[str, Any], theirs: dict[str, Any]) -> tuple[dict[str, float], str]:
+    """``mine`` over ``theirs`` at each N, and how: the median of the ratios of samples taken
+    side by side in one process (``paired``) when both were, else the ratio of the medians
+    of separate processes (``medians``)."""
+    if mine["paired"] and theirs["paired"]:
+        a, b = mine["samples_us_per_model_call"], theirs["samples_us_per_model_call"]
+        return {
+            n: round(statistics.median([x / y for x, y in zip(a[n], b[n], strict=True)]), 2)
+            for n in a
+        }, "paired"
+    m, t = mine["median_us_per_model_call"], theirs["median_us_per_model_call"]
+    return {n: round(m[n] / t[n], 2) for n in m}, "medians"
+
+
 def targets(by_contender: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target's ratios (medians of one run) and whether they hold at every N."""
+    """Each target's ratios (from one run) and whether they hold at every N."""
     found = []
     for contender, reference, at_most in TARGETS:
         if contender not in by_contender or reference not in by_contender:
             continue
-        mine = by_contender[contender]["median_us_per_model_call"]
-        theirs = by_contender[reference]["median_us_per_model_call"]
-        ratio = {n: round(mine[n] / theirs[n], 2) for n in mine}
+        ratios, method = ratio(by_contender[contender], by_contender[reference])
         found.append(
             {
                 "contender": contender,
                 "reference": reference,
                 "at_most": at_most,
-                "ratio": ratio,
-                "met": all(r <= at_most for r in ratio.values()),
+                "ratio": ratios,
+                "method": method,
+                "met": all(r <= at_most for r in ratios.values()),
             }
         )
     return found
@@ -225,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("rounds must be 1-50")
     wanted = {key for key in args.only.split(",") if key}
     contenders = [c for c in CONTENDERS if not wanted or c.key in wanted]
+    if not os.path.isdir("/dev/shm"):
+        contenders = [c for c in contenders if c.key != IN_MEMORY]
+        print(f"{IN_MEMORY} left out: no /dev/shm here", file=sys.stderr)
     if not contenders:
         parser.error(f"no contender among {[c.key for c in CONTENDERS]}")
     started = time.perf_counter()
@@ -232,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "same workload for all: zero-latency scripted model, one async echo tool "
         "call per turn, N turns then 'done'; µs per model call; medians over rounds of fresh "
-        "processes, contenders interleaved round-robin",
+        "processes, contenders interleaved round-robin (agentfsm's together in one process "
+        "a round, sample by sample; ratios between them are medians of paired samples)",
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
         "rounds": args.rounds,

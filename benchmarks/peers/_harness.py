@@ -78,21 +78,35 @@ async def _checked(run_once: RunOnce, turns: int) -> None:
         raise AssertionError(f"expected {turns + 1} model calls, the run made {calls}")
 
 
-def main(run_once: RunOnce, package_names: tuple[str, ...]) -> None:
+def main(run_once: RunOnce | dict[str, RunOnce], package_names: tuple[str, ...]) -> None:
+    """Time ``run_once`` (or several named variants, interleaved) and print one JSON line.
+
+    With several variants, each sample of each variant is taken in turn in this one process
+    (a new variant first at each sample): the variants meet the same machine at nearly the
+    same moments, so the ratio of two variants' samples of one round is a paired measurement.
+    The line then holds ``{"variants": {name: {"10": [...], ...}}, "versions": {...}}``.
+    """
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=1)
     parser.add_argument("--turns", default=",".join(str(t) for t in PLANS))
     args = parser.parse_args()
+    variants = run_once if isinstance(run_once, dict) else {"": run_once}
+    names = list(variants)
 
-    async def all_samples() -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {}
+    async def all_samples() -> dict[str, dict[str, list[float]]]:
+        out: dict[str, dict[str, list[float]]] = {name: {} for name in names}
         for turns in (int(t) for t in args.turns.split(",")):
             repeat = PLANS.get(turns, 1)
-            out[str(turns)] = [
-                round(await _sample(run_once, turns, repeat), 2) for _ in range(args.samples)
-            ]
+            for name in names:
+                out[name][str(turns)] = []
+            for index in range(args.samples):
+                shift = index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    sample = await _sample(variants[name], turns, repeat)
+                    out[name][str(turns)].append(round(sample, 2))
         return out
 
-    result: dict[str, object] = dict(asyncio.run(all_samples()))
+    samples = asyncio.run(all_samples())
+    result: dict[str, object] = dict(samples[""]) if "" in samples else {"variants": samples}
     result["versions"] = versions(*package_names)
     print(json.dumps(result))

@@ -8,7 +8,9 @@
   (``begin``, ``check``, ``replied``, ``route``, ``tools_done``), so the statechart driver
   can be compared send for send;
 - ``plain_loop``: a plain asyncio loop over dicts, the limit any engine is measured against;
-- ``agent_coding_session``: ``Agent`` with the coding-agent preset and a session file.
+- ``agent_coding_session``: ``Agent`` with the coding-agent preset and a session file;
+- ``agent_coding_session_memory``: the same with its workspace and session files on a memory
+  file system (``/dev/shm``), to show the file system's share.
 
 The agentfsm variants run the tool through a ``ToolBox`` (arguments validated by pydantic,
 as the peers' function tools are).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -84,18 +87,21 @@ def core(stepper: StepperKind) -> Callable[[int], Awaitable[int]]:
 WORKSPACE = work_folder("agentfsm-bench-")
 """The workspace and session folder of the agent variant: it exists before the runs, as a
 user's does (each run adds its session file)."""
-AGENTS: dict[int, Agent] = {}
-"""One agent per turn count, built once like the peers' agents (each run is its own)."""
+MEMORY_FOLDER = "/dev/shm"
+"""Where ``agent_coding_session_memory`` keeps its workspace and session files: a memory file
+system, so that the file system's share of the full product's cost shows by difference."""
+AGENTS: dict[tuple[int, str], Agent] = {}
+"""One agent per turn count and folder, built once like the peers' agents (each run is its
+own)."""
 
 
-def coding_agent(turns: int) -> Agent:
-    agent = AGENTS.get(turns)
+def coding_agent(turns: int, folder: str) -> Agent:
+    agent = AGENTS.get((turns, folder))
     if agent is None:
-        folder = WORKSPACE.name
         policies = presets.coding_agent(
             workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12
         )
-        agent = AGENTS[turns] = Agent(
+        agent = AGENTS[turns, folder] = Agent(
             model,
             TOOLS,
             policies=policies,
@@ -106,11 +112,25 @@ def coding_agent(turns: int) -> Agent:
     return agent
 
 
-async def agent_coding_session(turns: int) -> int:
+async def _coding_session(turns: int, folder: str) -> int:
     TURNS[0] = turns
-    outcome = await coding_agent(turns).run("go")
+    outcome = await coding_agent(turns, folder).run("go")
     assert outcome.stopped_reason == "final", outcome.stopped_reason
     return Counter.calls
+
+
+async def agent_coding_session(turns: int) -> int:
+    return await _coding_session(turns, WORKSPACE.name)
+
+
+_IN_MEMORY: list[tempfile.TemporaryDirectory[str]] = []
+
+
+async def agent_coding_session_memory(turns: int) -> int:
+    """The full product with its workspace and session files in memory (``/dev/shm``)."""
+    if not _IN_MEMORY:
+        _IN_MEMORY.append(tempfile.TemporaryDirectory(prefix="agentfsm-bench-", dir=MEMORY_FOLDER))
+    return await _coding_session(turns, _IN_MEMORY[0].name)
 
 
 # -- python-statemachine alone --------------------------------------------------------------
@@ -264,11 +284,17 @@ VARIANTS: dict[str, Callable[[int], Awaitable[int]]] = {
     "statemachine_alone_5": statemachine_alone_5,
     "plain_loop": plain_loop,
     "agent_coding_session": agent_coding_session,
+    "agent_coding_session_memory": agent_coding_session_memory,
 }
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("variant", choices=sorted(VARIANTS))
+    parser.add_argument("variant", nargs="+", choices=sorted(VARIANTS))
     known, rest = parser.parse_known_args()
     sys.argv = [sys.argv[0], *rest]
-    main(VARIANTS[known.variant], ("agentfsm", "python-statemachine", "pydantic"))
+    chosen = known.variant
+    packages = ("agentfsm", "python-statemachine", "pydantic")
+    if len(chosen) == 1:
+        main(VARIANTS[chosen[0]], packages)
+    else:  # interleaved in this process, one JSON line with each variant's samples
+        main({name: VARIANTS[name] for name in chosen}, packages)

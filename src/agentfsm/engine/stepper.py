@@ -27,6 +27,7 @@ from .machine import AgentLoopMachine, LoopGuards
 
 __all__ = [
     "DEFAULT_STEPPER",
+    "MAX_IDLE_MACHINES",
     "CompiledStepper",
     "MachineTable",
     "NoTransition",
