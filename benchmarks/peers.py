@@ -20,7 +20,7 @@ fresh process a round, each timed three times there, sample by sample in turn; t
 rotates each round, so the machine's noise hits them all alike. The figures are medians over
 the rounds (9 by default). A ratio between two of agentfsm's contenders (the targets) is the
 median of the ratios of their samples taken side by side in the same process: this shared
-machine runs a whole process about 1.5× slower at some moments than at others, which ratios
+machine runs a whole process about 1.5 times slower at some moments than at others, which ratios
 of separate processes' medians pick up and paired samples do not. A ratio to a peer is the
 ratio of the medians.
 Results go under the ``peers`` key of ``benchmarks/results.json`` (other keys are kept) and a

@@ -262,7 +262,8 @@ class StatechartStepper:
     - building a machine resolves every guard of every transition against its listeners
       (about 0.7 ms for this chart), so a machine whose run reached a final state goes back
       to a per-class pool of at most :data:`MAX_IDLE_MACHINES`, restarted at its initial
-      state with a new engine, and the next run takes it with its own guards in the view.
+      state (:meth:`_Chart.restart`), and the next run takes it with its own guards in the
+      view.
       From then on the stepper has no machine (``machine`` is ``None``) and refuses every
       event with :class:`NoTransition`, as the stopped machine would. A run that ends
       without a final state (cancelled, or failed in a policy) keeps its machine.
