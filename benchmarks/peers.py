@@ -85,43 +85,43 @@ CONTENDERS = (
     Contender(
         "statemachine_alone",
         "python-statemachine alone, AsyncEngine, 4 sends/turn",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("statemachine_alone",),
     ),
     Contender(
         "statemachine_alone_5",
         "python-statemachine alone, AsyncEngine, agentfsm's 5 sends/turn",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("statemachine_alone_5",),
     ),
     Contender(
         "plain_loop",
         "plain asyncio loop over dicts (the limit)",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("plain_loop",),
     ),
     Contender(
         "core_default",
         "agentfsm run_conversation, default driver",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("core_default",),
     ),
     Contender(
         "core_statechart",
         "agentfsm run_conversation, statechart driver",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("core_statechart",),
     ),
     Contender(
         "agent_coding_session",
         "agentfsm Agent + coding_agent preset + session file",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("agent_coding_session",),
     ),
     Contender(
         "agent_coding_session_memory",
         "the same, its session files in memory (/dev/shm)",
-        "agentfsm_workload.py",
+        GROUP_SCRIPT,
         ("agent_coding_session_memory",),
     ),
 )
@@ -171,8 +171,6 @@ def run_group(group: list[Contender], shift: int) -> dict[str, Any]:
     variants = [name for c in order for name in c.args]
     command = [sys.executable, str(WORKLOADS / GROUP_SCRIPT), *variants]
     result = _run(GROUP_SCRIPT, [*command, "--samples", str(GROUP_SAMPLES)])
-    if "variants" not in result:  # a group of one prints the one-variant line
-        result = {"variants": {variants[0]: result}, "versions": result["versions"]}
     by_name = result["variants"]
     return {
         "samples": {c.key: by_name[c.args[0]] for c in group},

@@ -79,9 +79,9 @@ async def _checked(run_once: RunOnce, turns: int) -> None:
 
 
 def main(run_once: RunOnce | dict[str, RunOnce], package_names: tuple[str, ...]) -> None:
-    """Time ``run_once`` (or several named variants, interleaved) and print one JSON line.
+    """Time ``run_once`` (or named variants, interleaved) and print one JSON line.
 
-    With several variants, each sample of each variant is taken in turn in this one process
+    With named variants (a dict), each sample of each variant is taken in turn in this process
     (a new variant first at each sample): the variants meet the same machine at nearly the
     same moments, so the ratio of two variants' samples of one round is a paired measurement.
     The line then holds ``{"variants": {name: {"10": [...], ...}}, "versions": {...}}``.

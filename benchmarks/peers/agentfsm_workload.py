@@ -292,9 +292,8 @@ if __name__ == "__main__":
     parser.add_argument("variant", nargs="+", choices=sorted(VARIANTS))
     known, rest = parser.parse_known_args()
     sys.argv = [sys.argv[0], *rest]
-    chosen = known.variant
-    packages = ("agentfsm", "python-statemachine", "pydantic")
-    if len(chosen) == 1:
-        main(VARIANTS[chosen[0]], packages)
-    else:  # interleaved in this process, one JSON line with each variant's samples
-        main({name: VARIANTS[name] for name in chosen}, packages)
+    # interleaved in this process: one JSON line with each variant's samples
+    main(
+        {name: VARIANTS[name] for name in known.variant},
+        ("agentfsm", "python-statemachine", "pydantic"),
+    )

@@ -271,7 +271,7 @@ class StatechartStepper:
     The current state is read as ``current_state_value``, the raw value the engine stores.
     """
 
-    __slots__ = ("_chart", "_ids", "_support", "machine", "state")
+    __slots__ = ("_chart", "_ids", "_support", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
         support = _chart_support(cls)
@@ -286,10 +286,14 @@ class StatechartStepper:
         self._chart: _Chart | None = chart
         self._support = support
         self._ids = support.ids
-        self.machine: Any = chart.machine
+        self.state: str = support.initial
+
+    @property
+    def machine(self) -> Any:
         """The machine while the run can still move it; ``None`` once it reached a final
         state and went back to the pool."""
-        self.state: str = support.initial
+        chart = self._chart
+        return chart.machine if chart is not None else None
 
     def send(self, event: str) -> str:
         chart = self._chart
@@ -306,7 +310,7 @@ class StatechartStepper:
         return state
 
     def _release(self, chart: _Chart) -> None:
-        self._chart = self.machine = None
+        self._chart = None
         chart.view.guards = None
         idle = self._support.idle
         if len(idle) < MAX_IDLE_MACHINES:
