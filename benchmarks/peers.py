@@ -22,7 +22,9 @@ the rounds (9 by default). A ratio between two of agentfsm's contenders (the tar
 median of the ratios of their samples taken side by side in the same process: this shared
 machine runs a whole process about 1.5 times slower at some moments than at others, which ratios
 of separate processes' medians pick up and paired samples do not. A ratio to a peer is the
-ratio of the medians.
+ratio of the medians. Every workload process keeps its workspaces and session files in one
+folder that is removed only after the last round (see :func:`work_area`), and the cost of
+creating a file there is measured before the first round and after the last.
 Results go under the ``peers`` key of ``benchmarks/results.json`` (other keys are kept) and a
 Markdown table is printed. Building a peer's environment needs PyPI; nothing else is
 contacted.
@@ -31,16 +33,20 @@ contacted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,6 +54,11 @@ from benchmarks._results import merge_results
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "peers"
+if TYPE_CHECKING:  # the type checker sees the folder as a package; this script is beside it
+    from benchmarks.peers._harness import BENCH_DIR
+else:
+    sys.path.insert(0, str(WORKLOADS))
+    from _harness import BENCH_DIR
 ENVS = HERE / ".peers"
 TURNS = (10, 200)
 RUN_TIMEOUT = 300.0
@@ -180,12 +191,58 @@ def run_group(group: list[Contender], shift: int) -> dict[str, Any]:
 
 def _run(name: str, command: list[str]) -> dict[str, Any]:
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False, cwd=WORKLOADS
+        command,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+        cwd=WORKLOADS,
+        env=CHILD_ENV,
     )
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+CHILD_ENV = dict(os.environ)
+"""The workload processes' environment (:func:`work_area` points them at its folder)."""
+PROBE_FILES = 200
+
+
+def creation_us(folder: Path) -> float:
+    """The median µs to create (and write a line to) a new file in ``folder``: the system call
+    each run of the full product makes for its session file; the files are left there."""
+    probe = Path(tempfile.mkdtemp(prefix="probe-", dir=folder))
+    times = []
+    for index in range(PROBE_FILES):
+        started = time.perf_counter_ns()
+        fd = os.open(probe / f"{index:04d}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        times.append(time.perf_counter_ns() - started)
+        os.write(fd, b"{}\n")
+        os.close(fd)
+    return round(statistics.median(times) / 1000, 1)
+
+
+@contextlib.contextmanager
+def work_area() -> Iterator[dict[str, float]]:
+    """One folder for every workload process of the run (their workspaces and session files),
+    removed only after the last round: deleting many files makes creating files in the same
+    folder tree slower for minutes on some file systems (ext4 without a journal skips the
+    inodes freed in the last 60 to 300 s), so a round's clean-up would tax the next rounds'
+    session files. Yields the file creation cost measured there before the first round and
+    after the last (``{"before": µs, "after": µs}``, filled in as they are taken)."""
+    os.makedirs(BENCH_DIR, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="peers-", dir=BENCH_DIR))
+    CHILD_ENV.update(AGENTFSM_BENCH_DIR=str(folder), AGENTFSM_BENCH_KEEP="1")
+    probe = {"before": creation_us(folder)}
+    try:
+        yield probe
+        probe["after"] = creation_us(folder)
+    finally:
+        CHILD_ENV.pop("AGENTFSM_BENCH_DIR")
+        CHILD_ENV.pop("AGENTFSM_BENCH_KEEP")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def in_group(contender: Contender) -> bool:
@@ -297,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     if not contenders:
         parser.error(f"no contender among {[c.key for c in CONTENDERS]}")
     started = time.perf_counter()
-    by_contender = run_benchmark(contenders, args.rounds)
+    with work_area() as creation:
+        by_contender = run_benchmark(contenders, args.rounds)
     result = {
         "benchmark": "same workload for all: zero-latency scripted model, one async echo tool "
         "call per turn, N turns then 'done'; µs per model call; medians over rounds of fresh "
@@ -306,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
         "rounds": args.rounds,
+        "file_creation_us": creation,
         "contenders": by_contender,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -318,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"N={n}: {r}" for n, r in target["ratio"].items())
             + (" ok" if target["met"] else " MISSED")
         )
+    print(
+        f"creating a file in the session folder: {creation['before']} µs before the first "
+        f"round, {creation['after']} µs after the last (median of {PROBE_FILES})"
+    )
     print(f"{result['seconds']} s -> {args.out}")
     return 0
 

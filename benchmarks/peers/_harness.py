@@ -18,8 +18,10 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 
@@ -36,13 +38,40 @@ BENCH_DIR = os.environ.get("AGENTFSM_BENCH_DIR") or os.path.join(
 the checkout, as a user's project is), or ``$AGENTFSM_BENCH_DIR``; not the system's temporary
 folder, which may be another file system than the one users keep their sessions on. Each run
 of the full product creates its session file there: that one system call's cost belongs to
-the file system (on the machine of docs/performance.md it ranged from about 10 to 500 µs)."""
+the file system (on the machine of docs/performance.md it ranged from about 10 to 500 µs, the
+high end in the minutes after many files of the same folder tree were deleted)."""
+
+KEEP = os.environ.get("AGENTFSM_BENCH_KEEP") == "1"
+"""Set (``1``) by ``benchmarks/peers.py`` for the scripts it runs: their folders stay until it
+removes its whole work folder after the last round, so no round's deletions slow the file
+creation of the next ones."""
 
 
-def work_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
-    """A new empty folder under :data:`BENCH_DIR`, removed when closed or at exit."""
-    os.makedirs(BENCH_DIR, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=BENCH_DIR)
+class WorkFolder:
+    """A new empty folder under :data:`BENCH_DIR` (``name``), removed when closed or at exit
+    unless :data:`KEEP`; a context manager giving its path."""
+
+    def __init__(self, prefix: str) -> None:
+        os.makedirs(BENCH_DIR, exist_ok=True)
+        self.name = tempfile.mkdtemp(prefix=prefix, dir=BENCH_DIR)
+        self._remove = (
+            None if KEEP else weakref.finalize(self, shutil.rmtree, self.name, ignore_errors=True)
+        )
+
+    def cleanup(self) -> None:
+        if self._remove is not None:
+            self._remove()
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def work_folder(prefix: str) -> WorkFolder:
+    """A new empty folder under :data:`BENCH_DIR` (see :class:`WorkFolder`)."""
+    return WorkFolder(prefix)
 
 
 class Counter:
