@@ -102,8 +102,18 @@ def test_an_unwritable_folder_is_left_to_the_first_write(
 
 def test_an_unused_handle_closes_its_file_when_collected(tmp_path: Path) -> None:
     handle = SessionStore(tmp_path).new_handle()
-    file = handle._file
-    assert file is not None
+    fd, inode = handle._fd, handle.path.stat().st_ino
+    assert fd is not None
+    assert os.fstat(fd).st_ino == inode
     del handle
     gc.collect()
-    assert file.closed
+    assert not still_open(fd, inode)
+
+
+def still_open(fd: int, inode: int) -> bool:
+    """Whether ``fd`` is still open on the file ``inode`` (a closed number may have been
+    given to another file since)."""
+    try:
+        return os.fstat(fd).st_ino == inode
+    except OSError:
+        return False

@@ -243,22 +243,24 @@ class Agent:
         new_session = not prior
         path = os.fspath(handle) if handle is not None else None
 
-        if new_session:
+        hooks = self.hooks  # a payload is built only for a hook that is there
+        if new_session and hooks.session_start is not None:
             await call_hook(
                 "session_start",
-                self.hooks.session_start,
+                hooks.session_start,
                 SessionStart(handle.id if handle else None, path),
             )
         system = self.system_prompt
-        rewritten = await call_hook(
-            "user_prompt_submit",
-            self.hooks.user_prompt_submit,
-            PromptSubmit(system, "\n".join(m.content for m in new_input)),
-        )
-        if isinstance(rewritten, str):
-            system = rewritten
-        elif rewritten is not None:
-            logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
+        if hooks.user_prompt_submit is not None:
+            rewritten = await call_hook(
+                "user_prompt_submit",
+                hooks.user_prompt_submit,
+                PromptSubmit(system, "\n".join(m.content for m in new_input)),
+            )
+            if isinstance(rewritten, str):
+                system = rewritten
+            elif rewritten is not None:
+                logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
 
         messages = prior
         if new_session and self.preamble is not None:
@@ -313,7 +315,8 @@ class Agent:
             reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
             if recorder is not None:
                 recorder.finish(reason, ctx.usage, exc, ctx.policy_state)
-            await call_hook("stop", self.hooks.stop, RunStop(reason, ctx.usage, None, exc))
+            if hooks.stop is not None:
+                await call_hook("stop", hooks.stop, RunStop(reason, ctx.usage, None, exc))
             raise
         finally:
             self._active.discard(controller)
@@ -321,9 +324,10 @@ class Agent:
         if recorder is not None:
             recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
         outcome = evolved(outcome, session_path=path)
-        await call_hook(
-            "stop", self.hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
-        )
+        if hooks.stop is not None:
+            await call_hook(
+                "stop", hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
+            )
         return outcome
 
     async def _render_preamble(self) -> str:

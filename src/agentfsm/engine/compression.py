@@ -190,9 +190,12 @@ class Compression:
         """The estimate (or the measured context) reached the threshold, with more than
         :data:`KEEP_RECENT_TURNS` non-system messages."""
         tokens = ctx.token_estimate
-        measured = ctx.context_tokens if self.measured else None
-        if measured is not None:
-            tokens = max(measured, tokens)
+        if self.measured:
+            measured = ctx.context_tokens
+            if measured is not None and measured > tokens:
+                tokens = measured
+        if tokens < self.budget_tokens * self.threshold:
+            return False  # the usual answer, without counting the messages
         return should_compress(tokens, ctx.non_system_count, self.budget_tokens, self.threshold)
 
     async def compress(self, ctx: RunContext, chat: ChatFn) -> CompressionResult:

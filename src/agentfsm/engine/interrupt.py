@@ -149,8 +149,10 @@ class Interrupter:
         return (
             signal is self.signal
             and not self.interrupted
-            and not self.signal.aborted
-            and asyncio.current_task() is self.task
+            and not signal.aborted
+            # The task running on the interrupter's loop (no lookup of the running loop,
+            # which asks the system for the process id each time).
+            and asyncio.current_task(self._loop) is self.task
         )
 
     async def call(self, awaitable: Awaitable[T], reason: str) -> T:

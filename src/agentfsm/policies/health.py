@@ -129,13 +129,10 @@ class loop_health:
         state.repeated = state.signatures.count(signature)
         state.last_signature = call.name
         meta = outcome.result.metadata
+        if not meta or not outcome.result.ok:  # only a successful edit reports its hashes
+            return None
         before, after, path = meta.get("before_sha"), meta.get("after_sha"), meta.get("path")
-        if (
-            outcome.result.ok
-            and isinstance(before, str)
-            and isinstance(after, str)
-            and before != after
-        ):
+        if isinstance(before, str) and isinstance(after, str) and before != after:
             where = str(path) if path is not None else ""
             revert = any(p == where and b == after and a == before for p, b, a, _ in state.edits)
             state.edits.append((where, before, after, revert))

@@ -29,7 +29,7 @@ __all__ = ["SessionRecorder"]
 
 logger = logging.getLogger("agentfsm.sessions")
 
-_HELD = frozenset({"policy_warn", "policy_note"})
+_HELD = frozenset({"policy_warn", "policy_note", "redirect_skipped"})
 """Policy events whose records wait for the next record's write (information only)."""
 
 
@@ -50,8 +50,9 @@ class SessionRecorder:
     events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
 
     Every record reaches the operating system (so survives a killed process) as soon as it
-    is written, with two exceptions. A policy's warning or note (``policy_warn``,
-    ``policy_note``: information for ``agentfsm trace``) goes out with the next record. And an
+    is written, with two exceptions. A policy's warning or note, or a redirection it skipped
+    (``policy_warn``, ``policy_note``, ``redirect_skipped``: information for
+    ``agentfsm trace``) goes out with the next record. And an
     assistant message that asks for tools is held back
     and goes out in one write with the next record, its first call's: ``tool_call_start``,
     or the cancelled ``tool_call_end`` of a call that never runs (the run records every

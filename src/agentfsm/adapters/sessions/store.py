@@ -9,7 +9,6 @@ Each line is one record::
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import time
@@ -73,7 +72,10 @@ def _now_stamp() -> str:
     return text
 
 
-def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: str) -> None:
+_write = os.write
+
+
+def _write_rest(fd: int, data: memoryview, written: int, path: str) -> None:
     """Write what is left of ``data`` after a short write of ``written`` bytes."""
     while True:
         if not written:
@@ -81,23 +83,23 @@ def _write_rest(file: io.FileIO, data: memoryview, written: int | None, path: st
         data = data[written:]
         if not data:
             return
-        written = file.write(data)
+        written = _write(fd, data)
 
 
-def _close_file(file: io.FileIO, held: list[str], path: str) -> None:
+def _close_file(fd: int, held: list[str], path: str) -> None:
     """Close a session file, writing the lines still held for it first (best effort: a
     handle collected or open at exit has nobody to report a failure to)."""
     try:
         if held:
             data = "".join(held).encode("ascii")
             held.clear()
-            written = file.write(data)
+            written = _write(fd, data)
             if written != len(data):
-                _write_rest(file, memoryview(data), written, path)
+                _write_rest(fd, memoryview(data), written, path)
     except (OSError, ValueError):
         pass
     finally:
-        file.close()
+        os.close(fd)
 
 
 def _clock_stamp(clock: Callable[[], datetime]) -> str:
@@ -135,7 +137,8 @@ class SessionHandle:
         """Runs that started on this handle."""
         self.policy_state: dict[str, Any] = {}
         """The policies' durable state as the last run on this handle left it."""
-        self._file: io.FileIO | None = None
+        self._fd: int | None = None
+        """The open file (a descriptor of this handle alone), or ``None``."""
         self._closer: weakref.finalize[Any, Any] | None = None
         self._held: list[str] = []
         """Lines held back for the next write (never while the file is closed)."""
@@ -175,18 +178,17 @@ class SessionHandle:
             return dumps({"ts": stamp, **record}) + "\n"
         return f'{{"ts":"{stamp}",{dumps(record)[1:]}\n'
 
-    def _adopt(self, fd: int) -> io.FileIO:
+    def _adopt(self, fd: int) -> int:
         """Write through the open file ``fd`` until :meth:`close` (or collection)."""
         try:
-            file = io.FileIO(fd, "wb")
+            self._closer = weakref.finalize(self, _close_file, fd, self._held, self._where)
         except BaseException:
             os.close(fd)
             raise
-        self._file = file
-        self._closer = weakref.finalize(self, _close_file, file, self._held, self._where)
-        return file
+        self._fd = fd
+        return fd
 
-    def _open(self) -> io.FileIO:
+    def _open(self) -> int:
         try:
             fd = os.open(self._where, _APPEND, 0o666)
         except FileNotFoundError:
@@ -204,13 +206,13 @@ class SessionHandle:
             text = "".join(held)
             held.clear()
         data = text.encode("ascii")
-        file = self._file
+        fd = self._fd
         try:
-            if file is None:
-                file = self._open()
-            written = file.write(data)
+            if fd is None:
+                fd = self._open()
+            written = _write(fd, data)
             if written != len(data):
-                _write_rest(file, memoryview(data), written, self._where)
+                _write_rest(fd, memoryview(data), written, self._where)
         except BaseException:
             with contextlib.suppress(OSError):
                 self.close()
@@ -219,7 +221,7 @@ class SessionHandle:
     def _hold(self, text: str) -> None:
         """Keep ``text`` (whole lines) for the next write, :meth:`close` or collection; with
         the file closed (nothing would write it on collection), write it now."""
-        if self._file is None:
+        if self._fd is None:
             self._write_text(text)
         else:
             self._held.append(text)
@@ -242,7 +244,7 @@ class SessionHandle:
         try:
             self._flush()
         finally:
-            closer, self._closer, self._file = self._closer, None, None
+            closer, self._closer, self._fd = self._closer, None, None
             if closer is not None:
                 closer()
 
