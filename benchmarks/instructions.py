@@ -62,7 +62,7 @@ def variant(name: str, turns: int) -> Callable[[], Awaitable[object]]:
         policies=policies,
         system_prompt=workload.PROMPT,
         session_dir=folder,
-        max_turns=turns + 1,
+        max_turns=turns + workload.HEADROOM,
     )
 
     async def run() -> object:
