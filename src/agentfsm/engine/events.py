@@ -382,20 +382,17 @@ class AgentEmitter:
     def _subscribed(self, entries: tuple[_Entry, ...]) -> None:
         """Take ``entries`` as the subscriptions and index them by event type (one pass)."""
         self._entries = entries
-        by_type: dict[str, list[EventHandler]] = {}
-        star: list[EventHandler] = []
+        by_type: dict[str, tuple[EventHandler, ...]] = {}
+        star: tuple[EventHandler, ...] = ()
         for event_type, handler in entries:
             if event_type == "*":
-                star.append(handler)
-                for handlers in by_type.values():
-                    handlers.append(handler)
-            else:
-                known = by_type.get(event_type)
-                if known is None:
-                    known = by_type[event_type] = list(star)
-                known.append(handler)
-        self._by_type = {event_type: tuple(h) for event_type, h in by_type.items()}
-        self._star = tuple(star)
+                star += (handler,)
+                for known in by_type:  # the types seen so far get it too
+                    by_type[known] += (handler,)
+            else:  # a type seen first gets the "*" handlers registered before it
+                by_type[event_type] = (*by_type.get(event_type, star), handler)
+        self._by_type = by_type
+        self._star = star
 
     # One overload per event type, so that a handler's parameter is typed with its event
     # class (tests/engine/test_typed_handlers.py checks that every event has one).
@@ -542,7 +539,7 @@ class AgentEmitter:
         Cheaper than one :meth:`on` per pair for an observer that listens to many types for
         one run (the session recorder).
         """
-        added: tuple[_Entry, ...] = tuple((t, h) for t, h in handlers)
+        added: tuple[_Entry, ...] = tuple(map(tuple, handlers))  # type: ignore[arg-type]
         before = self._entries
         combined = (*before, *added)
         self._subscribed(combined)
