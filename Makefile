@@ -51,12 +51,14 @@ FUZZ_RUNS ?= 10000
 fuzz: install
 	AGENTFSM_FUZZ_RUNS=$(FUZZ_RUNS) AGENTFSM_FUZZ_KEEP_GOING=1 $(BIN)/python -m pytest --show-capture=no tests/fuzz
 
+# peers.py first: the others remove many files when they finish, which on some file systems
+# makes creating the full product's session files slower for minutes (docs/performance.md).
 bench: install
+	$(BIN)/python benchmarks/peers.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/overhead.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/load.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/durable.py --out benchmarks/results.json
-	$(BIN)/python benchmarks/peers.py --out benchmarks/results.json
 
 # The machine's diagrams, and the generated tables of docs/engine.md (states, transitions,
 # guards, events); tests fail when either is stale.

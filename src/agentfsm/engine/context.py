@@ -182,11 +182,12 @@ class RunContext:
         Keyed by the policy object: two instances of one policy never share state. Not
         persisted (see :meth:`durable_state`).
         """
-        key = id(policy)
-        entry = self.policy_scratch.get(key)
-        if entry is None or entry[0] is not policy:
-            entry = self.policy_scratch[key] = (policy, factory())
-        value: T = entry[1]
+        entry = self.policy_scratch.get(id(policy))
+        if entry is not None and entry[0] is policy:
+            found: T = entry[1]
+            return found
+        value = factory()
+        self.policy_scratch[id(policy)] = (policy, value)
         return value
 
     def durable_state(self, policy: object, factory: Callable[[], T]) -> T:
