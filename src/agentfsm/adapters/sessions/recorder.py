@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from agentfsm.engine.events import (
     AgentEmitter,
     BudgetExhaustedEvent,
@@ -31,6 +33,20 @@ logger = logging.getLogger("agentfsm.sessions")
 
 _HELD = frozenset({"policy_warn", "policy_note", "redirect_skipped"})
 """Policy events whose records wait for the next record's write (information only)."""
+
+_POLICY_FIELDS = ("policy", "code", "reason", "trigger", "directions", "latency_ms")
+"""The fields of a policy event its record keeps (those it has, when not ``None``)."""
+_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
+def _recorded_fields(cls: type) -> tuple[str, ...]:
+    """Which of :data:`_POLICY_FIELDS` instances of ``cls`` have (read once per class: asking
+    an event for a field its class lacks raises and catches an error each time)."""
+    names = _FIELDS_OF.get(cls)
+    if names is None:
+        present = {a.name for a in attrs.fields(cls)} if attrs.has(cls) else set(_POLICY_FIELDS)
+        names = _FIELDS_OF[cls] = tuple(n for n in _POLICY_FIELDS if n in present)
+    return names
 
 
 class SessionRecorder:
@@ -207,15 +223,18 @@ class SessionRecorder:
         """Policy decisions, for ``agentfsm trace`` (reminder and advice texts stay out);
         warnings and notes go out with the next record."""
         meta: dict[str, Any] = {"event": event.type, "turn": event.turn}
-        for name in ("policy", "code", "reason", "trigger", "directions", "latency_ms"):
+        for name in _recorded_fields(type(event)):
             value = getattr(event, name, None)
             if value is not None:
                 meta[name] = value
         handle = self.handle
-        if event.type in _HELD:
-            self._safely(lambda: handle._hold(handle._meta_line(dumps(meta))))
-        else:
-            self._safely(lambda: handle.write_meta(meta))
+        try:
+            if event.type in _HELD:
+                handle._hold(handle._meta_line(dumps(meta)))
+            else:
+                handle.write_meta(meta)
+        except Exception as exc:
+            self._failed(exc)
 
     def _on_gate(self, event: GateEvent) -> None:
         """The refusal (a meta record) and the reminder the run pushed into its history."""
