@@ -97,6 +97,22 @@ def test_on_many_taken_back_after_another_subscription_keeps_that_one() -> None:
     assert seen == ["later"]
 
 
+def test_two_on_many_calls_with_one_pairs_object_are_two_registrations() -> None:
+    emitter = AgentEmitter()
+    seen: list[object] = []
+    pairs = (("turn_start", seen.append),)  # a constant a caller reuses
+    off_first = emitter.on_many(pairs)
+    off_second = emitter.on_many(pairs)
+    emitter.emit(TurnStartEvent(turn=1))
+    assert len(seen) == 2
+    off_first()  # takes back its own registration only
+    emitter.emit(TurnStartEvent(turn=2))
+    assert len(seen) == 3
+    off_second()
+    emitter.emit(TurnStartEvent(turn=3))
+    assert len(seen) == 3
+
+
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
     controller = AbortController()
     task = asyncio.current_task()

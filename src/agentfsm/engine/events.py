@@ -539,7 +539,7 @@ class AgentEmitter:
         Cheaper than one :meth:`on` per pair for an observer that listens to many types for
         one run (the session recorder).
         """
-        added: tuple[_Entry, ...] = tuple(map(tuple, handlers))  # type: ignore[arg-type]
+        added: tuple[_Entry, ...] = tuple([(t, h) for t, h in handlers])  # entries of its own
         before = self._entries
         combined = (*before, *added)
         self._subscribed(combined)
