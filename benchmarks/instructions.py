@@ -1,7 +1,8 @@
 """CPU instructions a model call, counted by valgrind's callgrind (the machine's load does not
-change them): the difference between one and two runs of a variant, divided by its calls.
+change them): the difference between one run and ``1 + --runs`` runs of a variant (each
+after a warm-up run), divided by the calls of the runs counted.
 
-    .venv/bin/python benchmarks/instructions.py [--turns 200] [VARIANT ...]
+    .venv/bin/python benchmarks/instructions.py [--turns 200] [--runs 1] [VARIANT ...]
 
 Variants: those of ``benchmarks/peers/agentfsm_workload.py`` (``core_default``,
 ``agent_coding_session`` …), ``agent_bare`` (``Agent`` with neither preset nor session),
@@ -116,14 +117,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs counted after the first (more: closer to a long-running process's steady "
+        "state, where code run once a run is specialized too)",
+    )
     parser.add_argument("variants", nargs="*", default=["core_default", "agent_coding_session"])
     options = parser.parse_args(args)
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (Debian/Ubuntu: apt-get install valgrind)")
-    calls = options.turns + 1
+    if options.runs < 1:
+        parser.error("--runs must be at least 1")
+    calls = (options.turns + 1) * options.runs
     base: float | None = None
     for name in options.variants:
-        per_call = (counted(name, options.turns, 2) - counted(name, options.turns, 1)) / calls
+        more = counted(name, options.turns, 1 + options.runs)
+        per_call = (more - counted(name, options.turns, 1)) / calls
         base = per_call if base is None else base
         print(f"{name:32s} {per_call:12,.0f} instructions a model call  x{per_call / base:.2f}")
     return 0
