@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,12 @@ def summarize(event: AgentEvent) -> dict[str, Any]:
         case GateEvent(turn=turn, policy=policy, reminder=reminder):
             return {"type": event.type, "turn": turn, "policy": policy, "reminder": reminder}
     raise AssertionError(f"unknown event {event!r}")
+
+
+def fd_open_on(fd: int, inode: int) -> bool:
+    """Whether ``fd`` is still an open descriptor of the file ``inode`` (a closed number may
+    have been given to another file since)."""
+    try:
+        return os.fstat(fd).st_ino == inode
+    except OSError:
+        return False

@@ -24,19 +24,12 @@ from agentfsm.engine.events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
 from agentfsm.engine.messages import ChatResult, Message, Usage
 from agentfsm.testing import ScriptedTools
 
+from ..helpers import fd_open_on
+
 
 def opened(handle: SessionHandle) -> int | None:
     """The handle's open file descriptor, or ``None``."""
     return handle._fd
-
-
-def is_open(fd: int, path: Path) -> bool:
-    """Whether ``fd`` is still an open descriptor of the file ``path`` (a closed number may
-    have been given to another file since)."""
-    try:
-        return os.fstat(fd).st_ino == path.stat().st_ino
-    except OSError:
-        return False
 
 
 def records(path: Path) -> list[dict[str, object]]:
@@ -55,7 +48,7 @@ def test_one_open_file_and_every_record_on_disk_at_once(tmp_path: Path) -> None:
     assert handle.path.read_bytes().isascii()
     handle.close()
     handle.close()  # harmless twice
-    assert not is_open(file, handle.path)
+    assert not fd_open_on(file, handle.path.stat().st_ino)
     assert opened(handle) is None
     handle.write_meta({"event": "b"})  # reopens, appends
     assert [r.get("meta") for r in records(handle.path)][-1] == {"event": "b"}
@@ -67,12 +60,12 @@ def test_a_forgotten_handle_closes_its_file_without_a_warning(tmp_path: Path) ->
     handle.write_meta({"event": "a"})
     file = opened(handle)
     assert file is not None
-    assert is_open(file, tmp_path / "s.jsonl")
+    assert fd_open_on(file, (tmp_path / "s.jsonl").stat().st_ino)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         del handle
         gc.collect()
-    assert not is_open(file, tmp_path / "s.jsonl")
+    assert not fd_open_on(file, (tmp_path / "s.jsonl").stat().st_ino)
 
 
 def test_a_write_error_closes_and_the_next_write_reopens(tmp_path: Path) -> None:

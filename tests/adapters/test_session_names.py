@@ -13,6 +13,8 @@ import pytest
 
 from agentfsm.adapters.sessions import SessionStore
 
+from ..helpers import fd_open_on
+
 NOW_NS = 1_789_362_000_123_456_789  # 2026-09-14T05:00:00.123456Z
 STAMP = "20260914T050000123456Z"
 
@@ -107,13 +109,4 @@ def test_an_unused_handle_closes_its_file_when_collected(tmp_path: Path) -> None
     assert os.fstat(fd).st_ino == inode
     del handle
     gc.collect()
-    assert not still_open(fd, inode)
-
-
-def still_open(fd: int, inode: int) -> bool:
-    """Whether ``fd`` is still open on the file ``inode`` (a closed number may have been
-    given to another file since)."""
-    try:
-        return os.fstat(fd).st_ino == inode
-    except OSError:
-        return False
+    assert not fd_open_on(fd, inode)

@@ -271,7 +271,7 @@ class StatechartStepper:
     The current state is read as ``current_state_value``, the raw value the engine stores.
     """
 
-    __slots__ = ("_chart", "_ids", "_support", "state")
+    __slots__ = ("_chart", "_support", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
         support = _chart_support(cls)
@@ -285,7 +285,6 @@ class StatechartStepper:
             chart.view.guards = guards
         self._chart: _Chart | None = chart
         self._support = support
-        self._ids = support.ids
         self.state: str = support.initial
 
     @property
@@ -304,8 +303,9 @@ class StatechartStepper:
             chart.machine.send(event)
         else:
             trigger()
-        self.state = state = self._ids[chart.machine.current_state_value]
-        if state in self._support.final:
+        support = self._support
+        self.state = state = support.ids[chart.machine.current_state_value]
+        if state in support.final:
             self._release(chart)
         return state
 

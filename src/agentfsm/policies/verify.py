@@ -19,7 +19,7 @@ from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import detect_sandbox
-from agentfsm.engine.steps import current_step_runner, run_step
+from agentfsm.engine.steps import run_step
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -248,28 +248,19 @@ class verify:
             sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
-    def check_turn(self, ctx: RunContext) -> Notice | Awaitable[Notice | None] | None:
+    def check_turn(self, ctx: RunContext) -> Awaitable[Notice | None] | None:
         """At the run's first turn: take the command as the workspace defines it now (and
         fail before the model acts when there is a command but no sandbox to run it in);
-        nothing on later turns. Outside a durable run the definition is read here and now;
-        in one it is read as a step (awaitable), so a replay decides on the same read."""
-        state: dict[str, Any] = ctx.state(self, dict)
-        if state:
+        nothing to await on later turns."""
+        if ctx.state(self, dict):
             return None
-        if current_step_runner.get() is None:
-            state.update(runs=0, refused=0, definition=self.definition())
-            return self._noted(ctx, state["definition"])
         return self._first_turn(ctx)
 
     async def _first_turn(self, ctx: RunContext) -> Notice | None:
         state, new = await self._state(ctx)
         if not new:
             return None
-        return self._noted(ctx, state["definition"])
-
-    def _noted(self, ctx: RunContext, found: VerifyDefinition | None) -> Notice:
-        """The ``policy_note`` of the command the run's gate takes (raises
-        :class:`SandboxUnavailable` when there is one but no sandbox to run it in)."""
+        found: VerifyDefinition | None = state["definition"]
         if found is not None:
             self._sandbox(ctx)
         if found is None:
