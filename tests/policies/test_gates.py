@@ -317,3 +317,24 @@ def test_verifier_prompt_guards_against_new_objections() -> None:
     assert "Do not invent new requirements or objections" in prompt
     assert "Do not raise the bar" in prompt
     assert prompt.rstrip().endswith("VERDICT: PARTIAL")
+
+
+def test_only_a_regular_definition_file_is_read(tmp_path: Path) -> None:
+    """The check command comes from a regular ``package.json``: a missing one, a symlink to
+    one or a FIFO named so gives no command (and the FIFO never blocks the read)."""
+    import os
+
+    scripts = json.dumps({"scripts": {"check": "tsc --noEmit"}})
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "package.json").write_text(scripts, "utf-8")
+    assert resolve_verify_command(tmp_path / "real") == "npm run check"
+    assert resolve_verify_command(tmp_path) is None  # no package.json
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "package.json").symlink_to(tmp_path / "real" / "package.json")
+    assert resolve_verify_command(tmp_path / "linked") is None
+    (tmp_path / "dangling").mkdir()
+    (tmp_path / "dangling" / "package.json").symlink_to(tmp_path / "nowhere.json")
+    assert resolve_verify_command(tmp_path / "dangling") is None
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "package.json")
+    assert resolve_verify_command(tmp_path / "fifo") is None

@@ -109,6 +109,29 @@ async def test_a_different_arguments_do_not_count(recorder: Recorder) -> None:
     assert warns(recorder) == []
 
 
+def test_a_calls_are_compared_by_their_arguments_values() -> None:
+    """Identical is the same name and equal arguments, whatever the key order; what a call
+    looked like is kept, so changing its arguments dict afterwards changes nothing."""
+    from agentfsm import RunContext
+    from agentfsm.engine.context import ToolOutcome
+
+    policy = loop_health()
+    ctx = RunContext(params=LoopParams(max_turns=100), history=[])
+
+    def see(arguments: dict[str, Any], name: str = "grep") -> int:
+        call = ToolCall("g", name, arguments)
+        policy.on_tool_result(ctx, ToolOutcome(call, ToolResult(True, "no match")))
+        return policy.state(ctx).repeated
+
+    first = {"pattern": "x", "path": "src"}
+    assert see(first) == 1
+    assert see({"path": "src", "pattern": "x"}) == 2  # the same arguments, other key order
+    first["pattern"] = "y"  # what the first call was does not change with its dict
+    assert see({"pattern": "x", "path": "src"}) == 3
+    assert see({"pattern": "x", "path": "src", "limit": 5}) == 1
+    assert see({"pattern": "x", "path": "src"}, name="find") == 1
+
+
 async def test_b_five_reads_in_a_turn_are_not_stagnation(recorder: Recorder) -> None:
     five = calls(*[("read", {"path": f"f{i}.py"}) for i in range(5)])
     outcome = await run([five, "done"], loop_health(stagnant_turns=2), recorder)

@@ -55,6 +55,8 @@ class VerifyDefinition:
 def _read_small(path: str | Path) -> bytes | None:
     """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
     a device, too large)."""
+    if not os.access(path, os.F_OK):  # the usual answer, without a failed open raising
+        return None
     try:
         return read_small_file(path, MAX_DEFINITION_BYTES, follow_symlinks=False)
     except (OSError, ValueError):
