@@ -1,0 +1,165 @@
+"""What each part of the full product costs in wall time, measured in place: paired, rotated
+ablations in one process.
+
+    .venv/bin/python benchmarks/ablate.py [--turns 10] [--rounds 40] [VARIANT ...]
+
+Every round times each variant once (one untimed run, then ``--repeat`` runs), in an order
+that rotates from round to round, so no variant always follows the same one; a variant's
+figure is the median over the rounds of its difference from ``full`` in the same round,
+given as a share of that round's core-loop run (``core_default``). ``full2`` is ``full``
+timed a second time: its difference is the noise floor of the method.
+
+Variants (the workload of ``benchmarks/peers/agentfsm_workload.py``, files on a memory file
+system when there is one): ``no_session``, ``no_policies``, ``bare`` (neither),
+``without_<policy>`` (the preset less that policy), ``hollow_<policy>`` (that policy kept,
+its hooks doing nothing: the difference from ``without_<policy>`` is what calling them
+costs), ``hollow`` (every policy so), ``quiet_loop_health`` (stagnation never warns).
+
+A part's cost in place differs from its cost alone (``instructions.py``, or a loop over the
+part): code that runs once a turn or once a run finds little of itself in the processor's
+caches, so each step of it costs more than in a tight loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentfsm import Agent
+from agentfsm.engine.policy_check import HOOK_NAMES
+from agentfsm.policies import loop_health, presets
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+
+if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
+    from benchmarks.peers import agentfsm_workload as workload
+    from benchmarks.peers._harness import Counter
+else:
+    import agentfsm_workload as workload
+    from _harness import Counter
+
+Run = Callable[[], Awaitable[object]]
+
+_HOLLOW: dict[str, Callable[..., Any]] = {
+    "check_turn": lambda ctx: None,
+    "should_compress": lambda ctx: False,
+    "shape_request": lambda ctx, messages: messages,
+    "shape_reply": lambda ctx, result: None,
+    "on_llm_end": lambda ctx: None,
+    "on_tool_result": lambda ctx, outcome: None,
+    "on_turn_end": lambda ctx: None,
+    "check_final": lambda ctx: None,
+    "shape_outcome": lambda ctx, outcome: None,
+}
+"""What a hollowed policy's hooks become (set on the instance, before the agent binds them)."""
+
+
+def _hollowed(policy: object) -> object:
+    for hook in HOOK_NAMES:
+        if hook in _HOLLOW and hasattr(policy, hook):
+            setattr(policy, hook, _HOLLOW[hook])
+    return policy
+
+
+def variant(name: str, turns: int, folder: str) -> Run:
+    """One run of the variant ``name``."""
+    if name == "core":
+        return lambda: workload.VARIANTS["core_default"](turns)
+    policies: list[Any] = list(
+        presets.coding_agent(workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12)
+    )
+    names = {type(p).__name__ for p in policies}
+    session: str | None = folder
+    if name in ("no_policies", "bare"):
+        policies = []
+    if name in ("no_session", "bare"):
+        session = None
+    if name == "hollow":
+        policies = [_hollowed(p) for p in policies]
+    elif name == "quiet_loop_health":
+        policies = [
+            loop_health(stagnant_turns=10**6) if type(p).__name__ == "loop_health" else p
+            for p in policies
+        ]
+    elif name.startswith(("without_", "hollow_")):
+        kind, _, policy = name.partition("_")
+        if policy not in names:
+            raise SystemExit(f"no policy {policy!r} in the preset: {sorted(names)}")
+        if kind == "without":
+            policies = [p for p in policies if type(p).__name__ != policy]
+        else:
+            policies = [_hollowed(p) if type(p).__name__ == policy else p for p in policies]
+    elif name not in ("full", "full2", "no_policies", "no_session", "bare"):
+        raise SystemExit(f"unknown variant {name!r}")
+    agent = Agent(
+        workload.model,
+        workload.TOOLS,
+        policies=policies,
+        system_prompt=workload.PROMPT,
+        session_dir=session,
+        max_turns=turns + workload.HEADROOM,
+    )
+
+    async def run() -> object:
+        workload.TURNS[0] = turns
+        return await agent.run("go")
+
+    return run
+
+
+async def _timed(run: Run, repeat: int, turns: int) -> float:
+    """µs a run: one untimed run, then ``repeat`` timed ones."""
+    for timed in (False, True):
+        started = time.perf_counter_ns()
+        for _ in range(repeat if timed else 1):
+            Counter.calls = 0
+            await run()
+            if Counter.calls != turns + 1:
+                raise AssertionError(f"expected {turns + 1} model calls, got {Counter.calls}")
+    return (time.perf_counter_ns() - started) / 1000 / repeat
+
+
+async def measure(runs: dict[str, Run], rounds: int, repeat: int, turns: int) -> None:
+    names = list(runs)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(await _timed(runs[name], repeat, turns))
+    core, full = samples["core"], samples["full"]
+    print(f"{'variant':28s} {'µs a run':>9s} {'x core':>7s} {'vs full, % of core':>19s}")
+    for name in names:
+        own = samples[name]
+        ratio = statistics.median(a / c for a, c in zip(own, core, strict=True))
+        share = statistics.median(
+            (a - f) / c * 100 for a, f, c in zip(own, full, core, strict=True)
+        )
+        print(f"{name:28s} {statistics.median(own):9.1f} {ratio:7.3f} {share:+18.1f}%")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=10, help="timed runs a sample")
+    parser.add_argument("variants", nargs="*", default=["no_session", "no_policies", "hollow"])
+    options = parser.parse_args(argv)
+    memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="agentfsm-ablate-", dir=memory) as folder:
+        names = ["core", "full", "full2", *(v for v in options.variants if v not in ("full",))]
+        runs = {name: variant(name, options.turns, folder) for name in dict.fromkeys(names)}
+        asyncio.run(measure(runs, options.rounds, options.repeat, options.turns))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
