@@ -226,14 +226,13 @@ class verify:
         found = self.definition()
         return found.command if found is not None else None
 
-    async def _read_definition(self) -> VerifyDefinition | None:
+    async def _read(self) -> VerifyDefinition | None:
+        return self.definition()
+
+    def _read_definition(self) -> Awaitable[VerifyDefinition | None]:
         """The definition as the workspace holds it now: a step (``verify_definition``), so
         a replayed run decides on what the first execution read."""
-
-        async def read() -> VerifyDefinition | None:
-            return self.definition()
-
-        return await run_step("verify_definition", read)
+        return run_step("verify_definition", self._read)
 
     async def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
         state: dict[str, Any] = ctx.state(self, dict)
@@ -259,10 +258,9 @@ class verify:
         return self._first_turn(ctx)
 
     async def _first_turn(self, ctx: RunContext) -> Notice | None:
-        state, new = await self._state(ctx)
-        if not new:
-            return None
-        found: VerifyDefinition | None = state["definition"]
+        found = await self._read_definition()
+        state: dict[str, Any] = ctx.state(self, dict)
+        state.update(runs=0, refused=0, definition=found)
         if found is not None:
             self._sandbox(ctx)
         if found is None:
