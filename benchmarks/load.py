@@ -10,11 +10,12 @@ Chat Completions stream. Against it, in a fresh client process per measurement:
 - ``adapter_per_run`` (with ``--per-run``): a new default ``OpenAIChat`` for every run,
   closed after it, for scale.
 
-The modes are interleaved and repeated; the figures are medians: runs per second, the ratio
-of the floor's rate to the agent's, errors, the client's peak RSS during the burst (VmHWM
-reset before it) and its open file descriptors before the client existed, after the burst
-(the pool's idle connections) and after closing it, and the peak RSS per concurrent run
-(the burst's peak over the RSS before it, divided by the runs).
+The modes are interleaved and repeated (five rounds); the figures are medians: runs per
+second, the ratio of the floor's rate to the agent's (the median of each round's ratio, the
+two taken one after the other; ``ratio_of_medians`` too), errors, the client's peak RSS
+during the burst (VmHWM reset before it) and its open file descriptors before the client
+existed, after the burst (the pool's idle connections) and after closing it, and the peak
+RSS per concurrent run (the burst's peak over the RSS before it, divided by the runs).
 
 ``sse_decode`` (in this process, no sockets): the same Chat Completions stream bytes (text
 deltas and a streamed tool call, cut into 1 KiB reads) decoded and accumulated into one
@@ -405,7 +406,15 @@ def run_benchmark(sizes: list[int], rounds: int, modes: list[str]) -> dict[str, 
                     samples[mode].append(_worker(mode, runs, port))
             summary = {mode: _summary(xs) for mode, xs in samples.items()}
             for mode in modes:
-                summary[mode]["ratio"] = round(
+                # Paired: each round's floor over the same round's mode (taken one after the
+                # other), then the median, so a slow stretch of the shared machine weighs on
+                # both sides of a ratio instead of on one side of a ratio of medians.
+                paired = [
+                    float(raw["runs_per_s"]) / float(own["runs_per_s"])
+                    for raw, own in zip(samples["raw"], samples[mode], strict=True)
+                ]
+                summary[mode]["ratio"] = round(statistics.median(paired), 2)
+                summary[mode]["ratio_of_medians"] = round(
                     summary["raw"]["runs_per_s"] / summary[mode]["runs_per_s"], 2
                 )
             by_size[str(runs)] = summary
@@ -439,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"))
     parser.add_argument("--sizes", default="200,1000", help="concurrent runs, comma-separated")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--per-run", action="store_true", help="also one adapter per run")
     parser.add_argument("--decode-passes", type=int, default=31, help="SSE decode timed passes")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -465,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     largest = by_size[str(max(sizes))]["agent"]
     result = {
         "benchmark": "concurrent one-turn Agent runs over loopback, default OpenAIChat "
-        "vs raw httpx; medians of fresh client processes",
+        "vs raw httpx; medians of fresh client processes (ratios: medians of each round's "
+        "ratio)",
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "rounds": args.rounds,

@@ -19,6 +19,7 @@ A query string (Azure's ``?api-version=…``) stays at the end.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal, TypeAlias
 
@@ -37,8 +38,12 @@ ENDPOINT_PATHS: dict[WireName, str] = {
 _VERSION = re.compile(r"v\d+[a-z0-9]*", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=256)
 def endpoint_url(base_url: str, wire: WireName) -> str:
     """The URL a request of ``wire`` goes to for ``base_url`` (see the module's rule).
+
+    Worked out once per base URL and wire (the adapters ask for it on every request, and
+    parsing a URL whose host is an IP address goes through ``ipaddress``, pure Python).
 
     >>> endpoint_url("http://127.0.0.1:4000", "anthropic")
     'http://127.0.0.1:4000/v1/messages'
