@@ -33,9 +33,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfsm import Agent
 from agentfsm.engine.policy_check import HOOK_NAMES
-from agentfsm.policies import loop_health, presets
+from agentfsm.policies import loop_health
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
@@ -74,9 +73,7 @@ def variant(name: str, turns: int, folder: str) -> Run:
     """One run of the variant ``name``."""
     if name == "core":
         return lambda: workload.VARIANTS["core_default"](turns)
-    policies: list[Any] = list(
-        presets.coding_agent(workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12)
-    )
+    policies = workload.coding_preset(folder)
     names = {type(p).__name__ for p in policies}
     session: str | None = folder
     if name in ("no_policies", "bare"):
@@ -100,20 +97,7 @@ def variant(name: str, turns: int, folder: str) -> Run:
             policies = [_hollowed(p) if type(p).__name__ == policy else p for p in policies]
     elif name not in ("full", "full2", "no_policies", "no_session", "bare"):
         raise SystemExit(f"unknown variant {name!r}")
-    agent = Agent(
-        workload.model,
-        workload.TOOLS,
-        policies=policies,
-        system_prompt=workload.PROMPT,
-        session_dir=session,
-        max_turns=turns + workload.HEADROOM,
-    )
-
-    async def run() -> object:
-        workload.TURNS[0] = turns
-        return await agent.run("go")
-
-    return run
+    return workload.agent_run(workload.workload_agent(turns, policies, session), turns)
 
 
 async def _timed(run: Run, repeat: int, turns: int) -> float:

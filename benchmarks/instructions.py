@@ -40,13 +40,8 @@ def variant(name: str, turns: int) -> Callable[[], Awaitable[object]]:
     """One run of the variant ``name`` at ``turns`` tool turns."""
     if name in workload.VARIANTS:
         return lambda: workload.VARIANTS[name](turns)
-    from agentfsm import Agent
-    from agentfsm.policies import presets
-
     folder: str | None = workload.WORKSPACE.name
-    policies = presets.coding_agent(
-        workspace=workload.WORKSPACE.name, context_budget_tokens=10**9, spend_tokens=10**12
-    )
+    policies = workload.coding_preset(workload.WORKSPACE.name)
     if name in ("agent_bare", "agent_no_policies"):
         policies = []
     if name in ("agent_bare", "agent_no_session"):
@@ -58,20 +53,7 @@ def variant(name: str, turns: int) -> Callable[[], Awaitable[object]]:
         policies = left
     elif name not in ("agent_bare", "agent_no_policies", "agent_no_session"):
         raise SystemExit(f"unknown variant {name!r}")
-    agent = Agent(
-        workload.model,
-        workload.TOOLS,
-        policies=policies,
-        system_prompt=workload.PROMPT,
-        session_dir=folder,
-        max_turns=turns + workload.HEADROOM,
-    )
-
-    async def run() -> object:
-        workload.TURNS[0] = turns
-        return await agent.run("go")
-
-    return run
+    return workload.agent_run(workload.workload_agent(turns, policies, folder), turns)
 
 
 async def runs(name: str, turns: int, count: int) -> None:

@@ -30,6 +30,7 @@ from agentfsm import (
     Agent,
     AssistantMessage,
     ChatResult,
+    LoopOutcome,
     LoopParams,
     Message,
     ToolCall,
@@ -100,20 +101,39 @@ AGENTS: dict[tuple[int, str], Agent] = {}
 own)."""
 
 
+def coding_preset(folder: str) -> list[Any]:
+    """The coding-agent preset for a workspace ``folder``, its budgets out of the way."""
+    return list(
+        presets.coding_agent(workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12)
+    )
+
+
+def workload_agent(turns: int, policies: Sequence[Any], session_dir: str | None) -> Agent:
+    """An ``Agent`` on this workload's model and tool, for runs of ``turns`` tool turns."""
+    return Agent(
+        model,
+        TOOLS,
+        policies=policies,
+        system_prompt=PROMPT,
+        session_dir=session_dir,
+        max_turns=turns + HEADROOM,
+    )
+
+
+def agent_run(agent: Agent, turns: int) -> Callable[[], Awaitable[LoopOutcome]]:
+    """One run of ``agent`` on the workload (for ``instructions.py`` and ``ablate.py``)."""
+
+    async def run() -> LoopOutcome:
+        TURNS[0] = turns
+        return await agent.run("go")
+
+    return run
+
+
 def coding_agent(turns: int, folder: str) -> Agent:
     agent = AGENTS.get((turns, folder))
     if agent is None:
-        policies = presets.coding_agent(
-            workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12
-        )
-        agent = AGENTS[turns, folder] = Agent(
-            model,
-            TOOLS,
-            policies=policies,
-            system_prompt=PROMPT,
-            session_dir=folder,
-            max_turns=turns + HEADROOM,
-        )
+        agent = AGENTS[turns, folder] = workload_agent(turns, coding_preset(folder), folder)
     return agent
 
 
