@@ -109,9 +109,9 @@ async def test_a_different_arguments_do_not_count(recorder: Recorder) -> None:
     assert warns(recorder) == []
 
 
-def test_a_calls_are_compared_by_their_arguments_values() -> None:
-    """Identical is the same name and equal arguments, whatever the key order; what a call
-    looked like is kept, so changing its arguments dict afterwards changes nothing."""
+def test_a_identical_calls_whatever_their_key_order() -> None:
+    """Identical is the same name and the same arguments, whatever their key order; a call is
+    kept as it was when seen, so changing its arguments dict afterwards changes nothing."""
     from agentfsm import RunContext
     from agentfsm.engine.context import ToolOutcome
 

@@ -1,7 +1,7 @@
 """``loop_health``: one evaluator for the patterns of a stuck run.
 
-A. repeated identical calls: how many of the last 10 calls have the latest call's name and
-   arguments (compared as values: the order of their keys does not matter);
+A. repeated identical calls: how many of the last 10 ``name + JSON(args)`` signatures match
+   the latest call;
 B. stagnation: turns in a row without a successful mutating tool (reads alone are not
    "no progress": it is counted per turn, not per call); a turn that changed a file resets it;
 C. oscillation: both sides of every edit are hashed in a 30-entry window and only an inverse
@@ -26,6 +26,7 @@ from attrs import define, field
 
 from agentfsm.engine.context import RunContext, ToolOutcome
 from agentfsm.engine.policy import Remind, Stop, TurnVerdict, Warn
+from agentfsm.engine.serialization import compact_json
 
 from .redirect import REDIRECT_TRIGGERS
 from .redirect import redirect as RedirectSettings
@@ -35,12 +36,15 @@ __all__ = ["HealthState", "loop_health"]
 _WORDS = re.compile(r"\w+")
 
 
+_signature_json = compact_json(sort_keys=True)
+"""``json.dumps(arguments, sort_keys=True, separators=(",", ":"))``, one encoder for all."""
+
+
 @define
 class HealthState:
     """One run's counters and windows."""
 
-    signatures: deque[tuple[str, object]] = field(factory=lambda: deque(maxlen=10))
-    """``(name, arguments)`` of the last 10 calls (a copy of each arguments dict)."""
+    signatures: deque[str] = field(factory=lambda: deque(maxlen=10))
     repeated: int = 0
     last_signature: str = ""
     stagnant_turns: int = 0
@@ -120,10 +124,7 @@ class loop_health:
             return None
         state = ctx.state(self, HealthState)
         call = outcome.call
-        arguments = call.arguments
-        # Compared as values (no JSON text to build for each call): a copy, so that nothing
-        # done to the call's arguments later changes what was seen.
-        signature = (call.name, dict(arguments) if type(arguments) is dict else arguments)
+        signature = call.name + _signature_json(call.arguments)
         state.signatures.append(signature)
         state.repeated = state.signatures.count(signature)
         state.last_signature = call.name
