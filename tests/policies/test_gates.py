@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -322,8 +323,6 @@ def test_verifier_prompt_guards_against_new_objections() -> None:
 def test_only_a_regular_definition_file_is_read(tmp_path: Path) -> None:
     """The check command comes from a regular ``package.json``: a missing one, a symlink to
     one or a FIFO named so gives no command (and the FIFO never blocks the read)."""
-    import os
-
     scripts = json.dumps({"scripts": {"check": "tsc --noEmit"}})
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "package.json").write_text(scripts, "utf-8")
