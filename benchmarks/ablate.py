@@ -9,11 +9,11 @@ figure is the median over the rounds of its difference from ``full`` in the same
 given as a share of that round's core-loop run (``core_default``). ``full2`` is ``full``
 timed a second time: its difference is the noise floor of the method.
 
-Variants (the workload of ``benchmarks/peers/agentfsm_workload.py``, files on a memory file
-system when there is one): ``no_session``, ``no_policies``, ``bare`` (neither),
-``without_<policy>`` (the preset less that policy), ``hollow_<policy>`` (that policy kept,
-its hooks doing nothing: the difference from ``without_<policy>`` is what calling them
-costs), ``hollow`` (every policy so), ``quiet_loop_health`` (stagnation never warns).
+Variants (``product_variant`` of ``benchmarks/peers/agentfsm_workload.py``, on its workload,
+files on a memory file system when there is one): ``no_session``, ``no_policies``, ``bare``
+(neither), ``without_<policy>`` (the preset less that policy), ``hollow_<policy>`` (that
+policy kept, its hooks doing nothing: the difference from ``without_<policy>`` is what calling
+them costs), ``hollow`` (every policy so), ``quiet_loop_health`` (stagnation never warns).
 
 A part's cost in place differs from its cost alone (``instructions.py``, or a loop over the
 part): code that runs once a turn or once a run finds little of itself in the processor's
@@ -31,10 +31,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from agentfsm.engine.policy_check import HOOK_NAMES
-from agentfsm.policies import loop_health
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
@@ -48,55 +45,12 @@ else:
 
 Run = Callable[[], Awaitable[object]]
 
-_HOLLOW: dict[str, Callable[..., Any]] = {
-    "check_turn": lambda ctx: None,
-    "should_compress": lambda ctx: False,
-    "shape_request": lambda ctx, messages: messages,
-    "shape_reply": lambda ctx, result: None,
-    "on_llm_end": lambda ctx: None,
-    "on_tool_result": lambda ctx, outcome: None,
-    "on_turn_end": lambda ctx: None,
-    "check_final": lambda ctx: None,
-    "shape_outcome": lambda ctx, outcome: None,
-}
-"""What a hollowed policy's hooks become (set on the instance, before the agent binds them)."""
-
-
-def _hollowed(policy: object) -> object:
-    for hook in HOOK_NAMES:
-        if hook in _HOLLOW and hasattr(policy, hook):
-            setattr(policy, hook, _HOLLOW[hook])
-    return policy
-
 
 def variant(name: str, turns: int, folder: str) -> Run:
     """One run of the variant ``name``."""
     if name == "core":
         return lambda: workload.VARIANTS["core_default"](turns)
-    policies = workload.coding_preset(folder)
-    names = {type(p).__name__ for p in policies}
-    session: str | None = folder
-    if name in ("no_policies", "bare"):
-        policies = []
-    if name in ("no_session", "bare"):
-        session = None
-    if name == "hollow":
-        policies = [_hollowed(p) for p in policies]
-    elif name == "quiet_loop_health":
-        policies = [
-            loop_health(stagnant_turns=10**6) if type(p).__name__ == "loop_health" else p
-            for p in policies
-        ]
-    elif name.startswith(("without_", "hollow_")):
-        kind, _, policy = name.partition("_")
-        if policy not in names:
-            raise SystemExit(f"no policy {policy!r} in the preset: {sorted(names)}")
-        if kind == "without":
-            policies = [p for p in policies if type(p).__name__ != policy]
-        else:
-            policies = [_hollowed(p) if type(p).__name__ == policy else p for p in policies]
-    elif name not in ("full", "full2", "no_policies", "no_session", "bare"):
-        raise SystemExit(f"unknown variant {name!r}")
+    policies, session = workload.product_variant("full" if name == "full2" else name, folder)
     return workload.agent_run(workload.workload_agent(turns, policies, session), turns)
 
 

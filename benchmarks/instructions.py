@@ -6,8 +6,10 @@ after a warm-up run), divided by the calls of the runs counted.
 
 Variants: those of ``benchmarks/peers/agentfsm_workload.py`` (``core_default``,
 ``agent_coding_session`` …), ``agent_bare`` (``Agent`` with neither preset nor session),
-``agent_no_session``, ``agent_no_policies`` and ``agent_without_<policy class>`` (the full
-product less one policy of the preset, e.g. ``agent_without_loop_health``). Needs valgrind.
+``agent_no_session``, ``agent_no_policies``, ``agent_without_<policy class>`` (the full
+product less one policy of the preset, e.g. ``agent_without_loop_health``) and the other
+variants of ``agentfsm_workload.product_variant`` with ``agent_`` in front
+(``agent_hollow_prune_tool_results`` …). Needs valgrind.
 """
 
 from __future__ import annotations
@@ -40,19 +42,11 @@ def variant(name: str, turns: int) -> Callable[[], Awaitable[object]]:
     """One run of the variant ``name`` at ``turns`` tool turns."""
     if name in workload.VARIANTS:
         return lambda: workload.VARIANTS[name](turns)
-    folder: str | None = workload.WORKSPACE.name
-    policies = workload.coding_preset(workload.WORKSPACE.name)
-    if name in ("agent_bare", "agent_no_policies"):
-        policies = []
-    if name in ("agent_bare", "agent_no_session"):
-        folder = None
-    if name.startswith("agent_without_"):
-        left = [p for p in policies if type(p).__name__ != name.removeprefix("agent_without_")]
-        if len(left) == len(policies):
-            raise SystemExit(f"no policy {name.removeprefix('agent_without_')!r} in the preset")
-        policies = left
-    elif name not in ("agent_bare", "agent_no_policies", "agent_no_session"):
+    if not name.startswith("agent_"):
         raise SystemExit(f"unknown variant {name!r}")
+    policies, folder = workload.product_variant(
+        name.removeprefix("agent_"), workload.WORKSPACE.name
+    )
     return workload.agent_run(workload.workload_agent(turns, policies, folder), turns)
 
 

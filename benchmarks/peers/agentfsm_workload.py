@@ -40,8 +40,9 @@ from agentfsm import (
     run_conversation,
 )
 from agentfsm.adapters.tools import ToolBox
+from agentfsm.engine.policy_check import HOOK_NAMES
 from agentfsm.engine.stepper import StepperKind
-from agentfsm.policies import presets
+from agentfsm.policies import loop_health, presets
 
 if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
     from benchmarks.peers._harness import Counter, main, work_folder
@@ -106,6 +107,60 @@ def coding_preset(folder: str) -> list[Any]:
     return list(
         presets.coding_agent(workspace=folder, context_budget_tokens=10**9, spend_tokens=10**12)
     )
+
+
+_HOLLOW: dict[str, Callable[..., Any]] = {
+    "check_turn": lambda ctx: None,
+    "should_compress": lambda ctx: False,
+    "shape_request": lambda ctx, messages: messages,
+    "shape_reply": lambda ctx, result: None,
+    "on_llm_end": lambda ctx: None,
+    "on_tool_result": lambda ctx, outcome: None,
+    "on_turn_end": lambda ctx: None,
+    "check_final": lambda ctx: None,
+    "shape_outcome": lambda ctx, outcome: None,
+}
+"""What a hollowed policy's hooks become (set on the instance, before an agent binds them)."""
+
+
+def _hollowed(policy: Any) -> Any:
+    for hook in HOOK_NAMES:
+        if hook in _HOLLOW and hasattr(policy, hook):
+            setattr(policy, hook, _HOLLOW[hook])
+    return policy
+
+
+def product_variant(name: str, folder: str) -> tuple[list[Any], str | None]:
+    """The policies and session folder of a variant of the full product, for the part-by-part
+    measurements of ``instructions.py`` and ``ablate.py``: ``full``; ``bare`` (neither preset
+    nor session), ``no_policies``, ``no_session``; ``without_<policy class>`` (the preset less
+    that policy); ``hollow_<policy class>`` (that policy kept, its hooks doing nothing) and
+    ``hollow`` (every policy so); ``quiet_loop_health`` (stagnation never warns)."""
+    policies = coding_preset(folder)
+    names = {type(p).__name__ for p in policies}
+    session: str | None = folder
+    if name in ("no_policies", "bare"):
+        policies = []
+    if name in ("no_session", "bare"):
+        session = None
+    if name == "hollow":
+        policies = [_hollowed(p) for p in policies]
+    elif name == "quiet_loop_health":
+        policies = [
+            loop_health(stagnant_turns=10**6) if type(p).__name__ == "loop_health" else p
+            for p in policies
+        ]
+    elif name.startswith(("without_", "hollow_")):
+        kind, _, policy = name.partition("_")
+        if policy not in names:
+            raise SystemExit(f"no policy {policy!r} in the preset: {sorted(names)}")
+        if kind == "without":
+            policies = [p for p in policies if type(p).__name__ != policy]
+        else:
+            policies = [_hollowed(p) if type(p).__name__ == policy else p for p in policies]
+    elif name not in ("full", "no_policies", "no_session", "bare"):
+        raise SystemExit(f"unknown variant {name!r}")
+    return policies, session
 
 
 def workload_agent(turns: int, policies: Sequence[Any], session_dir: str | None) -> Agent:

@@ -55,8 +55,6 @@ class VerifyDefinition:
 def _read_small(path: str | Path) -> bytes | None:
     """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
     a device, too large)."""
-    if not os.access(path, os.F_OK):  # the usual answer, without a failed open raising
-        return None
     try:
         return read_small_file(path, MAX_DEFINITION_BYTES, follow_symlinks=False)
     except (OSError, ValueError):
@@ -258,9 +256,10 @@ class verify:
         return self._first_turn(ctx)
 
     async def _first_turn(self, ctx: RunContext) -> Notice | None:
-        found = await self._read_definition()
-        state: dict[str, Any] = ctx.state(self, dict)
-        state.update(runs=0, refused=0, definition=found)
+        state, new = await self._state(ctx)
+        if not new:
+            return None
+        found: VerifyDefinition | None = state["definition"]
         if found is not None:
             self._sandbox(ctx)
         if found is None:
