@@ -337,3 +337,36 @@ def test_only_a_regular_definition_file_is_read(tmp_path: Path) -> None:
     (tmp_path / "fifo").mkdir()
     os.mkfifo(tmp_path / "fifo" / "package.json")
     assert resolve_verify_command(tmp_path / "fifo") is None
+
+
+async def test_the_verify_gate_answers_at_once_when_it_has_nothing_to_wait_for(
+    tmp_path: Path,
+) -> None:
+    """Outside a durable run the first turn's read and note need no coroutine; later turns
+    and a final answer of a run that changed no file are ``None`` at once. The run's check
+    command is still the one read at the first turn."""
+    import inspect
+
+    from agentfsm.engine.context import RunContext
+    from agentfsm.engine.policy import Notice, Retry
+
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"check": "true"}}), "utf-8")
+    gate = verify(workspace=tmp_path, sandbox=Unsandboxed())
+    ctx = RunContext(params=LoopParams(max_turns=3), history=[])
+    ctx.turn = 1
+    note = gate.check_turn(ctx)
+    assert isinstance(note, Notice)
+    assert note.event.reason == "verify command: npm run check (defined in package.json)"
+    ctx.turn = 2
+    assert gate.check_turn(ctx) is None
+    assert gate.check_final(ctx) is None  # nothing changed: nothing to check
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"check": "rm -rf ."}}))
+    ctx.mutations = 1
+    pending = gate.check_final(ctx)
+    assert inspect.isawaitable(pending)
+    refused = await pending
+    assert isinstance(refused, Retry)
+    assert "package.json changed during this run" in refused.reminder
+
+    reviewer = verifier()
+    assert reviewer.check_final(RunContext(params=LoopParams(max_turns=3), history=[])) is None

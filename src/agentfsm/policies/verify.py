@@ -19,7 +19,7 @@ from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import detect_sandbox
-from agentfsm.engine.steps import run_step
+from agentfsm.engine.steps import run_step, step_now
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -55,6 +55,8 @@ class VerifyDefinition:
 def _read_small(path: str | Path) -> bytes | None:
     """A small regular file's bytes; ``None`` for anything else (missing, a symlink, a FIFO,
     a device, too large)."""
+    if not os.access(path, os.F_OK):
+        return None  # nothing there: the usual answer, without an error raised and caught
     try:
         return read_small_file(path, MAX_DEFINITION_BYTES, follow_symlinks=False)
     except (OSError, ValueError):
@@ -232,12 +234,12 @@ class verify:
         a replayed run decides on what the first execution read."""
         return run_step("verify_definition", self._read)
 
-    async def _state(self, ctx: RunContext) -> tuple[dict[str, Any], bool]:
+    async def _state(self, ctx: RunContext) -> dict[str, Any]:
+        """The run's state (filled at its first turn, else now)."""
         state: dict[str, Any] = ctx.state(self, dict)
-        if state:
-            return state, False
-        state.update(runs=0, refused=0, definition=await self._read_definition())
-        return state, True
+        if not state:
+            state.update(runs=0, refused=0, definition=await self._read_definition())
+        return state
 
     def _sandbox(self, ctx: RunContext) -> CommandSandbox:
         """The gate's sandbox, else the run's, else the OS sandbox found here (raises
@@ -247,34 +249,47 @@ class verify:
             sandbox = self.sandbox = detect_sandbox(self.workspace)
         return sandbox
 
-    def check_turn(self, ctx: RunContext) -> Awaitable[Notice | None] | None:
+    def check_turn(self, ctx: RunContext) -> Notice | Awaitable[Notice] | None:
         """At the run's first turn: take the command as the workspace defines it now (and
-        fail before the model acts when there is a command but no sandbox to run it in);
-        nothing to await on later turns."""
-        if ctx.state(self, dict):
+        fail before the model acts when there is a command but no sandbox to run it in),
+        reported in a note; nothing on later turns. Synchronous outside a durable run (where
+        the definition read is a step, and the answer an awaitable)."""
+        state: dict[str, Any] = ctx.state(self, dict)
+        if state:
             return None
-        return self._first_turn(ctx)
+        found = step_now("verify_definition", self.definition)
+        if isinstance(found, VerifyDefinition) or found is None:
+            return self._noted(ctx, state, found)
+        return self._noted_later(ctx, state, found)
 
-    async def _first_turn(self, ctx: RunContext) -> Notice | None:
-        state, new = await self._state(ctx)
-        if not new:
-            return None
-        found: VerifyDefinition | None = state["definition"]
-        if found is not None:
-            self._sandbox(ctx)
+    async def _noted_later(
+        self, ctx: RunContext, state: dict[str, Any], found: Awaitable[VerifyDefinition | None]
+    ) -> Notice:
+        return self._noted(ctx, state, await found)
+
+    def _noted(
+        self, ctx: RunContext, state: dict[str, Any], found: VerifyDefinition | None
+    ) -> Notice:
+        """Keep the run's definition, check there is a sandbox for it, and say which it is."""
+        state.update(runs=0, refused=0, definition=found)
         if found is None:
             reason = "no check command found; the verify gate is off for this run"
         else:
+            self._sandbox(ctx)
             where = f" (defined in {found.source})" if found.source else " (given explicitly)"
             reason = f"verify command: {found.command}{where}"
         return Notice(
             PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verify_command")
         )
 
-    async def check_final(self, ctx: RunContext) -> Retry | None:
+    def check_final(self, ctx: RunContext) -> Awaitable[Retry | None] | None:
+        """Nothing to check when the run changed no file; else the check (awaitable)."""
         if ctx.mutations == 0:
             return None
-        state, _ = await self._state(ctx)
+        return self._check(ctx)
+
+    async def _check(self, ctx: RunContext) -> Retry | None:
+        state = await self._state(ctx)
         trusted: VerifyDefinition | None = state["definition"]
         if trusted is None or state["refused"] >= self.max_retries:
             return None

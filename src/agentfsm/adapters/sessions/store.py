@@ -43,32 +43,33 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-_time_ns = time.time_ns
+_time = time.time
 _MILLISECONDS = [f".{ms:03d}Z" for ms in range(1000)]
-_this_ms: tuple[int, str] = (0, "")
-"""When the millisecond :func:`_now_stamp` last formatted ends (``time.time_ns()``), and
-its text."""
+_this_ms: tuple[float, float, str] = (0.0, 0.0, "")
+"""The millisecond :func:`_now_stamp` last formatted (its start and end, ``time.time()``),
+and its text."""
 _this_second: list[Any] = [-1, ""]
 """The second :func:`_now_stamp` last formatted, and its text."""
 
 
 def _now_stamp() -> str:
     """:func:`utc_timestamp` of now, formatting the date and time once a second (and
-    nothing while the millisecond lasts)."""
+    nothing while the millisecond lasts). Floating-point seconds: a record's stamp costs
+    two comparisons, and no integer arithmetic on nanosecond counts."""
     global _this_ms
-    now = _time_ns()
-    until, text = _this_ms
-    if until > now >= until - 1_000_000:
+    now = _time()
+    start, end, text = _this_ms
+    if start <= now < end:
         return text
-    ms = now // 1_000_000
-    second, fraction = divmod(ms, 1000)
+    second = int(now)
+    fraction = min(int((now - second) * 1000), 999)
     cached = _this_second
     if cached[0] != second:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         cached[0] = second
     prefix: str = cached[1]
     text = prefix + _MILLISECONDS[fraction]
-    _this_ms = ((ms + 1) * 1_000_000, text)
+    _this_ms = (second + fraction / 1000, second + (fraction + 1) / 1000, text)
     return text
 
 
