@@ -347,3 +347,44 @@ def test_run_start_and_run_end_records_of_every_shape(tmp_path: Path) -> None:
         ["event", "stopped_reason", "usage", "error"],
     ]
     assert ends[1]["error"] == {"name": "Failure", "message": odd, "kind": "rate_limit"}
+
+
+def test_a_records_stamp_is_the_millisecond_it_is_written_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ts`` is ``utc_timestamp`` of now, to the millisecond (truncated), however the cache of
+    the current millisecond and second is hit: across millisecond and second boundaries, and
+    back in time (a clock set back)."""
+    from datetime import UTC, datetime
+
+    from agentfsm.adapters.sessions import store
+
+    def expected(seconds: float) -> str:
+        return store.utc_timestamp(datetime.fromtimestamp(seconds, UTC))
+
+    moments = [
+        1_780_000_000.0,
+        1_780_000_000.0004,
+        1_780_000_000.0011,
+        1_780_000_000.5,
+        1_780_000_000.9994,
+        1_780_000_000.99951,
+        1_780_000_001.0,
+        1_780_000_001.0009,
+        1_779_999_000.25,  # set back
+        1_779_999_000.2501,
+        2_000_000_000.123,
+    ]
+    for moment in moments:
+        monkeypatch.setattr(store, "_time", lambda moment=moment: moment)
+        stamp = store._now_stamp()
+        # the float's own rounding may put a moment a hair off its decimal value: compare
+        # with the moments a microsecond around it
+        assert stamp in {expected(moment - 1e-6), expected(moment), expected(moment + 1e-6)}, moment
+    monkeypatch.setattr(store, "_time", lambda: 1_780_000_000.0004)
+    assert store._now_stamp() == "2026-05-28T20:26:40.000Z"
+    monkeypatch.undo()
+    for _ in range(2000):  # the real clock
+        before = store.utc_timestamp(datetime.now(UTC))
+        stamp = store._now_stamp()
+        assert before <= stamp <= store.utc_timestamp(datetime.now(UTC))

@@ -48,28 +48,32 @@ _MILLISECONDS = [f".{ms:03d}Z" for ms in range(1000)]
 _this_ms: tuple[float, float, str] = (0.0, 0.0, "")
 """The millisecond :func:`_now_stamp` last formatted (its start and end, ``time.time()``),
 and its text."""
-_this_second: list[Any] = [-1, ""]
-"""The second :func:`_now_stamp` last formatted, and its text."""
+_this_second: list[Any] = [-1.0, ""]
+"""The second :func:`_now_stamp` last formatted (whole seconds, a float), and its text."""
 
 
 def _now_stamp() -> str:
     """:func:`utc_timestamp` of now, formatting the date and time once a second (and
-    nothing while the millisecond lasts). Floating-point seconds: a record's stamp costs
-    two comparisons, and no integer arithmetic on nanosecond counts."""
+    nothing while the millisecond lasts). Floating-point seconds throughout: a record's
+    stamp costs two comparisons, and no integer arithmetic on nanosecond counts."""
     global _this_ms
     now = _time()
     start, end, text = _this_ms
     if start <= now < end:
         return text
-    second = int(now)
-    fraction = min(int((now - second) * 1000), 999)
+    within = now % 1.0
+    second = now - within
+    fraction = int(within * 1000)
+    if fraction > 999:  # rounding, a hair before the next second
+        fraction = 999
     cached = _this_second
     if cached[0] != second:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         cached[0] = second
     prefix: str = cached[1]
     text = prefix + _MILLISECONDS[fraction]
-    _this_ms = (second + fraction / 1000, second + (fraction + 1) / 1000, text)
+    start = second + fraction * 0.001
+    _this_ms = (start, start + 0.001, text)
     return text
 
 
