@@ -54,7 +54,7 @@ async def test_without_a_step_runner_effects_just_run() -> None:
 
 
 async def test_a_step_inside_a_step_is_part_of_it() -> None:
-    from agentfsm.engine.steps import run_step
+    from agentfsm.engine.steps import run_step, step_now
 
     steps = Recording()
 
@@ -62,7 +62,9 @@ async def test_a_step_inside_a_step_is_part_of_it() -> None:
         return 1
 
     async def outer() -> int:
-        return await run_step("inner", inner) + 1
+        now = step_now("inner now", lambda: 1)
+        assert now == 1  # a synchronous effect inside a step: run at once, no step of its own
+        return await run_step("inner", inner) + now
 
     token = current_step_runner.set(steps)
     try:
@@ -143,21 +145,3 @@ async def test_step_now_is_a_step_of_a_durable_run_and_replays() -> None:
     finally:
         current_step_runner.reset(token)
     assert steps.names == ["read"]
-
-
-async def test_step_now_inside_a_step_is_part_of_it() -> None:
-    from agentfsm.engine.steps import run_step, step_now
-
-    steps = Recording()
-
-    async def outer() -> int:
-        inner = step_now("inner", lambda: 1)
-        assert inner == 1  # not a step of its own: run at once
-        return inner + 1
-
-    token = current_step_runner.set(steps)
-    try:
-        assert await run_step("outer", outer) == 2
-    finally:
-        current_step_runner.reset(token)
-    assert steps.names == ["outer"]
