@@ -77,22 +77,38 @@ async def test_a_step_inside_a_step_is_part_of_it() -> None:
 async def test_the_preamble_and_the_verify_gate_read_the_workspace_in_steps(tmp_path: Any) -> None:
     from agentfsm.adapters.tools import Unsandboxed
     from agentfsm.agent import WorkspacePreamble
+    from agentfsm.engine.messages import ToolResult, ToolSpec
     from agentfsm.policies import verify
 
     (tmp_path / "Makefile").write_text("check:\n\ttrue\n", "utf-8")
+
+    def write() -> ToolResult:
+        (tmp_path / "a.txt").write_text("x", "utf-8")
+        return ToolResult(True, "wrote a.txt", metadata={"path": "a.txt"})
+
     steps = Recording()
     token = current_step_runner.set(steps)
     try:
         agent = Agent(
-            ScriptedChat(["done"]),
-            policies=[verify(workspace=tmp_path, sandbox=Unsandboxed())],
+            ScriptedChat([tool_reply(("write", {})), "done"]),
+            ScriptedTools({"write": write}, specs=[ToolSpec("write", "Write.", destructive=True)]),
+            policies=[verify(workspace=tmp_path, target="check", sandbox=Unsandboxed())],
             preamble=WorkspacePreamble(tmp_path),
         )
         outcome = await agent.run("x")
     finally:
         current_step_runner.reset(token)
     assert outcome.stopped_reason == "final"
-    assert steps.names[:2] == ["preamble", "verify_definition"]
+    # the first turn's read, and the final gate's read again before it runs the check
+    assert steps.names == [
+        "preamble",
+        "verify_definition",
+        "chat",
+        "tool write",
+        "chat",
+        "verify_definition",
+        "verify",
+    ]
 
 
 def test_a_recorded_error_pickles() -> None:

@@ -226,19 +226,26 @@ class verify:
         found = self.definition()
         return found.command if found is not None else None
 
-    async def _read(self) -> VerifyDefinition | None:
-        return self.definition()
-
-    def _read_definition(self) -> Awaitable[VerifyDefinition | None]:
+    def _read_definition(
+        self,
+    ) -> VerifyDefinition | Awaitable[VerifyDefinition | None] | None:
         """The definition as the workspace holds it now: a step (``verify_definition``), so
-        a replayed run decides on what the first execution read."""
-        return run_step("verify_definition", self._read)
+        a replayed run decides on what the first execution read; at once outside a durable
+        run, an awaitable in one."""
+        return step_now("verify_definition", self.definition)
+
+    async def _definition_now(self) -> VerifyDefinition | None:
+        """:meth:`_read_definition`, awaited when it is a step's awaitable."""
+        found = self._read_definition()
+        if found is None or isinstance(found, VerifyDefinition):
+            return found
+        return await found
 
     async def _state(self, ctx: RunContext) -> dict[str, Any]:
         """The run's state (filled at its first turn, else now)."""
         state: dict[str, Any] = ctx.state(self, dict)
         if not state:
-            state.update(runs=0, refused=0, definition=await self._read_definition())
+            state.update(runs=0, refused=0, definition=await self._definition_now())
         return state
 
     def _sandbox(self, ctx: RunContext) -> CommandSandbox:
@@ -257,8 +264,8 @@ class verify:
         state: dict[str, Any] = ctx.state(self, dict)
         if state:
             return None
-        found = step_now("verify_definition", self.definition)
-        if isinstance(found, VerifyDefinition) or found is None:
+        found = self._read_definition()
+        if found is None or isinstance(found, VerifyDefinition):
             return self._noted(ctx, state, found)
         return self._noted_later(ctx, state, found)
 
@@ -294,7 +301,7 @@ class verify:
         if trusted is None or state["refused"] >= self.max_retries:
             return None
         if trusted.source is not None:
-            now = await self._read_definition()
+            now = await self._definition_now()
             if now is None or now.digest != trusted.digest or now.command != trusted.command:
                 state["refused"] += 1
                 state["changed"] = trusted.source
