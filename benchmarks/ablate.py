@@ -3,7 +3,8 @@ ablations in one process.
 
     .venv/bin/python benchmarks/ablate.py [--turns 10] [--rounds 40] [VARIANT ...]
 
-Every round times each variant once (one untimed run, then ``--repeat`` runs), in an order
+Every round times each variant once (one untimed run, then ``--repeat`` runs, as a sample of
+``benchmarks/peers.py``'s harness), in an order
 that rotates from round to round, so no variant always follows the same one; a variant's
 figure is the median over the rounds of its difference from ``full`` in the same round,
 given as a share of that round's core-loop run (``core_default``). ``full2`` is ``full``
@@ -28,8 +29,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,41 +37,34 @@ sys.path.insert(0, str(HERE / "peers"))
 
 if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
     from benchmarks.peers import agentfsm_workload as workload
-    from benchmarks.peers._harness import Counter
+    from benchmarks.peers._harness import Counter, RunOnce, sample
 else:
     import agentfsm_workload as workload
-    from _harness import Counter
-
-Run = Callable[[], Awaitable[object]]
+    from _harness import Counter, RunOnce, sample
 
 
-def variant(name: str, turns: int, folder: str) -> Run:
-    """One run of the variant ``name``."""
+def variant(name: str, turns: int, folder: str) -> RunOnce:
+    """Runs of the variant ``name`` (``run_once(turns)``, as the workloads of ``peers.py``)."""
     if name == "core":
-        return lambda: workload.VARIANTS["core_default"](turns)
+        return workload.VARIANTS["core_default"]
     policies, session = workload.product_variant("full" if name == "full2" else name, folder)
-    return workload.agent_run(workload.workload_agent(turns, policies, session), turns)
+    run = workload.agent_run(workload.workload_agent(turns, policies, session), turns)
+
+    async def run_once(_turns: int) -> int:  # the agent was built for ``turns``
+        await run()
+        return Counter.calls
+
+    return run_once
 
 
-async def _timed(run: Run, repeat: int, turns: int) -> float:
-    """µs a run: one untimed run, then ``repeat`` timed ones."""
-    for timed in (False, True):
-        started = time.perf_counter_ns()
-        for _ in range(repeat if timed else 1):
-            Counter.calls = 0
-            await run()
-            if Counter.calls != turns + 1:
-                raise AssertionError(f"expected {turns + 1} model calls, got {Counter.calls}")
-    return (time.perf_counter_ns() - started) / 1000 / repeat
-
-
-async def measure(runs: dict[str, Run], rounds: int, repeat: int, turns: int) -> None:
+async def measure(runs: dict[str, RunOnce], rounds: int, repeat: int, turns: int) -> None:
     names = list(runs)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for index in range(rounds):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].append(await _timed(runs[name], repeat, turns))
+            # µs a run: the harness's sample (µs a model call) times the run's calls
+            samples[name].append(await sample(runs[name], turns, repeat) * (turns + 1))
     core, full = samples["core"], samples["full"]
     print(f"{'variant':28s} {'µs a run':>9s} {'x core':>7s} {'vs full, % of core':>19s}")
     for name in names:

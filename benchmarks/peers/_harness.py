@@ -90,7 +90,9 @@ def versions(*names: str) -> dict[str, str]:
     return found
 
 
-async def _sample(run_once: RunOnce, turns: int, repeat: int) -> float:
+async def sample(run_once: RunOnce, turns: int, repeat: int) -> float:
+    """µs a model call of ``repeat`` back-to-back runs, after one untimed warm-up run (each run
+    checked for its ``turns + 1`` model calls)."""
     await _checked(run_once, turns)  # warm-up: imports, caches, first-call paths
     gc.collect()
     started = time.perf_counter_ns()
@@ -131,8 +133,8 @@ def main(run_once: RunOnce | dict[str, RunOnce], package_names: tuple[str, ...])
             for index in range(args.samples):
                 shift = index % len(names)
                 for name in names[shift:] + names[:shift]:
-                    sample = await _sample(variants[name], turns, repeat)
-                    out[name][str(turns)].append(round(sample, 2))
+                    sample_us = await sample(variants[name], turns, repeat)
+                    out[name][str(turns)].append(round(sample_us, 2))
         return out
 
     samples = asyncio.run(all_samples())

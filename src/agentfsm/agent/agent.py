@@ -301,7 +301,7 @@ class Agent:
                 messages=history_list
                 if first
                 else history_list[len(history_list) - len(new_input) :],
-                input_chars=sum([len(m.content) for m in new_input]),
+                input_chars=sum(len(m.content) for m in new_input),
                 history_size=len(prior),
                 sandbox=self.sandbox.describe() if self.sandbox is not None else None,
                 history=lambda: ctx.history,

@@ -23,10 +23,9 @@ from attrs import define
 
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.messages import AssistantMessage, Message, ToolMessage
+from agentfsm.engine.text import utf8_bytes
 
 __all__ = ["TOOL_RESULT_BUDGET_CHARS", "prune_marker", "prune_tool_results"]
-
-_blake2b = hashlib.blake2b
 
 TOOL_RESULT_BUDGET_CHARS = 200_000
 """Default budget for the model-visible total of tool results."""
@@ -41,10 +40,8 @@ def prune_marker(content: str) -> str:
 
 
 def _key(message: ToolMessage) -> str:
-    """``<call id>:<blake2b-64 of the content's UTF-8>`` (lone surrogates passed through, as
-    :func:`~agentfsm.engine.text.utf8_bytes` gives them)."""
-    data = message.content.encode("utf-8", "surrogatepass")
-    return f"{message.tool_call_id}:{_blake2b(data, digest_size=8).hexdigest()}"
+    digest = hashlib.blake2b(utf8_bytes(message.content), digest_size=8).hexdigest()
+    return f"{message.tool_call_id}:{digest}"
 
 
 @define

@@ -162,6 +162,11 @@ def resolve_verify_command(workspace: str | Path, target: str | None = None) -> 
     return found.command if found is not None else None
 
 
+def _start(state: dict[str, Any], found: VerifyDefinition | None) -> None:
+    """A run's gate state, from the definition it read at its start (or at its final gate)."""
+    state.update(runs=0, refused=0, definition=found)
+
+
 class verify:
     """A final gate: when the run changed files, run the project's check command in the OS
     sandbox; a failure refuses the final answer with a reminder carrying the (truncated)
@@ -245,7 +250,7 @@ class verify:
         """The run's state (filled at its first turn, else now)."""
         state: dict[str, Any] = ctx.state(self, dict)
         if not state:
-            state.update(runs=0, refused=0, definition=await self._definition_now())
+            _start(state, await self._definition_now())
         return state
 
     def _sandbox(self, ctx: RunContext) -> CommandSandbox:
@@ -278,7 +283,7 @@ class verify:
         self, ctx: RunContext, state: dict[str, Any], found: VerifyDefinition | None
     ) -> Notice:
         """Keep the run's definition, check there is a sandbox for it, and say which it is."""
-        state.update(runs=0, refused=0, definition=found)
+        _start(state, found)
         if found is None:
             reason = "no check command found; the verify gate is off for this run"
         else:
