@@ -3,7 +3,8 @@
 ``workspace_tools(root)`` returns a :class:`ToolBox` with all of them. Every path is
 resolved beneath the root on file descriptors (see :class:`~.fs.SafeRoot`): symlinks that
 leave the root, hard-linked and special files, and the agent's own ``.agentfsm`` folder are
-refused, and the tools act on the descriptors that were checked. Every call, and every file
+refused, the agent's own installation is read-only where it lies inside the root, and the
+tools act on the descriptors that were checked. Every call, and every file
 a ``glob``, ``grep`` or ``list_dir`` touches, is checked against the permission policy
 (rules given in code plus ``.agentfsm/settings.json``); a refusal is a failed result. Reads
 are size-capped, and searches stream, use RE2 (linear time) and stop at a deadline.
@@ -21,6 +22,7 @@ from typing import Any
 from attrs import define
 
 from agentfsm.engine.context import RunContext, current_run
+from agentfsm.engine.install_paths import agent_install_paths
 from agentfsm.engine.messages import ToolCall, ToolMessage, ToolResult
 from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.text import utf8_bytes
@@ -106,6 +108,13 @@ class WorkspaceTools(FolderTools):
     history still holds that result whole (not pruned, not summarized away). A new run,
     even of the same engine, starts with no memory; outside a run there is none.
 
+    ``edit_file`` obeys the ``read_file`` rules as well as its own (it reads the file), and
+    answers a path those rules deny with the same refusal whether it exists or not.
+    ``write_file`` and ``edit_file`` refuse paths inside ``readonly`` (relative to the root
+    or absolute; by default the folders of :func:`agent_install_paths` that lie inside the
+    root: the agent's own interpreter, site-packages and package), and no file they write
+    keeps or gains a setuid, setgid or sticky bit.
+
     The limits are attributes, so one instance can be given others.
     """
 
@@ -119,11 +128,14 @@ class WorkspaceTools(FolderTools):
         sandbox: CommandSandbox | None = None,
         protected: Sequence[str] = (),
         settings: Settings | None = None,
+        readonly: Sequence[str | Path] | None = None,
     ) -> None:
         self.workspace = Workspace(root)
         self.sandbox = sandbox
         self.protected = (PROTECTED_DIR, *protected)
-        self.root = SafeRoot(root, self.protected)
+        if readonly is None:
+            readonly = agent_install_paths()
+        self.root = SafeRoot(root, self.protected, readonly=[str(p) for p in readonly])
         if settings is None:
             settings = load_settings(self.workspace.root)
         self.permissions = (permissions or Permissions()) + settings.permissions
@@ -141,7 +153,8 @@ class WorkspaceTools(FolderTools):
             limit: How many lines to show.
         """
         try:
-            with self.root.resolve(path) as resolved:
+            # Missing folders resolve too, so a denied path is refused whether it exists.
+            with self.root.resolve(path, missing_ok=True) as resolved:
                 self._allow(resolved, "read_file")
                 rel = resolved.rel
                 fd, st = self.root.open_file(resolved)
@@ -187,12 +200,16 @@ class WorkspaceTools(FolderTools):
 
     # -- changing ----------------------------------------------------------------------
 
-    def _before(self, resolved: Resolved) -> tuple[str, int | None]:
-        """The hash of the file a write replaces (``sha("")`` if none) and its mode."""
+    def _before(self, resolved: Resolved, readable: bool) -> tuple[str | None, int | None]:
+        """The hash of the file a write replaces (``sha("")`` if none; ``None`` when the
+        ``read_file`` rules deny it, so nothing of it is recorded) and its mode."""
         try:
             fd, st = self.root.open_file(resolved)
         except FileNotFoundError:
-            return sha(""), None
+            return (sha("") if readable else None), None
+        if not readable:
+            os.close(fd)
+            return None, stat.S_IMODE(st.st_mode)
         try:
             data = read_capped(fd, self.max_read_bytes)
         finally:
@@ -212,17 +229,21 @@ class WorkspaceTools(FolderTools):
         try:
             with self.root.resolve(path, missing_ok=True) as resolved:
                 self._allow(resolved, "write_file")
+                self.root.check_writable(resolved)
                 rel = resolved.rel
                 if resolved.name is None or resolved.must_be_dir:
                     return fail(f"cannot write {path!r}: it names a folder, not a file")
+                readable = not self._denied(rel, "read_file")
                 self.root.create_parents(resolved)
-                before, mode = self._before(resolved)
+                before, mode = self._before(resolved, readable)
                 replace_file(resolved.dir_fd, resolved.name, _encode(content), mode)
         except _Errors as error:
             return fail(str(error))
         except OSError as error:
             return fail(f"cannot write {path!r}: {why(error)}")
-        meta = {"path": rel, "before_sha": before, "after_sha": sha(content)}
+        meta = {"path": rel, "after_sha": sha(content)}
+        if before is not None:  # a read-denied file's old content leaves no trace
+            meta["before_sha"] = before
         return ToolResult(True, f"wrote {rel} ({len(content)} characters)", metadata=meta)
 
     def edit_file(self, path: str, old: str, new: str, replace_all: bool = False) -> ToolResult:
@@ -236,8 +257,11 @@ class WorkspaceTools(FolderTools):
             replace_all: Replace every occurrence.
         """
         try:
-            with self.root.resolve(path) as resolved:
-                self._allow(resolved, "edit_file")
+            # What read_file refuses, edit_file refuses too (with the same answer, before
+            # anything is read), or its "not found" would reveal the file's content.
+            with self.root.resolve(path, missing_ok=True) as resolved:
+                self._allow(resolved, "read_file", "edit_file")
+                self.root.check_writable(resolved)
                 fd, st = self.root.open_file(resolved)
                 try:
                     data = read_capped(fd, self.max_read_bytes + 1)
@@ -319,6 +343,7 @@ def workspace_tools(
     sandbox: CommandSandbox | None = None,
     protected: Sequence[str] = (),
     settings: Settings | None = None,
+    readonly: Sequence[str | Path] | None = None,
     **toolbox: Any,
 ) -> ToolBox:
     """A :class:`ToolBox` with the workspace tools confined to ``root``.
@@ -327,9 +352,16 @@ def workspace_tools(
     that file as already read with :func:`load_settings`; read here when ``None``).
     ``sandbox`` confines the ``shell`` tool's processes (``None``: the best OS sandbox found
     here). ``protected`` names more paths (relative to the root) that the tools never touch,
-    besides the agent's own ``.agentfsm`` folder.
+    besides the agent's own ``.agentfsm`` folder. ``readonly`` names paths ``write_file``
+    and ``edit_file`` refuse to change (``None``: the agent's own installation, where it
+    lies inside the root; see :class:`WorkspaceTools`).
     """
     tools = WorkspaceTools(
-        root, permissions, sandbox=sandbox, protected=protected, settings=settings
+        root,
+        permissions,
+        sandbox=sandbox,
+        protected=protected,
+        settings=settings,
+        readonly=readonly,
     )
     return ToolBox(tools.tools(), **toolbox)

@@ -27,6 +27,7 @@ from .workspace import PROTECTED_DIR, OutsideWorkspace
 
 __all__ = [
     "MAX_SYMLINK_HOPS",
+    "PERMISSION_BITS",
     "PathRefused",
     "Resolved",
     "SafeRoot",
@@ -110,18 +111,27 @@ def open_subdir(dir_fd: int, name: str) -> int:
     return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
+PERMISSION_BITS = 0o777
+"""The mode bits a written file keeps: read, write and execute. Set-user-ID, set-group-ID
+and sticky are always dropped, so no tool write makes or keeps a setuid program."""
+
+
 def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` to a new file in ``dir_fd`` and rename it over ``name``.
 
     The rename replaces whatever ``name`` is (a symlink is replaced, never followed), and a
-    reader sees the old content or the new one, never half of it.
+    reader sees the old content or the new one, never half of it. The new file gets
+    ``mode`` (the file it replaces, say) or, when ``None``, the usual ``0o666`` less the
+    umask, in both cases only its :data:`PERMISSION_BITS`: the mode is set with ``fchmod``
+    on the new descriptor, so a setuid or setgid bit is never kept nor gained.
     """
     tmp = f".tmp-write-{secrets.token_hex(8)}"
     fd = os.open(tmp, _CREATE_FLAGS, 0o666, dir_fd=dir_fd)
     try:
         try:
-            if mode is not None:
-                os.fchmod(fd, mode)
+            if mode is None:
+                mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            os.fchmod(fd, mode & PERMISSION_BITS)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -186,10 +196,19 @@ class SafeRoot:
     """A root folder, held by a descriptor, that paths are resolved beneath.
 
     ``protected`` paths (relative to the root; ``.agentfsm`` by default) are refused
-    wherever a path leads into them, through symlinks too.
+    wherever a path leads into them, through symlinks too. ``readonly`` paths (relative to
+    the root or absolute; those outside it are ignored, the root itself makes everything
+    read-only) may be read but not changed: :meth:`check_writable` refuses where a resolved
+    path leads into one of them.
     """
 
-    def __init__(self, root: str | Path, protected: Sequence[str] = (PROTECTED_DIR,)) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        protected: Sequence[str] = (PROTECTED_DIR,),
+        *,
+        readonly: Sequence[str] = (),
+    ) -> None:
         given = Path(root).expanduser().absolute()
         self.path = given.resolve()
         self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
@@ -200,6 +219,13 @@ class SafeRoot:
             tuple(_fold(p) for p in parts)
             for parts in (self._relative(item) for item in protected)
             if parts
+        )
+        self.readonly = tuple(
+            dict.fromkeys(
+                tuple(_fold(p) for p in parts)
+                for parts in (self._relative(str(item)) for item in readonly)
+                if parts is not None and ".." not in parts
+            )
         )
 
     def _relative(self, path: str) -> list[str] | None:
@@ -233,6 +259,24 @@ class SafeRoot:
         return PathRefused(
             f"{rel!r} is the agent's own configuration; it is not accessible to tools"
         )
+
+    def is_readonly(self, parts: Sequence[str]) -> bool:
+        """Whether ``parts`` (from the root) are, or are inside, a read-only path."""
+        folded = tuple(_fold(p) for p in parts[: max(map(len, self.readonly), default=0)])
+        return any(folded[: len(item)] == item for item in self.readonly)
+
+    def check_writable(self, resolved: Resolved) -> None:
+        """Refuse (:class:`PathRefused`) to change what ``resolved`` names when it is, or is
+        inside, a read-only path: the agent's own installation, for the workspace tools.
+
+        ``resolved.parts`` are where the path really leads (symlinks followed beneath the
+        root), and the tools act on the descriptor those parts were resolved to.
+        """
+        if self.is_readonly(resolved.parts):
+            raise PathRefused(
+                f"{resolved.rel!r} is part of the agent's own installation (its interpreter, "
+                "site-packages or agentfsm package); the agent does not change it"
+            )
 
     def _split(self, path: str) -> tuple[list[str], bool]:
         if not isinstance(path, str) or not path.strip():
