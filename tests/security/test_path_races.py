@@ -11,6 +11,7 @@ lose this race within a few hundred calls.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,17 +79,17 @@ class Race:
         return "SECRET" in text or self.state() != self.before
 
 
-@pytest.fixture
-def race(tmp_path: Path) -> Iterator[Race]:
-    setup = Race(tmp_path)
+@contextlib.contextmanager
+def flipping(root: Path, calls: int = CALLS) -> Iterator[None]:
+    """The swapping job, running in ``root`` (``d``/``d_link`` and ``g``/``g_link``)."""
     flipper = subprocess.Popen(
-        [sys.executable, "-c", FLIPPER, str(setup.root)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", FLIPPER, str(root)], stdout=subprocess.PIPE, text=True
     )
     assert flipper.stdout is not None
     try:
         first = flipper.stdout.readline().strip()
         assert first == "ready", first
-        yield setup
+        yield
         assert flipper.poll() is None, "the swapping job stopped early"
     finally:
         if flipper.poll() is None:
@@ -96,7 +97,14 @@ def race(tmp_path: Path) -> Iterator[Race]:
         swaps = flipper.stdout.read().strip()
         flipper.wait(10)
         flipper.stdout.close()
-    assert int(swaps.splitlines()[-1]) > 10 * CALLS
+    assert int(swaps.splitlines()[-1]) > 10 * calls
+
+
+@pytest.fixture
+def race(tmp_path: Path) -> Iterator[Race]:
+    setup = Race(tmp_path)
+    with flipping(setup.root):
+        yield setup
 
 
 def hammer(
@@ -132,3 +140,49 @@ def test_a_folder_swapped_for_a_symlink_out(race: Race, attacks: AttackTally) ->
         successes, _ = hammer(attacks, race, name, call)
         # The race is real: the tools got through to the real folder some of the time.
         assert successes > 0, name
+
+
+INSTALL_KIND = "race: a folder swapped for a symlink into the agent's install"
+INSTALL_CALLS = 1_000
+
+
+def test_a_folder_swapped_for_a_symlink_into_the_agents_install(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """The same swaps, with the symlinks leading into the agent's own (read-only)
+    site-packages inside the workspace instead of out of it."""
+    root = tmp_path / "ws"
+    site_packages = root / ".venv" / "lib" / "python3.11" / "site-packages"
+    site_packages.mkdir(parents=True)
+    (site_packages / "mod.py").write_text("harmless RACE\n", "utf-8")
+    (root / "d").mkdir()
+    (root / "d" / "f").write_text("harmless RACE\n", "utf-8")
+    (root / "g").write_text("harmless RACE\n", "utf-8")
+    (root / "d_link").symlink_to(".venv/lib/python3.11/site-packages")
+    (root / "g_link").symlink_to(".venv/lib/python3.11/site-packages/mod.py")
+
+    def installed() -> dict[str, tuple[int, bytes]]:
+        return {
+            entry.name: (entry.inode(), Path(entry.path).read_bytes())
+            for entry in os.scandir(site_packages)
+        }
+
+    before = installed()
+    tools = WorkspaceTools(root, readonly=[".venv"])
+    calls: dict[str, Callable[[], ToolResult]] = {
+        "write_file d/evil.pth": lambda: tools.write_file("d/evil.pth", "import os\n"),
+        "write_file d/mod.py": lambda: tools.write_file("d/mod.py", "PWNED RACE\n"),
+        "write_file g": lambda: tools.write_file("g", "PWNED RACE\n"),
+        "edit_file g": lambda: tools.edit_file("g", "RACE", "RACE"),
+    }
+    with flipping(root, INSTALL_CALLS):
+        for name, call in calls.items():
+            successes = 0
+            for _ in range(INSTALL_CALLS):
+                result = call()
+                successes += result.ok
+                changed = installed() != before
+                attacks.record(INSTALL_KIND, changed, f"{name}: {result.output[:80]!r}")
+            # The race is real: some calls reached the real folder or file.
+            assert successes > 0, name
+    assert installed() == before
