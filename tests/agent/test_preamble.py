@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm.adapters.tools import Permissions
 from agentfsm.agent import WorkspacePreamble
 from agentfsm.agent.preamble import GitIgnore
 
@@ -179,3 +180,21 @@ def test_a_gitignore_is_read_safely(tmp_path: Path) -> None:
 )
 def test_gitignore_rules(line: str, path: str, is_dir: bool, expected: bool | None) -> None:
     assert GitIgnore(line).decide(path, is_dir) is expected
+
+
+def test_the_tree_obeys_the_list_dir_rules(tmp_path: Path) -> None:
+    _touch(tmp_path, "app.py", "private/plan.txt", "private/deep/more.txt", "open/readme.txt")
+    deny = Permissions.of(deny=["list_dir(private/**)"])
+    assert _tree(tmp_path, permissions=deny) == [
+        "open/",
+        "  readme.txt",
+        "private/",
+        "app.py",
+    ]
+    # From the workspace's settings too.
+    (tmp_path / ".agentfsm").mkdir()
+    (tmp_path / ".agentfsm" / "settings.json").write_text(
+        '{"permissions": {"deny": ["list_dir(open*)"]}}', "utf-8"
+    )
+    assert "open/" not in _tree(tmp_path)
+    assert "  plan.txt" in _tree(tmp_path)

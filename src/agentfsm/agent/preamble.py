@@ -23,6 +23,8 @@ from agentfsm.adapters.tools.fs import (
     open_subdir,
     read_capped,
 )
+from agentfsm.adapters.tools.settings import SettingsError, load_settings
+from agentfsm.adapters.tools.workspace import Permissions
 from agentfsm.engine.messages import Message, UserMessage
 from agentfsm.engine.sandbox import PROTECTED_DIR
 
@@ -82,14 +84,45 @@ def is_preamble_message(message: Message) -> bool:
 
 MAX_HEAD_BYTES = 4096
 MAX_PACKED_REFS_BYTES = 1_000_000
+_HEX = frozenset("0123456789abcdef")
 
 
-def _read(root: SafeRoot, path: str, limit: int) -> str | None:
-    """A file inside the root, capped; ``None`` if it cannot be read safely."""
+class _Refused(Exception):
+    """A git file that is there but is not read: a symlink, a hard link, a special file,
+    a protected path or one the ``read_file`` rules deny."""
+
+
+def _read_git(
+    root: SafeRoot, parts: Sequence[str], limit: int, readable: Callable[[str], bool]
+) -> str | None:
+    """The file at ``parts`` beneath the root, capped, or ``None`` when it is missing.
+
+    No symlink is followed, not even one inside the root (each component is opened with
+    ``O_NOFOLLOW``); the file must be a regular file with one link, not protected and not
+    denied to ``read_file``; otherwise :class:`_Refused`.
+    """
+    rel = "/".join(parts)
+    if root.is_protected(parts) or not readable(rel):
+        raise _Refused(rel)
+    fds: list[int] = []
     try:
-        return root.read_bytes(path, limit).decode("utf-8", errors="replace")
-    except (OSError, ValueError, PathRefused):
-        return None
+        try:
+            for name in parts[:-1]:
+                fds.append(open_subdir(fds[-1] if fds else root.fd, name))
+            fd, _ = open_regular(fds[-1] if fds else root.fd, parts[-1], rel)
+        except FileNotFoundError:
+            return None
+        except (OSError, PathRefused) as error:
+            raise _Refused(rel) from error
+    finally:
+        for folder in fds:
+            os.close(folder)
+    try:
+        return read_capped(fd, limit).decode("utf-8", errors="replace")
+    except OSError as error:
+        raise _Refused(rel) from error
+    finally:
+        os.close(fd)
 
 
 def _valid_ref(ref: str) -> bool:
@@ -98,34 +131,48 @@ def _valid_ref(ref: str) -> bool:
         ref.startswith("refs/")
         and len(ref) < 1024
         and ref.isprintable()
-        and all(part not in ("", ".", "..") for part in parts)
+        and all(part not in ("", ".", "..") and not part.startswith(".") for part in parts)
     )
 
 
-def _head(root: Path) -> str | None:
-    """``sha (branch)`` of the repository at ``root``, read beneath the root only (no
-    symlink out of it, no ref that climbs out, every read capped)."""
+def _is_sha(text: str) -> bool:
+    """Whether ``text`` is a full object name (SHA-1 or SHA-256, lowercase hex)."""
+    return len(text) in (40, 64) and set(text) <= _HEX
+
+
+def _head(root: SafeRoot, readable: Callable[[str], bool]) -> str:
+    """``sha (branch)`` of the repository at the root, or why it is not shown.
+
+    Read as the tools would read (see :func:`_read_git`: no symlink, no protected or
+    read-denied file, every read capped), and only text that looks like a ref name or an
+    object name is shown: nothing else of a planted file reaches the model.
+    """
     try:
-        safe = SafeRoot(root, protected=())
-    except OSError:
-        return None
-    with safe:
-        head = _read(safe, ".git/HEAD", MAX_HEAD_BYTES)
-        if head is None:
-            return None
-        head = (head.splitlines() or [""])[0].strip()
-        if not head.startswith("ref: "):
-            return head[:40] or None
-        ref = head[5:].strip()
-        if not _valid_ref(ref):
-            return None
-        sha = (_read(safe, f".git/{ref}", MAX_HEAD_BYTES) or "").strip()
-        if not sha:
-            for line in (_read(safe, ".git/packed-refs", MAX_PACKED_REFS_BYTES) or "").splitlines():
-                if line.endswith(" " + ref):
-                    sha = line.split(" ", 1)[0]
+        head = _read_git(root, (".git", "HEAD"), MAX_HEAD_BYTES, readable)
+    except _Refused:
+        return "unknown"
+    if head is None:
+        return "not a git repository"
+    head = head.split("\n", 1)[0].strip()
+    if not head.startswith("ref: "):
+        return f"{head} (detached)" if _is_sha(head) else "unknown"
+    ref = head[5:].strip()
+    if not _valid_ref(ref):
+        return "unknown"
     branch = ref.removeprefix("refs/heads/")
-    return f"{sha[:12]} ({branch})" if sha else f"(no commits on {branch})"
+    try:
+        loose = _read_git(root, (".git", *ref.split("/")), MAX_HEAD_BYTES, readable)
+        if loose is not None:
+            sha = loose.split("\n", 1)[0].strip()
+            return f"{sha[:12]} ({branch})" if _is_sha(sha) else f"unknown ({branch})"
+        packed = _read_git(root, (".git", "packed-refs"), MAX_PACKED_REFS_BYTES, readable)
+    except _Refused:
+        return f"unknown ({branch})"
+    for line in (packed or "").split("\n"):  # git's lines end at \n only
+        sha, _, name = line.rstrip("\r").partition(" ")
+        if name == ref and _is_sha(sha):
+            return f"{sha[:12]} ({branch})"
+    return f"(no commits on {branch})"
 
 
 MAX_GITIGNORE_BYTES = 64 * 1024
@@ -290,17 +337,28 @@ class WorkspacePreamble:
     """The preamble of a project folder: name, path, file tree, git HEAD, clock rounded to the hour.
 
     The tree leaves out the agent's own folder (``.agentfsm``) and the ``exclude`` paths,
-    VCS data, virtualenvs, ``node_modules`` and tool caches (``SKIPPED_DIRS``), and what
-    the ``.gitignore`` files of the tree ignore (the root's and nested ones, as git reads
-    them), so that it does not grow with the agent's own sessions or the project's builds.
+    VCS data, virtualenvs, ``node_modules`` and tool caches (``SKIPPED_DIRS``), what the
+    ``.gitignore`` files of the tree ignore (the root's and nested ones, as git reads
+    them), so that it does not grow with the agent's own sessions or the project's builds,
+    and what the ``list_dir`` rules deny, as the ``list_dir`` tool does.
+
+    The git HEAD is read as the ``read_file`` tool would read it, and stricter: no symlink
+    is followed (not even inside the root), ``.agentfsm``, the ``exclude`` paths and what
+    the ``read_file`` rules deny are not read, and only a ref name or an object name is
+    shown (``unknown`` otherwise), so a planted ``HEAD`` or ref shows nothing of another file.
 
     Args:
         root: The workspace folder.
         max_entries: How many tree entries to list at most.
         max_depth: How deep to descend.
         clock: Returns "now" (UTC); injectable for tests.
-        exclude: More paths never listed, relative to ``root`` or absolute (those outside
-            ``root`` are ignored), e.g. the session folder when it is inside the workspace.
+        exclude: More paths never listed nor read, relative to ``root`` or absolute (those
+            outside ``root`` are ignored), e.g. the session folder when it is inside the
+            workspace.
+        permissions: The rules the tree (``list_dir`` rules) and the git reads
+            (``read_file`` rules) obey; ``None``: those of the workspace's
+            ``.agentfsm/settings.json``, read when the preamble is rendered (if that file
+            is malformed, nothing of git is read and the tree obeys no rule).
     """
 
     def __init__(
@@ -311,18 +369,38 @@ class WorkspacePreamble:
         max_depth: int = 3,
         clock: Callable[[], datetime] | None = None,
         exclude: Sequence[str | Path] = (),
+        permissions: Permissions | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.exclude = tuple(str(path) for path in exclude)
+        self.permissions = permissions
         self.max_entries = max_entries
         self.max_depth = max_depth
         self._clock = clock if clock is not None else (lambda: datetime.now(UTC))
 
+    def _rules(self) -> Permissions | None:
+        """The permission rules (``None``: the settings file is malformed)."""
+        if self.permissions is not None:
+            return self.permissions
+        try:
+            return load_settings(self.root).permissions
+        except SettingsError:
+            return None
+
+    def _safe_root(self) -> SafeRoot:
+        return SafeRoot(self.root, protected=(PROTECTED_DIR, *self.exclude))
+
     def tree(self) -> list[str]:
         """Sorted, indented entries (folders end with ``/``), skipping caches, VCS data,
-        the agent's own folder, the ``exclude`` paths and what ``.gitignore`` files ignore.
-        Read through descriptors: no symlink is followed."""
+        the agent's own folder, the ``exclude`` paths, what ``.gitignore`` files ignore
+        and what the ``list_dir`` rules deny. Read through descriptors: no symlink is
+        followed."""
+        return self._tree(self._rules())
+
+    def _tree(self, permissions: Permissions | None) -> list[str]:
         lines: list[str] = []
+        if permissions is None:  # malformed settings: listed as without rules
+            permissions = Permissions()
         more = 0
         scan_limit = max(1_000, self.max_entries * 10)
 
@@ -361,6 +439,8 @@ class WorkspacePreamble:
                     continue
                 if rules and ignored(rules, [*parts, name], not is_file):
                     continue
+                if permissions.check("list_dir", "/".join([*parts, name])) is not None:
+                    continue
                 if len(lines) >= self.max_entries:
                     more += 1
                     continue
@@ -377,7 +457,7 @@ class WorkspacePreamble:
                         os.close(child)
 
         try:
-            safe = SafeRoot(self.root, protected=(PROTECTED_DIR, *self.exclude))
+            safe = self._safe_root()
         except OSError:
             return lines
         with safe:
@@ -386,14 +466,30 @@ class WorkspacePreamble:
             lines.append(f"... ({more} more entries not listed)")
         return lines
 
+    def git_head(self) -> str:
+        """``sha (branch)`` of the repository at the root (``unknown`` when it cannot be
+        read safely, ``not a git repository`` when there is no ``.git`` folder)."""
+        return self._git_head(self._rules())
+
+    def _git_head(self, permissions: Permissions | None) -> str:
+        if permissions is None:
+            return "unknown"
+        try:
+            safe = self._safe_root()
+        except OSError:
+            return "unknown"
+        with safe:
+            return _head(safe, lambda rel: permissions.check("read_file", rel) is None)
+
     def render(self) -> str:
         hour = self._clock().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        permissions = self._rules()
         parts = [
             f"project: {self.root.name}",
             f"path: {self.root}",
-            f"git HEAD: {_head(self.root) or 'not a git repository'}",
+            f"git HEAD: {self._git_head(permissions)}",
             f"time: {hour.strftime('%Y-%m-%dT%H:00Z')} (rounded to the hour)",
             "files:",
-            *("  " + line for line in self.tree()),
+            *("  " + line for line in self._tree(permissions)),
         ]
         return "\n".join(parts)
