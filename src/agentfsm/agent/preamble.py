@@ -155,7 +155,7 @@ def _head(root: SafeRoot, readable: Callable[[str], bool]) -> str:
         return "not a git repository"
     head = head.split("\n", 1)[0].strip()
     if not head.startswith("ref: "):
-        return f"{head} (detached)" if _is_sha(head) else "unknown"
+        return head if _is_sha(head) else "unknown"
     ref = head[5:].strip()
     if not _valid_ref(ref):
         return "unknown"
