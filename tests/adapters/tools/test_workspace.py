@@ -395,3 +395,24 @@ def test_safe_root_resolution(tmp_path: Path) -> None:
         assert root.protected == (("a",),)
         with pytest.raises(OutsideWorkspace, match="is outside the workspace"):
             root.resolve(f"{tmp_path.parent}/file")
+
+
+def test_safe_root_read_only_paths(tmp_path: Path) -> None:
+    inside = tmp_path / "env" / "lib"
+    given = [str(inside), "pkg/mod", "/elsewhere/lib", f"{tmp_path.parent}/other", "a/../b"]
+    with SafeRoot(tmp_path, readonly=given) as root:
+        assert root.readonly == (("env", "lib"), ("pkg", "mod"))
+        for parts in (("env", "lib"), ("env", "lib", "x.pth"), ("ENV", "Lib", "x"), ("pkg", "mod")):
+            assert root.is_readonly(parts), parts
+        for parts in (("env",), ("env", "lib2"), ("pkg",), ("b",), ()):
+            assert not root.is_readonly(parts), parts
+    # The root itself read-only: everything is.
+    with SafeRoot(tmp_path, readonly=[str(tmp_path)]) as root:
+        assert root.is_readonly(("any", "thing"))
+        with (
+            root.resolve("new.txt", missing_ok=True) as resolved,
+            pytest.raises(PathRefused, match="part of the agent's own installation"),
+        ):
+            root.check_writable(resolved)
+    with SafeRoot(tmp_path) as root:
+        assert not root.is_readonly(("any",))
