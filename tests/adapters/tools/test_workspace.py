@@ -402,10 +402,10 @@ def test_safe_root_read_only_paths(tmp_path: Path) -> None:
     given = [str(inside), "pkg/mod", "/elsewhere/lib", f"{tmp_path.parent}/other", "a/../b"]
     with SafeRoot(tmp_path, readonly=given) as root:
         assert root.readonly == (("env", "lib"), ("pkg", "mod"))
-        for parts in (("env", "lib"), ("env", "lib", "x.pth"), ("ENV", "Lib", "x"), ("pkg", "mod")):
-            assert root.is_readonly(parts), parts
-        for parts in (("env",), ("env", "lib2"), ("pkg",), ("b",), ()):
-            assert not root.is_readonly(parts), parts
+        for spelled in ("env/lib", "env/lib/x.pth", "ENV/Lib/x", "pkg/mod"):
+            assert root.is_readonly(spelled.split("/")), spelled
+        for spelled in ("env", "env/lib2", "pkg", "b", ""):
+            assert not root.is_readonly([p for p in spelled.split("/") if p]), spelled
     # The root itself read-only: everything is.
     with SafeRoot(tmp_path, readonly=[str(tmp_path)]) as root:
         assert root.is_readonly(("any", "thing"))
