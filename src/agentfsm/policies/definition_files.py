@@ -240,6 +240,7 @@ class _MakeReader:
         self.files = files
         self.parsed: dict[str, tuple[str, str]] = {}  # key -> (text, the folder make runs in)
         self.contexts: set[tuple[str, tuple[str, ...]]] = set()
+        self.seen: set[str] = set()
 
     def read(self, contexts: list[tuple[str, tuple[str, ...]]]) -> None:
         pending = list(contexts)
@@ -293,11 +294,9 @@ class _MakeReader:
     def _include(self, key: str, base: str, kind: str) -> bool:
         """Fingerprint ``key``; parse it when make reads it as a make file. Whether it is
         new."""
-        if key in self.parsed:
+        if key in self.seen:
             return False
-        known = self.files.states.get(key, "")
-        if known is None or known == UNREADABLE or (known and kind.endswith("load")):
-            return False
+        self.seen.add(key)
         data = self.files.read(key)
         if self.files.states[key] == UNREADABLE:
             self.files.unpinned.append(f"{key} (not a regular file)")
