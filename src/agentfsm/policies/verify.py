@@ -196,8 +196,11 @@ class verify:
     The command is the one given, or the one the workspace defines **as the user left it when
     the run started** (resolved at the run's first turn, before the model acts, and reported
     in a ``policy_note`` event that the session records). If the model changes that
-    definition during the run, the gate does not run the new one: it refuses the answer and
-    says so.
+    definition during the run, or any file the command's build tool reads for it (every
+    make file name and include, ``.npmrc``, yarn/pnpm/bun settings, lockfiles, the
+    pdm/poe/hatch tables: :func:`~agentfsm.policies.definition_files.command_files`, also
+    for a given command that starts such a tool), the gate does not run the new one: it
+    refuses the answer and names the files. What it cannot pin it never runs.
 
     Args:
         command: The command; ``None`` resolves one from the workspace
@@ -209,7 +212,9 @@ class verify:
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
             (``Agent(sandbox=…)``), else the one found on this machine
-            (:func:`~agentfsm.engine.sandbox.detect_sandbox`). When none works, the gate
+            (:func:`~agentfsm.engine.sandbox.detect_sandbox`), hiding what the workspace
+            tools hide: ``.agentfsm`` and the run's ``protected_paths`` inside the workspace
+            (the ``Agent``'s session folder). When none works, the gate
             raises :class:`~agentfsm.engine.process.SandboxUnavailable` at the run's first
             turn, before the model acts, rather than ever run the command unconfined;
             ``Unsandboxed()`` opts out explicitly.
