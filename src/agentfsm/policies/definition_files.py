@@ -34,7 +34,7 @@ UNREADABLE = "unreadable"
 FIFO, a folder, larger than 1 MiB)."""
 
 MAX_DEFINITION_BYTES = 1 << 20
-MAX_FILES = 128
+MAX_FILES = 1000
 """More files than this in one fingerprint: the definition cannot be pinned."""
 MAX_ALTERNATIVES = 64
 """More values than this for one include line: it cannot be pinned."""
