@@ -71,7 +71,10 @@ class Agent:
         compress_threshold: See ``context_budget_tokens``.
         stepper: Machine driver (``"compiled"`` or ``"statechart"``).
         sandbox: The OS sandbox of the run's commands: recorded in each session's
-            ``run_start`` and used by a verify gate that was given none of its own.
+            ``run_start`` and used by a verify gate that was given none of its own. Without
+            one, such a gate finds the OS sandbox itself and hides from it, as the
+            workspace tools do, the ``.agentfsm`` folder and ``session_dir`` when it lies
+            inside the gate's workspace.
         instrument: OpenTelemetry traces and metrics of every run (the ``otel`` extra):
             ``True`` uses the global tracer and meter providers; an
             ``agentfsm.adapters.telemetry.Instrumentation`` says which (docs/telemetry.md).
@@ -112,6 +115,8 @@ class Agent:
         self.tools = tools
         self.system_prompt = system_prompt
         self.store = SessionStore(session_dir) if session_dir is not None else None
+        # The session folder: the run's commands must not reach it (see RunContext).
+        self._protected_paths = (os.path.abspath(session_dir),) if session_dir is not None else ()
         self.hooks = hooks if hooks is not None else Hooks()
         self.preamble = preamble
         self.stepper: StepperKind = stepper
@@ -288,6 +293,7 @@ class Agent:
             deltas=True,
             policy_state=policy_state,
             sandbox=self.sandbox,
+            protected_paths=self._protected_paths,
         )
         ctx = runner.ctx
         history_list = ctx.history

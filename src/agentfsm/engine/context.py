@@ -131,6 +131,10 @@ class RunContext:
     sandbox: CommandSandbox | None = None
     """The OS sandbox the run's commands go through (the verify gate uses it when it was
     given none of its own)."""
+    protected_paths: tuple[str, ...] = ()
+    """Absolute paths of the agent's own that the run's commands must neither read nor
+    change (``Agent``: its session folder). A verify gate that finds a sandbox itself hides
+    those inside its workspace, as the workspace tools do, besides ``.agentfsm``."""
     interruptible: bool = False
     """An aborted signal cuts the in-flight chat call and tools at once (``Agent``), instead
     of being noticed only at the next turn's top (``run_conversation``)."""

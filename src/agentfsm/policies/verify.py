@@ -11,15 +11,17 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from agentfsm.engine.context import RunContext
 from agentfsm.engine.events import PolicyNoteEvent
 from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
-from agentfsm.engine.sandbox import detect_sandbox
+from agentfsm.engine.sandbox import PROTECTED_DIR, detect_sandbox
 from agentfsm.engine.steps import run_step, step_now
+
+from .definition_files import MAKE_NAMES, command_files
 
 __all__ = [
     "PACKAGE_SCRIPT_PRIORITY",
@@ -48,8 +50,16 @@ class VerifyDefinition:
     """The file that defines it (``package.json``, ``Makefile``, ``pyproject.toml``), or
     ``None`` for a command given explicitly."""
     digest: str | None = None
-    """A hash of the definition (the scripts involved, the whole ``Makefile``, the task's
+    """A hash of the definition (the scripts involved, the whole make file, the task's
     table); ``None`` for an explicit command."""
+    files: tuple[tuple[str, str | None], ...] = ()
+    """Every file the command's build tool reads for its definition, with its state (a
+    hash, ``None`` when absent, ``"unreadable"``): see
+    :func:`~agentfsm.policies.definition_files.command_files`. Empty for a command that
+    starts no build tool."""
+    unpinned: tuple[str, ...] = ()
+    """What the build tool reads that could not be pinned (an include through
+    ``$(shell …)``): the gate then never runs the command."""
 
 
 def _read_small(path: str | Path) -> bytes | None:
@@ -120,13 +130,21 @@ def _pyproject_definition(workspace: Path, target: str) -> VerifyDefinition | No
 
 
 def _makefile_definition(workspace: Path, target: str) -> VerifyDefinition | None:
-    raw = _read_small(workspace / "Makefile")
-    if raw is None:
+    # GNU make reads the first of these that exists: a GNUmakefile shadows the Makefile.
+    name = next((n for n in MAKE_NAMES if os.path.lexists(workspace / n)), None)
+    raw = _read_small(workspace / name) if name is not None else None
+    if name is None or raw is None:
         return None
     text = raw.decode("utf-8", errors="replace")
     if re.search(rf"^{re.escape(target)}\s*:(?!=)", text, re.MULTILINE) is None:
         return None
-    return VerifyDefinition(f"make {target}", "Makefile", hashlib.sha256(raw).hexdigest()[:16])
+    return VerifyDefinition(f"make {target}", name, hashlib.sha256(raw).hexdigest()[:16])
+
+
+def _pinned(workspace: str | Path, found: VerifyDefinition) -> VerifyDefinition:
+    """``found`` with the fingerprint of every file its build tool reads."""
+    files, unpinned = command_files(workspace, found.command)
+    return evolve(found, files=files, unpinned=unpinned) if files or unpinned else found
 
 
 def resolve_verify_definition(
@@ -136,30 +154,33 @@ def resolve_verify_definition(
     no gate; no guessing).
 
     Without ``target``: the first ``package.json`` script among
-    :data:`PACKAGE_SCRIPT_PRIORITY`. With a ``target`` the user named: a ``Makefile`` target,
-    a ``pyproject.toml`` script (pdm, poe or hatch), or a ``package.json`` script of that name.
-    Files that are symlinks, special files or larger than 1 MiB are not read.
+    :data:`PACKAGE_SCRIPT_PRIORITY`. With a ``target`` the user named: a target of the make
+    file GNU make reads (``GNUmakefile``, ``makefile`` or ``Makefile``), a ``pyproject.toml``
+    script (pdm, poe or hatch), or a ``package.json`` script of that name. Files that are
+    symlinks, special files or larger than 1 MiB are not read. The definition carries the
+    fingerprint of every file the build tool reads for it (``files``).
     """
     folder = os.fspath(workspace)  # read at every run's start: no path object unless needed
     scripts = _package_scripts(folder)
     if target is None:
         for name in PACKAGE_SCRIPT_PRIORITY:
             if name in scripts:
-                return _package_definition(Path(folder), scripts, name)
+                return _pinned(folder, _package_definition(Path(folder), scripts, name))
         return None
     root = Path(folder)
     found = _makefile_definition(root, target) or _pyproject_definition(root, target)
-    if found is not None:
-        return found
-    if target in scripts:
-        return _package_definition(root, scripts, target)
-    return None
+    if found is None and target in scripts:
+        found = _package_definition(root, scripts, target)
+    return _pinned(folder, found) if found is not None else None
 
 
 def resolve_verify_command(workspace: str | Path, target: str | None = None) -> str | None:
     """The check command of a workspace, or ``None`` (see :func:`resolve_verify_definition`)."""
     found = resolve_verify_definition(workspace, target)
     return found.command if found is not None else None
+
+
+_Files = tuple[tuple[str, str | None], ...]
 
 
 def _start(state: dict[str, Any], found: VerifyDefinition | None) -> None:
@@ -175,8 +196,11 @@ class verify:
     The command is the one given, or the one the workspace defines **as the user left it when
     the run started** (resolved at the run's first turn, before the model acts, and reported
     in a ``policy_note`` event that the session records). If the model changes that
-    definition during the run, the gate does not run the new one: it refuses the answer and
-    says so.
+    definition during the run, or any file the command's build tool reads for it (every
+    make file name and include, ``.npmrc``, yarn/pnpm/bun settings, lockfiles, the
+    pdm/poe/hatch tables: :func:`~agentfsm.policies.definition_files.command_files`, also
+    for a given command that starts such a tool), the gate does not run the new one: it
+    refuses the answer and names the files. What it cannot pin it never runs.
 
     Args:
         command: The command; ``None`` resolves one from the workspace
@@ -188,7 +212,9 @@ class verify:
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
             (``Agent(sandbox=…)``), else the one found on this machine
-            (:func:`~agentfsm.engine.sandbox.detect_sandbox`). When none works, the gate
+            (:func:`~agentfsm.engine.sandbox.detect_sandbox`), hiding what the workspace
+            tools hide: ``.agentfsm`` and the run's ``protected_paths`` inside the workspace
+            (the ``Agent``'s session folder). When none works, the gate
             raises :class:`~agentfsm.engine.process.SandboxUnavailable` at the run's first
             turn, before the model acts, rather than ever run the command unconfined;
             ``Unsandboxed()`` opts out explicitly.
@@ -221,9 +247,10 @@ class verify:
         return repr(self)
 
     def definition(self) -> VerifyDefinition | None:
-        """The command this gate would run now, with where it is defined."""
+        """The command this gate would run now, with where it is defined and the
+        fingerprint of the files its build tool reads."""
         if self.command is not None:
-            return VerifyDefinition(self.command)
+            return _pinned(self.workspace, VerifyDefinition(self.command))
         return resolve_verify_definition(self.workspace, self.target)
 
     def resolved_command(self) -> str | None:
@@ -246,6 +273,26 @@ class verify:
             return found
         return await found
 
+    def _reread(self, trusted: VerifyDefinition) -> tuple[VerifyDefinition | None, _Files]:
+        """The definition now, and the fingerprint now of the files the trusted command's
+        build tool reads (the same read when the command is still the same)."""
+        now = self.definition()
+        if now is not None and now.command == trusted.command:
+            return now, now.files
+        return now, command_files(self.workspace, trusted.command)[0]
+
+    async def _changed(self, trusted: VerifyDefinition) -> list[str]:
+        """The files of the trusted definition that differ now (a step, as the first read)."""
+        reread = step_now("verify_definition", lambda: self._reread(trusted))
+        now, files = reread if isinstance(reread, tuple) else await reread
+        before, after = dict(trusted.files), dict(files)
+        names = [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
+        if names or now == evolve(trusted, files=now.files if now else ()):
+            return names
+        # The definition moved (another file now defines the target): name both files.
+        sources = (trusted.source, now.source if now is not None else None)
+        return list(dict.fromkeys(s for s in sources if s)) or ["the check's definition"]
+
     async def _state(self, ctx: RunContext) -> dict[str, Any]:
         """The run's state (filled at its first turn, else now)."""
         state: dict[str, Any] = ctx.state(self, dict)
@@ -253,13 +300,27 @@ class verify:
             _start(state, await self._definition_now())
         return state
 
-    def _sandbox(self, ctx: RunContext) -> CommandSandbox:
-        """The gate's sandbox, else the run's, else the OS sandbox found here (raises
-        :class:`SandboxUnavailable`, saying what to install, when none works)."""
-        sandbox = self.sandbox or ctx.sandbox
+    def _sandbox(self, ctx: RunContext, state: dict[str, Any]) -> CommandSandbox:
+        """The gate's sandbox, else the run's, else the OS sandbox found here with the run's
+        protected folders hidden (raises :class:`SandboxUnavailable`, saying what to
+        install, when none works)."""
+        sandbox: CommandSandbox | None = self.sandbox or ctx.sandbox or state.get("sandbox")
         if sandbox is None:
-            sandbox = self.sandbox = detect_sandbox(self.workspace)
+            sandbox = state["sandbox"] = detect_sandbox(
+                self.workspace, protected=self._protected(ctx)
+            )
         return sandbox
+
+    def _protected(self, ctx: RunContext) -> tuple[str, ...]:
+        """What the workspace tools hide: the agent's own folder, and the run's protected
+        paths (its session folder) that lie inside the workspace."""
+        root = self.workspace.resolve()
+        inside = []
+        for path in ctx.protected_paths:
+            resolved = Path(path).resolve()
+            if resolved != root and resolved.is_relative_to(root):
+                inside.append(resolved.relative_to(root).as_posix())
+        return (PROTECTED_DIR, *inside)
 
     def check_turn(self, ctx: RunContext) -> Notice | Awaitable[Notice] | None:
         """At the run's first turn: take the command as the workspace defines it now (and
@@ -287,9 +348,15 @@ class verify:
         if found is None:
             reason = "no check command found; the verify gate is off for this run"
         else:
-            self._sandbox(ctx)
+            self._sandbox(ctx, state)
             where = f" (defined in {found.source})" if found.source else " (given explicitly)"
             reason = f"verify command: {found.command}{where}"
+            if found.unpinned:
+                reason += (
+                    "; it will not run: the gate cannot pin what its build tool reads ("
+                    + "; ".join(found.unpinned)
+                    + ")"
+                )
         return Notice(
             PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verify_command")
         )
@@ -305,18 +372,28 @@ class verify:
         trusted: VerifyDefinition | None = state["definition"]
         if trusted is None or state["refused"] >= self.max_retries:
             return None
-        if trusted.source is not None:
-            now = await self._definition_now()
-            if now is None or now.digest != trusted.digest or now.command != trusted.command:
+        if trusted.unpinned:
+            state["refused"] = self.max_retries  # said once: the command never runs
+            return Retry(
+                f"Verification did not run: the check `{trusted.command}` reads definition "
+                f"files the gate cannot pin ({'; '.join(trusted.unpinned)}), so it cannot "
+                "tell whether the check is still the one the user left. Finish, and tell the "
+                "user the check did not run."
+            )
+        if trusted.source is not None or trusted.files:
+            changed = await self._changed(trusted)
+            if changed:
+                listed = ", ".join(changed)
                 state["refused"] += 1
-                state["changed"] = trusted.source
+                state["changed"] = listed
                 return Retry(
-                    f"Verification did not run: {trusted.source} changed during this run, and "
-                    f"the check `{trusted.command}` it defines is no longer the one the user "
-                    "left. The gate runs only the user's definition. Restore that definition "
-                    f"in {trusted.source}, or finish and tell the user you changed it."
+                    f"Verification did not run: {listed} changed during this run, and the "
+                    f"check `{trusted.command}` is no longer the one the user left (its build "
+                    "tool reads its definition there). The gate runs only the user's "
+                    f"definition. Restore {listed} as the run found it (remove what the run "
+                    "created), or finish and tell the user you changed it."
                 )
-        sandbox = self._sandbox(ctx)
+        sandbox = self._sandbox(ctx, state)
         code, output = await run_step(
             "verify",
             lambda: run_command(
