@@ -27,6 +27,7 @@ from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 
 from . import run_cmd
+from .terminal import json_safe
 
 if TYPE_CHECKING:
     from agentfsm.adapters.durable import BatchProgress, RunSpec, TaskResult
@@ -276,7 +277,7 @@ class _ProgressView:
 
 
 def _write(results_: list[TaskResult], out: str | None) -> None:
-    lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results_)
+    lines = "".join(json_safe(json.dumps(r.to_dict(), ensure_ascii=False)) + "\n" for r in results_)
     if out is None:
         sys.stdout.write(lines)
         return

@@ -34,6 +34,7 @@ from agentfsm.engine.protocols import ChatFn
 from .agent_build import build_agent
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from .report import Endpoint, RunTally, describe_failure, run_end
+from .terminal import sanitize
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -407,7 +408,8 @@ class _ReportedHere(logging.Filter):
 
 
 def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(text.split())
+    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
+    line = " ".join(sanitize(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
