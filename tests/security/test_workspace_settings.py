@@ -142,9 +142,9 @@ def recorded_sandbox(workspace: Path) -> dict[str, Any]:
     raise AssertionError("no run_start")
 
 
-def known(settings: dict[str, Any]) -> bool:
+def known(settings: dict[str, Any], home: Path) -> bool:
     """Whether the settings schema of this version takes these keys."""
-    folder = Path(os.environ["XDG_STATE_HOME"]).parent / "probe"
+    folder = home / "probe"
     (folder / ".agentfsm").mkdir(parents=True, exist_ok=True)
     (folder / ".agentfsm" / "settings.json").write_text(json.dumps(settings), "utf-8")
     try:
@@ -181,7 +181,7 @@ def test_each_widening_is_refused_without_a_terminal(
             attacks.record(KIND, applied, f"{name} without a terminal")
             assert done.returncode == 2, (name, done.stderr)
             assert done.stderr.count("\n") == 1, done.stderr
-            if known(settings):
+            if known(settings, home):
                 assert done.stderr.startswith(
                     "agentfsm run: .agentfsm/settings.json widens the sandbox ("
                 ), done.stderr
