@@ -16,6 +16,7 @@ from agentfsm.adapters.sessions import SessionNotFound, default_session_dir
 from agentfsm.engine.protocols import ChatFn
 
 from . import batch_cmd, run_cmd, sessions_cmd
+from .terminal import sanitize, sanitized_logging
 
 __all__ = ["main"]
 
@@ -55,7 +56,7 @@ def _sessions(args: argparse.Namespace) -> int:
             return sessions_cmd.list_sessions(folder, args.json)
         return sessions_cmd.show_session(folder, args.ref)
     except (SessionNotFound, OSError, ValueError) as error:
-        print(f"agentfsm {command}: {sessions_cmd.describe(error)}", file=sys.stderr)
+        print(f"agentfsm {command}: {sanitize(sessions_cmd.describe(error))}", file=sys.stderr)
         return 2
 
 
@@ -156,6 +157,11 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         args = parser.parse_args(arguments)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    with sanitized_logging():
+        return _dispatch(args, chat)
+
+
+def _dispatch(args: argparse.Namespace, chat: ChatFn | None) -> int:
     if args.command == "run":
         return run_cmd.run(args, chat)
     if args.command == "runs":

@@ -24,9 +24,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.adapters.sessions import default_session_dir
-from agentfsm.adapters.tools.settings import SettingsError, load_settings
 
 from . import run_cmd
+from .terminal import json_safe
 
 if TYPE_CHECKING:
     from agentfsm.adapters.durable import BatchProgress, RunSpec, TaskResult
@@ -79,6 +79,7 @@ def _provider_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-sandbox", action="store_true", help="run the model's commands unsandboxed (unsafe)"
     )
+    run_cmd.add_trust_argument(parser)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
@@ -154,7 +155,7 @@ def _session_path(session_dir: Path, task_id: str) -> Path:
 
 
 def _task(
-    line: str, number: int, base: Path, args: argparse.Namespace, checked: set[Path]
+    line: str, number: int, base: Path, args: argparse.Namespace, checked: dict[Path, str | None]
 ) -> tuple[str, RunSpec]:
     where = f"{args.tasks}:{number}"
     try:
@@ -180,19 +181,20 @@ def _task(
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r} is not a folder")
         session_dir = default_session_dir(workspace)
         try:
-            settings = load_settings(workspace)
-        except SettingsError as error:
-            raise _Usage(f"{where}: {error}") from None
+            found = run_cmd.run_settings("agentfsm batch", args, workspace)
+        except run_cmd.UsageError as error:
+            raise _Usage(f"{where}: workspace {str(workspace)[:200]!r}: {error}") from None
+        settings = found.settings
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not in a worker
         try:
             run_cmd.quirks(args, settings)  # a bad profile is refused now, not in a worker
         except run_cmd.UsageError as error:
             raise _Usage(f"{where}: {error}") from None
-        checked.add(workspace)
+        checked[workspace] = found.digest if found.widens else None
     from agentfsm.adapters.durable import RunSpec
 
-    from .durable_cmd import _OPTIONS, CLI_FACTORY
+    from .durable_cmd import _OPTIONS, CLI_FACTORY, SETTINGS_DIGEST
 
     session_dir = default_session_dir(workspace)
     options: dict[str, Any] = {name: getattr(args, name) for name in _OPTIONS}
@@ -202,6 +204,7 @@ def _task(
         workspace=str(workspace),
         session_dir=str(session_dir),
     )
+    options[SETTINGS_DIGEST] = checked[workspace]  # what the worker may apply
     return task_id, RunSpec(
         prompt=prompt,
         factory=CLI_FACTORY,
@@ -218,7 +221,7 @@ def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
     except (OSError, UnicodeDecodeError) as error:
         raise _Usage(f"cannot read {args.tasks[:200]!r}: {error}") from None
     tasks: dict[str, RunSpec] = {}
-    checked: set[Path] = set()
+    checked: dict[Path, str | None] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -276,7 +279,7 @@ class _ProgressView:
 
 
 def _write(results_: list[TaskResult], out: str | None) -> None:
-    lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results_)
+    lines = "".join(json_safe(json.dumps(r.to_dict(), ensure_ascii=False)) + "\n" for r in results_)
     if out is None:
         sys.stdout.write(lines)
         return

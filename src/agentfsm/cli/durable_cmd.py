@@ -41,20 +41,24 @@ from agentfsm.adapters.durable import (
 )
 from agentfsm.adapters.providers.local import LOCAL_CONTEXT_TOKENS
 from agentfsm.adapters.sessions import SessionStore
-from agentfsm.adapters.tools.settings import SettingsError, load_settings
 from agentfsm.agent import Agent, WorkspacePreamble
 from agentfsm.engine.events import AgentEmitter
 from agentfsm.engine.params import LoopOutcome
+from agentfsm.engine.text import printable
 
 from . import run_cmd
 from .agent_build import build_agent
 from .render import QuietRenderer
 from .report import RunTally, describe_failure, run_end
+from .settings_trust import check_submitted, read_run_settings
 
-__all__ = ["CLI_FACTORY", "run_durable", "runs"]
+__all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
 
 CLI_FACTORY = "agentfsm.cli"
 """The agent factory of durable CLI runs: the agent ``agentfsm run`` builds."""
+SETTINGS_DIGEST = "settings_sha256"
+"""The option holding the SHA-256 of the widening workspace settings agreed to at
+submission (``None``: they widen nothing); a run whose file differs when it runs fails."""
 _OPTIONS = (
     "provider",
     "model",
@@ -78,7 +82,9 @@ async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     options = spec.options
     args = argparse.Namespace(**{name: options.get(name) for name in _OPTIONS}, resume=None)
     workspace, session_dir = Path(options["workspace"]), Path(options["session_dir"])
-    settings = load_settings(workspace)
+    found = read_run_settings(workspace)
+    check_submitted(found, options.get(SETTINGS_DIGEST))
+    settings = found.settings
     protected = run_cmd._protected(workspace, session_dir)
     sandbox = run_cmd._sandbox(args, workspace, settings, protected)
     async with contextlib.AsyncExitStack() as stack:
@@ -189,10 +195,8 @@ def run_durable(args: argparse.Namespace) -> int:
         run_cmd._check_numbers(args)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
-        try:
-            settings = load_settings(workspace)
-        except SettingsError as error:
-            raise run_cmd.UsageError(str(error)) from None
+        found = run_cmd.run_settings("agentfsm run", args, workspace)
+        settings = found.settings
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
         run_cmd.quirks(args, settings)  # a bad profile too
@@ -202,6 +206,7 @@ def run_durable(args: argparse.Namespace) -> int:
     handle = SessionStore(session_dir).new_handle()
     options: dict[str, Any] = {name: getattr(args, name) for name in _OPTIONS}
     options.update(workspace=str(workspace), session_dir=str(session_dir))
+    options[SETTINGS_DIGEST] = found.digest if found.widens else None
     spec = RunSpec(
         prompt=args.prompt, factory=CLI_FACTORY, session_path=str(handle.path), options=options
     )
@@ -242,7 +247,8 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for info in runs:
         prompt = run_cmd._one_line(info.prompt, 60)
-        print(f"{info.run_id}  {info.status:<9} {info.steps:>4} steps  {prompt}")
+        line = f"{info.run_id}  {info.status:<9} {info.steps:>4} steps  {prompt}"
+        print(printable(line, sys.stdout))
     return 0
 
 

@@ -1,4 +1,10 @@
-"""What ``agentfsm run`` shows: live rendering for people, JSON lines for programs."""
+"""What ``agentfsm run`` shows: live rendering for people, JSON lines for programs.
+
+Everything printed for people passes through :func:`agentfsm.cli.terminal.sanitize` (streamed
+text through a :class:`~agentfsm.cli.terminal.StreamSanitizer`): the model, its tools and the
+provider cannot move the cursor, rewrite the summary, set the title or the clipboard. JSON
+lines escape every control character.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from agentfsm.engine.messages import AssistantMessage
 from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.serialization import dumps, to_jsonable
 from agentfsm.engine.text import encodable, printable
+
+from .terminal import StreamSanitizer, json_safe, sanitize
 
 __all__ = ["HumanRenderer", "JsonRenderer", "QuietRenderer", "Renderer"]
 
@@ -26,9 +34,10 @@ def _first_line(text: str, limit: int = 100) -> str:
 
 
 def _print(text: str, stream: TextIO | None = None, *, end: str = "\n") -> None:
-    """Print ``text`` as the stream's encoding can take it (lone surrogates as escapes)."""
+    """Print ``text`` sanitized for a terminal, as the stream's encoding can take it (lone
+    surrogates as escapes)."""
     stream = stream if stream is not None else sys.stdout
-    stream.write(printable(text, stream) + end)
+    stream.write(printable(sanitize(text), stream) + end)
     stream.flush()
 
 
@@ -85,7 +94,7 @@ class JsonRenderer(Renderer):
         self.out = out or sys.stdout
 
     def on_event(self, event: Any) -> None:
-        line = dumps(event)
+        line = json_safe(dumps(event))
         if not encodable(line, self.out):
             line = json.dumps(to_jsonable(event), separators=(",", ":"))
         self.out.write(line + "\n")
@@ -93,7 +102,7 @@ class JsonRenderer(Renderer):
 
     def finish(self, end: dict[str, Any], outcome: LoopOutcome | None = None) -> None:
         """The last line: the ``run_end`` object (its error included; nothing on stderr)."""
-        line = json.dumps(end, separators=(",", ":"), ensure_ascii=False)
+        line = json_safe(json.dumps(end, separators=(",", ":"), ensure_ascii=False))
         if not encodable(line, self.out):
             line = json.dumps(end, separators=(",", ":"))
         self.out.write(line + "\n")
@@ -124,6 +133,8 @@ class HumanRenderer(Renderer):
         self._streaming = False
         self._status: Any = None
         self._running: dict[str, str] = {}
+        self._text = StreamSanitizer()
+        self._thinking = StreamSanitizer()
 
     # -- output helpers ------------------------------------------------------------------
 
@@ -132,10 +143,11 @@ class HumanRenderer(Renderer):
         if self.console is None:
             _print(text)
         else:
-            text = printable(text, self.console.file)
+            text = printable(sanitize(text), self.console.file)
             self.console.print(text, style=style, markup=False, highlight=False)
 
-    def _stream(self, text: str, style: str | None = None) -> None:
+    def _stream(self, piece: str, sanitizer: StreamSanitizer, style: str | None = None) -> None:
+        text = sanitizer.feed(piece)  # a sequence split across pieces is removed whole
         self._streaming = True
         if self.console is None:
             _print(text, end="")
@@ -157,7 +169,7 @@ class HumanRenderer(Renderer):
         if self.console is None:
             return
         label = "running " + ", ".join(self._running.values()) if self._running else ""
-        label = printable(label, self.console.file)
+        label = printable(sanitize(label), self.console.file)
         if self._status is None and self._running:
             self._status = self.console.status(label)
             self._status.start()
@@ -174,10 +186,12 @@ class HumanRenderer(Renderer):
         if kind == "turn_start":
             self._say(f"── turn {event.turn} ──", "dim")
         elif kind == "text_delta":
-            self._stream(event.text)
+            self._stream(event.text, self._text)
         elif kind == "thinking_delta":
-            self._stream(event.text, "dim italic")
+            self._stream(event.text, self._thinking, "dim italic")
         elif kind == "llm_end":
+            self._text.reset()
+            self._thinking.reset()
             if not self._streaming and event.result.message.content:
                 self._say(event.result.message.content)
             self._end_stream()
@@ -245,9 +259,9 @@ class HumanRenderer(Renderer):
         table.add_column(style="bold", no_wrap=True)
         table.add_column(overflow="fold")
         for name, value in rows:
-            table.add_row(name, printable(value, self.console.file))
+            table.add_row(name, printable(sanitize(value), self.console.file))
         self.console.print(table)
-        session = printable(session, self.console.file)
+        session = printable(sanitize(session), self.console.file)
         self.console.print(session, soft_wrap=True, markup=False, highlight=False)
 
 

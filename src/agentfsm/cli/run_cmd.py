@@ -24,7 +24,7 @@ from agentfsm.adapters.providers.local import (
 from agentfsm.adapters.providers.profiles import QuirkProfile, parse_quirk, quirk_profile
 from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
 from agentfsm.adapters.tools import detect_sandbox
-from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
+from agentfsm.adapters.tools.settings import Settings, SettingsError
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.agent import Hooks
 from agentfsm.engine.params import LoopOutcome
@@ -34,6 +34,15 @@ from agentfsm.engine.protocols import ChatFn
 from .agent_build import build_agent
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from .report import Endpoint, RunTally, describe_failure, run_end
+from .settings_trust import (
+    TRUST_FLAG,
+    RunSettings,
+    SettingsRefused,
+    consent,
+    interactive,
+    read_run_settings,
+)
+from .terminal import sanitize
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -43,6 +52,7 @@ __all__ = [
     "exit_code",
     "quirks",
     "run",
+    "run_settings",
 ]
 
 SYSTEM_PROMPT = (
@@ -143,10 +153,10 @@ async def _chat(
     args: argparse.Namespace,
     renderer: Renderer,
     stack: contextlib.AsyncExitStack,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> ChatFn:
     provider = _provider(args)
-    profile = quirks(args, settings if settings is not None else load_settings(args.workspace))
+    profile = quirks(args, settings)
     openai_quirks = profile if isinstance(profile, OpenAIQuirks) else None
     if provider == "local":
         local = LocalModel(on_progress=renderer.progress)
@@ -406,8 +416,28 @@ class _ReportedHere(logging.Filter):
         )
 
 
+def run_settings(command: str, args: argparse.Namespace, workspace: Path) -> RunSettings:
+    """The settings of a run in ``workspace``: the user's and the workspace's, the latter
+    only if it widens nothing or the user agrees (``--trust-workspace-settings``, or yes on
+    a terminal). Raises :class:`UsageError` (exit code 2) otherwise, or when a file is
+    malformed."""
+    try:
+        found = read_run_settings(workspace)
+        consent(
+            command,
+            workspace,
+            found,
+            trust_flag=bool(getattr(args, "trust_workspace_settings", False)),
+            ask=interactive(bool(getattr(args, "json", False))),
+        )
+    except (SettingsError, SettingsRefused) as error:
+        raise UsageError(str(error)) from None
+    return found
+
+
 def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(text.split())
+    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
+    line = " ".join(sanitize(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -428,10 +458,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         _check_numbers(args)
         workspace, session_dir = _paths(args)
         parent = _check_inputs(args, session_dir, chat_override)
-        try:
-            settings = load_settings(workspace)
-        except SettingsError as error:
-            raise UsageError(str(error)) from None
+        settings = run_settings("agentfsm run", args, workspace).settings
         quirks(args, settings)  # a bad profile stops the run before anything starts
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
@@ -511,6 +538,7 @@ def add_arguments(parser: Any) -> None:
         action="store_true",
         help="run the model's commands without the OS sandbox (unsafe; printed loudly)",
     )
+    add_trust_argument(parser)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")
     parser.add_argument(
@@ -544,3 +572,14 @@ def add_arguments(parser: Any) -> None:
         help="one JSON object per event on stdout, ending with one run_end summary",
     )
     output.add_argument("--quiet", action="store_true", help="print only the final answer")
+
+
+def add_trust_argument(parser: Any) -> None:
+    """``--trust-workspace-settings`` (shared by ``run`` and ``batch``)."""
+    parser.add_argument(
+        TRUST_FLAG,
+        action="store_true",
+        help="apply the workspace's .agentfsm/settings.json even though it widens the "
+        "sandbox (network, paths outside the workspace, env, limits), for this run, without "
+        "asking; review the file first (docs/cli.md)",
+    )

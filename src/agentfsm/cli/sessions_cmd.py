@@ -17,13 +17,16 @@ from agentfsm.adapters.sessions import (
 from agentfsm.engine.messages import AssistantMessage, ToolMessage
 from agentfsm.engine.text import printable
 
+from .terminal import sanitize
+
 __all__ = ["describe", "list_sessions", "show_session", "trace"]
 
 
 def _say(text: str) -> None:
-    """One line on stdout, with what its encoding cannot take (lone surrogates read back
-    from a session) as backslash escapes."""
-    sys.stdout.write(printable(text, sys.stdout) + "\n")
+    """One line on stdout, sanitized for a terminal (a session holds model and tool text),
+    with what its encoding cannot take (lone surrogates read back from a session) as
+    backslash escapes."""
+    sys.stdout.write(printable(sanitize(text), sys.stdout) + "\n")
 
 
 def describe(error: BaseException) -> str:
