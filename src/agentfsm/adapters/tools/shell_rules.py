@@ -266,8 +266,9 @@ class _Walker:
             self.opaque.append(f"assigning {name} can make programs run code")
 
     def _simple(self, command: SimpleCommand) -> None:
-        unvetted = self._judge(command)
-        self.commands.append(evolve(command, unvetted=unvetted))
+        position = len(self.commands)
+        self.commands.append(command)  # before the commands it wraps
+        self.commands[position] = evolve(command, unvetted=self._judge(command))
 
     def _refuse(self, reason: str) -> str:
         self.opaque.append(reason)
@@ -339,6 +340,10 @@ class _Walker:
         return f"{name} sets variables"
 
     def _vetted(self, name: str, args: tuple[str, ...]) -> str | None:
+        if name == "tar" and args and not args[0].startswith("-"):
+            # `tar xzf a.tgz`: the first word is a cluster of options; its letters' values
+            # follow it, so reading them as `-xzf` sees every option tar sees, and more.
+            args = ("-" + args[0], *args[1:])
         reason, _ = scan(name, VETTED[name], args)
         if reason:
             return self._refuse(reason)
