@@ -31,10 +31,6 @@ def _set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-def _plain(word: str) -> bool:
-    return re.fullmatch(r"[\w@%+=:,./-]*", word) is not None
-
-
 @frozen
 class Spec:
     """The options and subcommands of a program that are known not to run code."""
@@ -248,12 +244,6 @@ WRAPPERS: dict[str, Spec] = {
 """Programs that run the command given after their options."""
 
 
-def _duration(word: str) -> str | None:
-    if re.fullmatch(r"\d+(\.\d+)?[smhd]?", word):
-        return None
-    return f"timeout {word}: not a duration"
-
-
 # --- vetted programs -----------------------------------------------------------------------
 
 
@@ -261,15 +251,6 @@ def _target(word: str) -> str | None:
     if "=" in word:
         return f"make {word}: a variable set on the command line can change what recipes run"
     return None
-
-
-def _plain_word(program: str) -> Callable[[str], str | None]:
-    def check(word: str) -> str | None:
-        if _plain(word):
-            return None
-        return f"{program} {word}: passed on to a script's shell, only plain words are vetted"
-
-    return check
 
 
 MAKE = Spec(
