@@ -112,7 +112,8 @@ class PermissionRule:
         return subject is not None and fnmatch.fnmatchcase(subject, self.pattern)
 
     def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
-        """As an allow rule: a shell command line must be one simple command it matches."""
+        """As an allow rule: a shell command line must be one simple command, vetted by the
+        tables of :mod:`~agentfsm.adapters.tools.shell_tables`, that the pattern matches."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
@@ -120,7 +121,8 @@ class PermissionRule:
         return self.matches(tool, subject)
 
     def forbids(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
-        """As a deny rule: any command of a shell line matching it (or unseeable code)."""
+        """As a deny rule: any command of a shell line matching it, or anything in the line
+        the rule cannot check (see :mod:`~agentfsm.adapters.tools.shell_rules`)."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
@@ -167,20 +169,14 @@ class Permissions:
         line = parse_command_line(subject) if tool == "shell" and subject is not None else None
         for rule in self.deny:
             if rule.forbids(tool, subject, line):
-                if line is not None and line.opaque and rule.pattern is not None:
-                    return (
-                        f"permission denied by rule {str(rule)!r}: the command "
-                        f"{line.opaque[0]}, which the rule cannot check"
-                    )
+                why = line.denial(rule.pattern) if line is not None and rule.pattern else None
+                if why:
+                    return f"permission denied by rule {str(rule)!r}: {why}"
                 return f"permission denied by rule {str(rule)!r}"
         relevant = [rule for rule in self.allow if rule.tool in (tool, "*")]
         if relevant and not any(rule.allows(tool, subject, line) for rule in relevant):
             allowed = ", ".join(str(r) for r in relevant)
-            why = ""
-            if line is not None and not line.simple:
-                why = (
-                    " (as one simple command: no ;, &&, ||, pipes, redirections, "
-                    "substitutions, variable assignments or inline code)"
-                )
+            refusal = line.refusal() if line is not None else None
+            why = f" ({refusal})" if refusal else ""
             return f"permission denied: {tool} is only allowed for {allowed}{why}"
         return None

@@ -1,0 +1,485 @@
+"""Shell permission rules against a shell: every bypass of the issue, variants, and the
+harmless lines that must stay usable."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentfsm.adapters.tools import Permissions
+from agentfsm.adapters.tools.shell_rules import parse_command_line
+from agentfsm.adapters.tools.shell_tables import sed_script
+
+from .tally import AttackTally
+
+DENY_RM = Permissions.of(deny=["shell(rm *)"])
+ALLOW_GIT = Permissions.of(allow=["shell(git *)"])
+
+ISSUE_DENY = [
+    "sh +e -c 'rm x'",
+    "sh -o errexit -c 'rm x'",
+    "/usr/bin/r[m] x",
+    "bash -c '{rm,x}'",
+    "env '-Srm x'",
+    "timeout -s KILL 5 rm x",
+    "taskset 1 rm x",
+    "taskset -c 0 rm x",
+    "setpriv --reuid=1000 rm x",
+    "prlimit --nofile=64 rm x",
+    "chrt -f 1 rm x",
+    "flock /tmp/lock rm x",
+    "flock -c 'rm x' /tmp/lock",
+    "/lib64/ld-linux-x86-64.so.2 /bin/rm x",
+    "python3 -W ignore -c 'import os; os.remove(\"x\")'",
+    "python3 -m timeit 'import os; os.remove(\"x\")'",
+    "echo 'rm x' | sh /dev/stdin",
+    "echo 'import os' | python3 /dev/stdin",
+    "echo 'BEGIN { system(\"rm x\") }' | awk -f /dev/stdin",
+    "sed -n '1e rm x' f",
+    "make --eva='x:;rm x' x",
+    "printf 'x:\\n\\trm x\\n' | make -f /dev/stdin x",
+    "gdb -batch -ex '!rm x'",
+    "vi -c ':!rm x' -c ':q' f",
+    "zip -TT 'rm x' a.zip f",
+    "ssh -oProxyCommand='rm x' host",
+    "tar --checkpoint=1 --checkpoint-act=exec='rm x' -cf a.tar f",
+    "tar -I'sh -c \"rm x\"' -cf a.tar f",
+    "git grep -O'rm x' foo",
+    "git ls-remote --upload-pac='rm x' .",
+    "GIT_SSH_COMMAND='rm x' git fetch origin",
+    "git difftool -x 'rm x' HEAD",
+    "git rebase -x 'rm x' HEAD~1",
+    "git clone -u 'rm x' a b",
+    "git archive --exec='rm x' --remote=. HEAD",
+]
+"""Every form the issue lists, against ``deny=["shell(rm *)"]``."""
+
+ISSUE_GIT = [
+    "git grep -O'rm x' foo",
+    "git grep -O less foo",
+    "git ls-remote --upload-pac='rm x' .",
+    "GIT_SSH_COMMAND='rm x' git fetch origin",
+    "git difftool -x 'rm x' HEAD",
+    "git rebase -x 'rm x' HEAD~1",
+    "git clone -u 'rm x' a b",
+    "git archive --exec='rm x' --remote=. HEAD",
+]
+"""The git forms of the issue, against ``allow=["shell(git *)"]``."""
+
+VARIANTS_DENY = [
+    "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 /bin/rm x",
+    "/lib/ld-linux-aarch64.so.1 /bin/rm x",
+    "ld.so /bin/rm x",
+    "busybox rm x",
+    "busybox sh -c 'rm x'",
+    "toybox rm x",
+    "command -p rm x",
+    "/usr/bin/env rm x",
+    "env - rm x",
+    "env -u HOME rm x",
+    "env -i PATH=/tmp rm x",
+    "exec -a name rm x",
+    "python3 <<< 'import os'",
+    "sh <<< 'rm x'",
+    "sh <<EOF\nrm x\nEOF",
+    "sh -s < script",
+    "bash -s",
+    "bash --init-file /dev/stdin",
+    "bash --rcfile x -i",
+    "BASH_ENV=x bash script.sh",
+    "ENV=x sh -i",
+    "xargs -a list rm",
+    "xargs -a list sh -c",
+    "echo rm x | xargs env",
+    "echo rm x | xargs -0 nice",
+    "echo 'grep -O less x' | xargs git",
+    "xargs -I{} sh -c '{}' < list",
+    "watch rm x",
+    "nice rm x",
+    "nice -n 5 rm x",
+    "nice --adjust=5 sh -c 'rm x'",
+    "stdbuf -o0 rm x",
+    "ionice -c3 rm x",
+    "script -c 'rm x' /dev/null",
+    "perl -x script",
+    "perl -e 'unlink \"x\"'",
+    "perl -Mstrict script.pl",
+    "python3 -I -c 'import os'",
+    "python3 -X dev -c 'import os'",
+    "python3 -Ic 'import os'",
+    "python3 -i script.py",
+    "python3 -",
+    "python3 /proc/self/fd/0",
+    "python3 /dev/fd/0",
+    'node --eval \'require("fs").rmSync("x")\'',
+    "node -r ./x.js app.js",
+    "node -p 'x'",
+    "env -S 'rm x'",
+    "env --split-string='rm x'",
+    "env --split-str='rm x'",
+    "timeout --sig=KILL 5 rm x",
+    "git -C . grep -O less foo",
+    "git -C . grep --open-files-in-pager=less foo",
+    "git grep --open-files-in-p=less foo",
+    "git grep -nO less foo",
+    "make -f- x",
+    "make -f - x",
+    "make --file=/dev/stdin x",
+    "make --fil=x x",
+    "make CC='rm x' all",
+    "make -E 'x:;rm x' x",
+    "find . -fls /tmp/x",
+    "find . -exec rm {} +",
+    "find . -execdir rm {} ';'",
+    "find . -ok rm {} ';'",
+    "find . -fprint /tmp/x",
+    "find . -delete",
+    "tar --to-command='rm x' -xf a.tar",
+    "tar --use-compress-prog='rm x' -cf a.tar f",
+    "tar -Irm -cf a.tar f",
+    "tar -cI/bin/sh -f a.tar f",
+    "tar cIf 'rm x' a.tar f",
+    "tar -cf 'host:a.tar' f",
+    "tar --info-script='rm x' -cf a.tar f",
+    "rsync -e 'sh -c \"rm x\"' a b",
+    "less +'!rm x' f",
+    "man -P 'rm x' ls",
+    "git -p log",
+    "git config core.pager 'rm x'",
+    "git -c core.pager='rm x' log",
+    "git -ccore.pager='rm x' log",
+    "git --config-env=core.pager=X log",
+    "git --exec-path=/tmp log",
+    "git log --ext-diff",
+    "git submodule foreach 'rm x'",
+    "git bisect run rm x",
+    "sort --compress-program='rm x' f",
+    "sort --compress-p='rm x' f",
+    "rg --pre 'rm x' foo",
+    "rg --pr='rm x' foo",
+    "sed 's/x/y/e' f",
+    "sed -e 'w /tmp/x' f",
+    "sed --expression='1e rm x' f",
+    "sed -f /dev/stdin f",
+    "sed -i 's/a/b/' *.py",
+    "sed -n '$!{e rm x\n}' f",
+    "sed '/a/,/b/ { s/a/b/ ; e rm x\n}' f",
+    "awk 'BEGIN { system(\"rm x\") }'",
+    "awk 'BEGIN { print | \"sh\" }'",
+    "gawk -e 'BEGIN { system(\"rm x\") }'",
+    "awk --source='BEGIN { system(\"rm x\") }'",
+    "LD_PRELOAD=./x.so ls",
+    "PAGER='rm x' git log",
+    "EDITOR='rm x' git commit",
+    "PYTHONSTARTUP=x python3",
+    "PERL5OPT=-Mx perl s.pl",
+    "NODE_OPTIONS='--require ./x' node a.js",
+    "export GIT_SSH_COMMAND='rm x'; git fetch",
+    "declare -x GIT_EXTERNAL_DIFF='rm x'",
+    "declare -n LANG='a[$(rm x)]'",
+    "printf -v 'a[$(rm x)]' x",
+    "test -v 'a[$(rm x)]'",
+    "let 'x=$(rm x)'",
+    "hash -p /bin/rm ls; ls x",
+    "alias ls=rm; ls x",
+    "r''m x",
+    "$'\\x72m' x",
+    '"${RM}" x',
+    "~/rm x",
+    "./rm x",
+    "x=$(printf rm); $x x",
+    "*m x",
+    "r? x",
+    "{rm,} x",
+    "time rm x",
+    "/usr/bin/time rm x",
+    "setsid rm x",
+    "nohup rm x",
+    "python3 -m pytest --pdb",
+    "python3 -m pytest --pdbc=x:y",
+    "cargo --config 'target.x.runner=\"rm x\"' run",
+    "cargo +nightly build",
+    "cargo clippy -- -C linker=rm",
+    "go test -exec 'rm x' ./...",
+    "go build -toolexec='rm x' .",
+    "go build -ldflags=-extld=rm .",
+    "npm exec rm x",
+    "npx rm x",
+    "npm run build --script-shell=/bin/sh",
+    "npm test -- '$(rm x)'",
+    "yarn node -e 'x'",
+    "docker run img rm x",
+    "gcc -wrapper rm,x a.c",
+    "cmake -E rm x",
+    "unshare rm x",
+    "chroot / rm x",
+    "sudo rm x",
+    "su -c 'rm x'",
+    "dash -c 'rm x'",
+    "zsh -c 'rm x'",
+    "fish -c 'rm x'",
+    'bash -c "bash -c \'sh -c \\"rm x\\"\'"',
+    "echo x && `printf rm` x",
+    "echo $((1 + $(rm x)))",
+    "f() { rm x; }; f",
+]
+"""Variants of our own, against ``deny=["shell(rm *)"]``."""
+
+VARIANTS_GIT = [
+    "git -c alias.x='!rm x' x",
+    "git -ccore.pager=less log",
+    "git --exec-path=/tmp log",
+    "git -p log",
+    "git --paginate log",
+    "git --pag log",
+    "git config core.pager 'rm x'",
+    "git config --global core.sshCommand 'rm x'",
+    "git -C . grep -O less foo",
+    "git grep --open-files-in-pager=less foo",
+    "git log --ext-diff",
+    "git log --textconv",
+    "git diff --output=/tmp/x",
+    "git diff --outp=/tmp/x",
+    "git submodule foreach 'rm x'",
+    "git bisect run rm x",
+    "git help log",
+    "git fetch --upload-pack='rm x' origin",
+    "git push --receive-pack='rm x' origin",
+    "git push --exec='rm x' origin",
+    "git clone --upload-pack='rm x' a b",
+    "git clone --config core.sshCommand='rm x' a b",
+    "git clone --template=/tmp/t a b",
+    "git merge -s ours x",
+    "git commit -e",
+    "git log $(cat secret)",
+    "git log *",
+    "git grep foo | sh",
+    "git status && rm x",
+    "env git status",
+    "nice git status",
+    "sh -c 'git status'",
+    "g\\it grep -O less foo",
+    "git mergetool -t x",
+    "git filter-branch --tree-filter 'rm x'",
+    "git rebase --exe='rm x' HEAD~1",
+    "git rebase -i HEAD~1",
+]
+"""Variants of our own, against ``allow=["shell(git *)"]``."""
+
+HARMLESS_DENY_RM = [
+    "ls -la",
+    "git status",
+    "git log --oneline -5",
+    "git diff HEAD~1 -- src",
+    "git add -A && git commit -m 'drop rm x from the docs'",
+    "make test",
+    "make -j4 lint",
+    "python -m pytest -q",
+    "python3 script.py",
+    "PYTHONPATH=src python3 -m pytest -q tests",
+    "sh ./build.sh",
+    "bash -c 'ls -la && make test'",
+    "grep -rn foo src",
+    "cat README.md | head",
+    "echo rm is a word",
+    "./gradlew build",
+    "cargo test",
+    "go test ./...",
+    "npm test",
+    "npm run build",
+    "find . -name '*.py' -type f",
+    "sed -n '1,5p' f",
+    "sed -i 's/a/b/g' f.py",
+    "sed -e 's/a/b/' -e '/^#/d' f",
+    "awk '{print $1}' f",
+    "awk -F: '{ print $1 }' /etc/passwd",
+    "tar -xzf a.tgz -C out",
+    "tar xzf a.tgz",
+    "timeout 60 make test",
+    "env LANG=C sort f",
+    "LANG=C ls",
+    "nice -n 5 make",
+    "xargs grep foo < list",
+    "cd src && ls",
+    'for f in *.py; do wc -l "$f"; done',
+    "[ -f x ] && cat x",
+    "sort -u f | uniq -c",
+    "rg -n foo src",
+    "mkdir -p build && cp a build/",
+    "git log --format='%h %s' | head -20",
+    "node app.js",
+    "perl script.pl",
+]
+"""Lines a deny rule for ``rm`` must not refuse."""
+
+ALLOW_RULES = Permissions.of(
+    allow=[
+        "shell(git *)",
+        "shell(make *)",
+        "shell(make)",
+        "shell(ls *)",
+        "shell(python -m pytest*)",
+        "shell(pytest*)",
+        "shell(grep *)",
+        "shell(npm *)",
+        "shell(cargo *)",
+        "shell(go *)",
+        "shell(sed *)",
+        "shell(find *)",
+        "shell(tsc*)",
+        "shell(mkdir *)",
+        "shell(cp *)",
+        "shell(echo *)",
+        "shell(tail *)",
+        "shell(wc *)",
+    ]
+)
+HARMLESS_ALLOW = [
+    "git status",
+    "git log --oneline -5",
+    "git log -n5 --stat",
+    "git diff HEAD~1",
+    "git diff --cached -- src",
+    "git show",
+    "git show HEAD:README.md",
+    "git branch",
+    "git branch --show-current",
+    "git grep foo",
+    "git grep -n -e foo -- src",
+    "git -C . status",
+    "git --no-pager log -3",
+    "git add -A",
+    "git commit -m 'fix: a thing'",
+    "git config --get user.name",
+    "git rev-parse --abbrev-ref HEAD",
+    "make",
+    "make test",
+    "make -j4 lint",
+    "make -j 4 lint",
+    "make -C sub test",
+    "ls -la",
+    "python -m pytest -q",
+    "python -m pytest -x -k 'not slow' tests",
+    "pytest -q tests",
+    "grep -rn foo src",
+    "npm run build",
+    "npm test",
+    "cargo test --release",
+    "cargo clippy -- -D warnings",
+    "go test ./...",
+    "go test -run TestX -count=1 ./pkg",
+    "sed -n '1,5p' f",
+    "sed 's/a/b/g' f",
+    "find . -name '*.py' -type f",
+    "tsc --noEmit",
+    "mkdir -p x",
+    "cp a b",
+    "echo hi",
+    "tail -n 20 f",
+    "wc -l f",
+]
+"""Lines the allow rules above must admit."""
+
+
+def test_the_issue_forms_are_denied(attacks: AttackTally) -> None:
+    for command in ISSUE_DENY:
+        attacks.record("shell deny rule", DENY_RM.check("shell", command) is None, command)
+    for command in ISSUE_GIT:
+        attacks.record("shell allow rule", ALLOW_GIT.check("shell", command) is None, command)
+
+
+def test_variants_are_denied(attacks: AttackTally) -> None:
+    for command in VARIANTS_DENY:
+        attacks.record("shell deny rule", DENY_RM.check("shell", command) is None, command)
+    for command in VARIANTS_GIT:
+        attacks.record("shell allow rule", ALLOW_GIT.check("shell", command) is None, command)
+
+
+@pytest.mark.parametrize("command", HARMLESS_DENY_RM)
+def test_harmless_lines_pass_a_deny_rule(command: str) -> None:
+    assert DENY_RM.check("shell", command) is None
+
+
+@pytest.mark.parametrize("command", HARMLESS_ALLOW)
+def test_harmless_lines_are_admitted_by_allow_rules(command: str) -> None:
+    assert ALLOW_RULES.check("shell", command) is None
+
+
+def test_allow_refusals_name_the_word_and_the_reason() -> None:
+    reason = ALLOW_GIT.check("shell", "git grep -O less foo") or ""
+    assert reason == (
+        "permission denied: shell is only allowed for shell(git *) "
+        "(git grep -O: not an option the rules can vet)"
+    )
+    reason = ALLOW_GIT.check("shell", "git ls-remote --upload-pac=x .") or ""
+    assert reason.endswith("(git ls-remote --upload-pac: not an option the rules can vet)")
+    reason = ALLOW_GIT.check("shell", "git difftool HEAD") or ""
+    assert reason.endswith("(git difftool: not a subcommand the rules can vet)")
+    reason = Permissions.of(allow=["shell(./gradlew *)"]).check("shell", "./gradlew build") or ""
+    assert reason.endswith("(gradlew has no entry in the tables of vetted commands)")
+    reason = Permissions.of(allow=["shell(python3 *)"]).check("shell", "python3 x.py") or ""
+    assert reason.endswith("(python3 runs the script x.py, which the rules cannot see)")
+    reason = ALLOW_GIT.check("shell", "git status | cat") or ""
+    assert "one simple command" in reason
+    # A vetted command the pattern does not cover: no extra reason.
+    assert (
+        ALLOW_GIT.check("shell", "ls")
+        == "permission denied: shell is only allowed for shell(git *)"
+    )
+
+
+def test_deny_refusals_name_the_rule_and_the_reason() -> None:
+    reason = DENY_RM.check("shell", "env -S 'rm x'") or ""
+    assert reason == (
+        "permission denied by rule 'shell(rm *)': env -S: not an option the rules can vet "
+        "(so the rule cannot check what the line runs)"
+    )
+    reason = DENY_RM.check("shell", "/usr/bin/r[m] x") or ""
+    assert "the command name '/usr/bin/r[m]' is not a plain name written out" in reason
+    reason = DENY_RM.check("shell", "GIT_SSH_COMMAND=x git fetch") or ""
+    assert "assigning GIT_SSH_COMMAND can make programs run code" in reason
+    reason = DENY_RM.check("shell", "taskset 1 rm x") or ""
+    assert "taskset can run other programs and its options are not vetted" in reason
+    assert DENY_RM.check("shell", "rm x") == "permission denied by rule 'shell(rm *)'"
+
+
+def test_a_deny_pattern_for_a_name_covers_its_expanded_arguments() -> None:
+    rules = Permissions.of(deny=["shell(rm -rf *)"])
+    assert rules.check("shell", "rm -rf x") is not None
+    reason = rules.check("shell", "rm -r{f,} x") or ""
+    assert "the arguments of rm are expanded when the line runs" in reason
+    assert rules.check("shell", "rm x") is None
+    assert rules.check("shell", "ls *.py") is None
+    # git runs programs: any expanded word makes it opaque, whatever the pattern.
+    reason = Permissions.of(deny=["shell(git push *)"]).check("shell", "git pu{sh,} o") or ""
+    assert "git pu{sh,}: a word expanded when the line runs" in reason
+
+
+def test_the_sed_script_reader() -> None:
+    for script in ("1,5p", "s/a/b/g", "/x/d", "$!N;P;D", "s|a|b|2", "y/abc/xyz/", ":a;N;ba"):
+        assert sed_script(script) is None, script
+    for script in ("1e rm x", "s/a/b/e", "w out", "s/a/b/w out", "e", "s/a", "k"):
+        assert sed_script(script) is not None, script
+
+
+def test_parsed_lines_keep_their_public_shape() -> None:
+    line = parse_command_line("git status")
+    assert line.simple
+    assert [command.words for command in line.commands] == [("git", "status")]
+    assert line.commands[0].unvetted is None
+    assert line.matches("git *")
+    assert not line.touches("rm *")
+    wrapped = parse_command_line("timeout 5 rm x")
+    assert [command.name for command in wrapped.commands] == ["timeout", "rm"]
+    assert wrapped.structure == ("timeout",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("rm -cxs'\"\\$`;|&(){}[]*?~\n\u2028\udcff=/ab"))))
+def test_any_text_parses_without_raising(source: str) -> None:
+    line = parse_command_line(source)
+    assert isinstance(DENY_RM.check("shell", source), (str, type(None)))
+    assert isinstance(ALLOW_GIT.check("shell", source), (str, type(None)))
+    if any(command.name == "rm" for command in line.commands):
+        assert DENY_RM.check("shell", source) is not None
