@@ -23,6 +23,7 @@ from agentfsm.adapters.tools import (
 )
 from agentfsm.engine import sandbox as sandbox_module
 from agentfsm.engine.process import run_command, scrubbed_environ
+from agentfsm.engine.seccomp import setuid_filter
 
 from ...security.sandboxing import alive, kill_all, require_bubblewrap
 
@@ -49,10 +50,18 @@ def test_bubblewrap_argv(root: Path) -> None:
         write_paths=["/srv/cache"],
         bwrap="/usr/bin/bwrap",
     )
-    argv, env = box.command("make test", root)
+    launch, env = box.command("make test", root)
+    assert launch[:3] == ["/bin/sh", "-c", sandbox_module._LAUNCH]  # opens the filter on fd 3
+    assert Path(launch[3]).read_bytes() == setuid_filter()
+    argv = launch[5:]
+    assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
-    assert argv[-5:] == ["--chdir", str(root), "--", "/bin/sh", "-c", "make test"][-5:]
+    assert argv[-3:] == ["/bin/sh", "-c", "make test"]
+    tail = argv[argv.index("--") :]
+    assert tail[1:-3] == [box.prlimit, *box.limits.prlimit_args()]
     assert pairs(argv, "--chdir") == [(str(root),)]
+    assert argv[argv.index("--seccomp") + 1] == "3"
+    assert "--disable-userns" in argv
     flags = argv[: argv.index("--proc")]
     for flag in (
         "--unshare-all",
@@ -100,7 +109,10 @@ def test_bubblewrap_binds_the_interpreter_unless_the_system_or_root_holds_it(
     argv = BubblewrapSandbox(root).command("true", root)[0]
     tried = pairs(argv, "--ro-bind-try")
     assert (str(python), str(python)) in tried
-    assert all(".venv" not in p for pair in tried for p in pair)
+    # The root's .venv is the agent's own: read-only, bound over the writable root after it.
+    venv = str(root / ".venv")
+    assert (venv, venv) in tried
+    assert argv.index(venv) > argv.index(str(root))
 
 
 def test_bubblewrap_describe(root: Path) -> None:
