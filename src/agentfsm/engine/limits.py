@@ -21,8 +21,10 @@ from pathlib import Path
 
 from attrs import field, frozen
 
-__all__ = ["ResourceLimits", "explain_limit", "pids_cgroup"]
+__all__ = ["CPU_GRACE_SECONDS", "ResourceLimits", "explain_limit", "pids_cgroup"]
 
+CPU_GRACE_SECONDS = 5
+"""A process that ignores ``SIGXCPU`` at its CPU limit is killed this much CPU time later."""
 _SETTINGS_HINT = 'raise it in .agentfsm/settings.json: {{"sandbox": {{"limits": {{"{key}": …}}}}}}'
 
 
@@ -55,9 +57,10 @@ class ResourceLimits:
             "nproc": self.processes,
             "data": self.memory_mb * mib,
             "fsize": self.file_size_mb * mib,
-            "cpu": self.cpu_seconds,
         }
-        return [f"--{name}={value}:{value}" for name, value in values.items()]
+        # CPU: SIGXCPU at the limit (its exit status names it), SIGKILL a few seconds on.
+        cpu = f"--cpu={self.cpu_seconds}:{self.cpu_seconds + CPU_GRACE_SECONDS}"
+        return [*(f"--{name}={value}:{value}" for name, value in values.items()), cpu]
 
     def describe(self) -> dict[str, int]:
         """The limits as JSON."""
