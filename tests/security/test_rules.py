@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import Permissions
-from agentfsm.adapters.tools import ResourceLimits
+from agentfsm.adapters.tools import Permissions, ResourceLimits
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 
 from .tally import AttackTally
