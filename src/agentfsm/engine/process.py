@@ -121,6 +121,8 @@ class Unsandboxed:
     """
 
     name = "none"
+    env: tuple[str, ...] = ()
+    """More variables the commands get (a subclass that skips ``__init__`` gets none)."""
 
     def __init__(self, *, env: Iterable[str] = ()) -> None:
         self.env = env_names(env)
