@@ -9,10 +9,16 @@ quality of its answers.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+# The console script, not `python -m agentfsm` (which imports ./agentfsm/ from the cwd first).
+AGENTFSM = str(Path(sys.executable).with_name("agentfsm"))
+if not Path(AGENTFSM).exists():
+    AGENTFSM = shutil.which("agentfsm") or "agentfsm"
 
 TASK = "List the files in this project, then read notes.txt and tell me what it says."
 
@@ -36,9 +42,7 @@ def main() -> int:
         print(f"workspace: {workspace}\ntask: {TASK}\n", flush=True)
         run = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "agentfsm",
+                AGENTFSM,
                 "run",
                 TASK,
                 "--provider",
@@ -58,7 +62,7 @@ def main() -> int:
         )
         print("\n$ agentfsm trace latest", flush=True)
         subprocess.run(
-            [sys.executable, "-m", "agentfsm", "trace", "latest", "--session-dir", str(sessions)],
+            [AGENTFSM, "trace", "latest", "--session-dir", str(sessions)],
             check=False,
         )
         if run.returncode in (0, 3):

@@ -123,3 +123,29 @@ def test_verify_command_option(workspace: Path, capsys: pytest.CaptureFixture[st
     capsys.readouterr()
     assert main(["trace", "latest", "--workspace", str(workspace)]) == 0
     assert "verify command: test -f a.txt (given explicitly)" in capsys.readouterr().out
+
+
+def test_settings_env_and_limits_reach_the_sandbox(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_bubblewrap(workspace)
+    monkeypatch.setenv("MY_TOOL_HOME", "wanted")
+    monkeypatch.setenv("LLM_CREDS", "sk-not-for-the-model")
+    (workspace / ".agentfsm").mkdir(exist_ok=True)
+    (workspace / ".agentfsm" / "settings.json").write_text(
+        json.dumps({"sandbox": {"env": ["MY_TOOL_HOME"], "limits": {"file_size_mb": 1}}}),
+        "utf-8",
+    )
+    command = "printenv MY_TOOL_HOME LLM_CREDS; head -c 2M /dev/zero > big"
+    chat = ScriptedChat([tool_reply(("shell", {"command": command})), "done"])
+    assert main(["run", "hi", "--workspace", str(workspace)], chat=chat) == 0
+    sandbox = run_start(workspace)["sandbox"]
+    assert isinstance(sandbox, dict)
+    assert sandbox["limits"]["file_size_mb"] == 1
+    assert "MY_TOOL_HOME" in sandbox["environment"]
+    (request,) = [r for r in chat.requests if any(m.role == "tool" for m in r.messages)]
+    (result,) = [m.content for m in request.messages if m.role == "tool"]
+    assert "wanted" in result
+    assert "sk-not-for-the-model" not in result
+    assert '"file_size_mb"' in json.loads(result)["error"]
+    assert (workspace / "big").stat().st_size == 1 << 20

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import Permissions
+from agentfsm.adapters.tools import Permissions, ResourceLimits
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 
 from .tally import AttackTally
@@ -156,6 +156,21 @@ MALFORMED = [
     '{"sandbox": {"read": ["relative/path"]}}',
     '{"sandbox": {"write": "/tmp"}}',
     '{"sandbox": {"proxy": "x"}}',
+    '{"sandbox": {"read": ["/"]}}',
+    '{"sandbox": {"write": ["//"]}}',
+    '{"sandbox": {"read": ["/etc/.."]}}',
+    '{"sandbox": {"env": "PATH"}}',
+    '{"sandbox": {"env": ["1BAD"]}}',
+    '{"sandbox": {"env": ["A=B"]}}',
+    '{"sandbox": {"env": ["LLM CREDS"]}}',
+    '{"sandbox": {"env": [""]}}',
+    '{"sandbox": {"limits": {"processes": 0}}}',
+    '{"sandbox": {"limits": {"tmp_mb": -1}}}',
+    '{"sandbox": {"limits": {"memory_mb": "2G"}}}',
+    '{"sandbox": {"limits": {"cpu_seconds": true}}}',
+    '{"sandbox": {"limits": {"file_size_mb": 1.5}}}',
+    '{"sandbox": {"limits": {"memory": 1}}}',
+    '{"sandbox": {"limits": []}}',
     "[]",
     '"deny everything"',
     "null",
@@ -200,7 +215,13 @@ def test_valid_settings(tmp_path: Path) -> None:
         json.dumps(
             {
                 "permissions": {"allow": ["shell(git *)"], "deny": ["write_file(.git/**)"]},
-                "sandbox": {"network": True, "read": ["/opt/tools"], "write": ["~/cache"]},
+                "sandbox": {
+                    "network": True,
+                    "read": ["/opt/tools"],
+                    "write": ["~/cache"],
+                    "env": ["CARGO_HOME", "LLM_MODEL", "CARGO_HOME"],
+                    "limits": {"processes": 64, "cpu_seconds": 30},
+                },
             }
         ),
         "utf-8",
@@ -211,7 +232,26 @@ def test_valid_settings(tmp_path: Path) -> None:
     assert settings.sandbox.network is True
     assert settings.sandbox.read == ("/opt/tools",)
     assert settings.sandbox.write == (str(Path("~/cache").expanduser()),)
-    assert load_settings(tmp_path / "nowhere").sandbox.network is False
+    assert settings.sandbox.env == ("CARGO_HOME", "LLM_MODEL")
+    assert settings.sandbox.limits == ResourceLimits(processes=64, cpu_seconds=30)
+    assert settings.sandbox.limits.memory_mb == 2048  # a key left out keeps its default
+    defaults = load_settings(tmp_path / "nowhere").sandbox
+    assert defaults.network is False
+    assert (defaults.env, defaults.limits) == ((), ResourceLimits())
+
+
+def test_limit_errors_name_the_key(tmp_path: Path) -> None:
+    (tmp_path / ".agentfsm").mkdir()
+    target = tmp_path / ".agentfsm" / "settings.json"
+    target.write_text('{"sandbox": {"limits": {"processes": 0}}}', "utf-8")
+    with pytest.raises(SettingsError, match=r"sandbox\.limits\.processes must be a whole"):
+        load_settings(tmp_path)
+    target.write_text('{"sandbox": {"env": ["A=B"]}}', "utf-8")
+    with pytest.raises(SettingsError, match=r"sandbox\.env: 'A=B' is not an environment"):
+        load_settings(tmp_path)
+    target.write_text('{"sandbox": {"read": ["/"]}}', "utf-8")
+    with pytest.raises(SettingsError, match=r"sandbox\.read: / would open the whole machine"):
+        load_settings(tmp_path)
 
 
 def test_settings_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:

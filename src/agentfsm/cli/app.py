@@ -1,7 +1,8 @@
 """The ``agentfsm`` command line: its parser and dispatch (see :mod:`agentfsm.cli`).
 
 ``agentfsm run PROMPT`` · ``agentfsm sessions list|show ID`` · ``agentfsm trace ID`` ·
-``agentfsm diagram``. ``python -m agentfsm`` is the same command.
+``agentfsm diagram``. ``python -m agentfsm`` is the same command, but
+imports ``./agentfsm/`` first when run in a workspace: prefer the console script.
 """
 
 from __future__ import annotations

@@ -219,17 +219,23 @@ def _sandbox(
     """The sandbox of the run's commands; without one the run does not start."""
     if args.no_sandbox:
         print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
-        return Unsandboxed()
+        return Unsandboxed(env=settings.sandbox.env)
     try:
-        return detect_sandbox(
+        sandbox = detect_sandbox(
             workspace,
             allow_network=args.allow_network or settings.sandbox.network,
             read_paths=settings.sandbox.read,
             write_paths=settings.sandbox.write,
             protected=protected,
+            env=settings.sandbox.env,
+            limits=settings.sandbox.limits,
         )
-    except SandboxUnavailable as error:
+    except (SandboxUnavailable, ValueError) as error:
         raise UsageError(str(error)) from None
+    bound = sandbox.describe().get("limits", {}).get("processes_bound", "")
+    if bound.startswith("NOT BOUNDED"):
+        print(f"agentfsm run: WARNING: sandboxed processes are {bound}", file=sys.stderr)
+    return sandbox
 
 
 def _protected(workspace: Path, session_dir: Path) -> tuple[str, ...]:

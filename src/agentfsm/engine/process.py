@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,7 +25,9 @@ __all__ = [
     "CommandSandbox",
     "SandboxUnavailable",
     "Unsandboxed",
+    "env_names",
     "run_command",
+    "sandbox_environ",
     "scrubbed_environ",
 ]
 
@@ -33,6 +35,10 @@ _SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|PRIVATE|^AWS_|^OPENAI_|^ANTHROPIC_",
     re.IGNORECASE,
 )
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What a name in an environment allow-list must look like."""
+ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ")
+"""The variables every sandboxed command gets (with ``LC_*``), when this process has them."""
 DRAIN_SECONDS = 1.0
 """How long the output is still read after the command exited and its group was killed
 (a process outside the group may hold the pipe open; then reading stops)."""
@@ -43,10 +49,43 @@ def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]
 
     Dropped: names containing KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE
     or PRIVATE (any case), and names starting with AWS_, OPENAI_ or ANTHROPIC_. PATH, LANG,
-    LC_*, TERM, TZ and the like are kept.
+    LC_*, TERM, TZ and the like are kept. A deny-list misses secrets under other names
+    (``LLM_CREDS``, ``OTEL_EXPORTER_OTLP_HEADERS``, a proxy URL with a password): commands
+    get :func:`sandbox_environ`, an allow-list, instead.
     """
     source = os.environ if environ is None else environ
     return {name: value for name, value in source.items() if not _SECRET_NAME.search(name)}
+
+
+def env_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` checked to be environment variable names, without duplicates.
+
+    Raises:
+        ValueError: a name is not ``[A-Za-z_][A-Za-z0-9_]*``.
+    """
+    names = tuple(dict.fromkeys(names))
+    for name in names:
+        if not isinstance(name, str) or ENV_NAME.fullmatch(name) is None:
+            raise ValueError(f"{name!r} is not an environment variable name")
+    return names
+
+
+def sandbox_environ(
+    names: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a sandboxed command: an allow-list of ``environ`` (default: this
+    process's).
+
+    Kept: ``PATH``, ``LANG``, ``LANGUAGE``, ``LC_*``, ``TERM``, ``COLORTERM``, ``TZ`` and
+    the ``names`` given (the user's ``"sandbox": {"env": [...]}``). Everything else, API
+    keys, tokens, proxy URLs with passwords, ``OTEL_*`` headers, is left out whatever its
+    name. The sandbox then sets its own ``HOME`` and ``TMPDIR``.
+    """
+    source = os.environ if environ is None else environ
+    wanted = {*ALLOWED_ENV, *env_names(names)}
+    return {
+        name: value for name, value in source.items() if name in wanted or name.startswith("LC_")
+    }
 
 
 class SandboxUnavailable(RuntimeError, RunRefused):
@@ -74,15 +113,26 @@ class CommandSandbox(Protocol):
 class Unsandboxed:
     """The explicit opt-out: commands run as this process's user, with its full access.
 
-    Only the environment is scrubbed of secrets. When the command exits its process group
+    Only the environment is narrowed, to the allow-list of :func:`sandbox_environ` (plus
+    ``env``) with this process's ``HOME`` and ``TMPDIR``. No resource limit and no setuid
+    filter apply: a command can make a setuid file. When the command exits its process group
     is killed, but a process that left the group (``setsid``) survives the call; on a timeout
     or a cancel everything still under the command is killed too.
     """
 
     name = "none"
+    env: tuple[str, ...] = ()
+    """More variables the commands get (a subclass that skips ``__init__`` gets none)."""
+
+    def __init__(self, *, env: Iterable[str] = ()) -> None:
+        self.env = env_names(env)
 
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
-        return ["/bin/sh", "-c", command], scrubbed_environ()
+        environ = sandbox_environ(self.env)
+        for name in ("HOME", "TMPDIR"):
+            if name in os.environ:
+                environ[name] = os.environ[name]
+        return ["/bin/sh", "-c", command], environ
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -90,7 +140,9 @@ class Unsandboxed:
             "network": True,
             "write": "everything this user may write",
             "read": "everything this user may read",
-            "environment": "scrubbed of secrets",
+            "environment": [*ALLOWED_ENV, "LC_*", "HOME", "TMPDIR", *self.env],
+            "setuid": "allowed",
+            "limits": None,
         }
 
     def __repr__(self) -> str:

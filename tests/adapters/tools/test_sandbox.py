@@ -16,13 +16,15 @@ from agentfsm import ToolCall
 from agentfsm.adapters.tools import (
     BubblewrapSandbox,
     CommandSandbox,
+    ResourceLimits,
     SandboxUnavailable,
     Unsandboxed,
     detect_sandbox,
     workspace_tools,
 )
 from agentfsm.engine import sandbox as sandbox_module
-from agentfsm.engine.process import run_command, scrubbed_environ
+from agentfsm.engine.process import run_command, sandbox_environ, scrubbed_environ
+from agentfsm.engine.seccomp import setuid_filter
 
 from ...security.sandboxing import alive, kill_all, require_bubblewrap
 
@@ -49,10 +51,18 @@ def test_bubblewrap_argv(root: Path) -> None:
         write_paths=["/srv/cache"],
         bwrap="/usr/bin/bwrap",
     )
-    argv, env = box.command("make test", root)
+    launch, env = box.command("make test", root)
+    assert launch[:3] == ["/bin/sh", "-c", sandbox_module._LAUNCH]  # opens the filter on fd 3
+    assert Path(launch[3]).read_bytes() == setuid_filter()
+    argv = launch[5:]
+    assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
-    assert argv[-5:] == ["--chdir", str(root), "--", "/bin/sh", "-c", "make test"][-5:]
+    assert argv[-3:] == ["/bin/sh", "-c", "make test"]
+    tail = argv[argv.index("--") :]
+    assert tail[1:-3] == [box.prlimit, *box.limits.prlimit_args()]
     assert pairs(argv, "--chdir") == [(str(root),)]
+    assert argv[argv.index("--seccomp") + 1] == "3"
+    assert "--disable-userns" in argv
     flags = argv[: argv.index("--proc")]
     for flag in (
         "--unshare-all",
@@ -100,7 +110,10 @@ def test_bubblewrap_binds_the_interpreter_unless_the_system_or_root_holds_it(
     argv = BubblewrapSandbox(root).command("true", root)[0]
     tried = pairs(argv, "--ro-bind-try")
     assert (str(python), str(python)) in tried
-    assert all(".venv" not in p for pair in tried for p in pair)
+    # The root's .venv is the agent's own: read-only, bound over the writable root after it.
+    venv = str(root / ".venv")
+    assert (venv, venv) in tried
+    assert argv.index(venv) > argv.index(str(root))
 
 
 def test_bubblewrap_describe(root: Path) -> None:
@@ -112,6 +125,22 @@ def test_bubblewrap_describe(root: Path) -> None:
     assert "/opt" in described["read"]
     assert str(root / ".agentfsm") in described["hidden"]
     assert "home" in described
+
+
+def test_bubblewrap_describes_its_limits_and_environment(root: Path) -> None:
+    limits = ResourceLimits(processes=64, tmp_mb=32)
+    box = BubblewrapSandbox(root, env=["CARGO_HOME"], limits=limits)
+    described = box.describe()
+    assert described["limits"]["processes"] == 64
+    assert "processes_bound" in described["limits"]
+    assert "CARGO_HOME" in described["environment"]
+    assert "/etc/shadow" in described["hidden"] or not os.path.exists("/etc/shadow")
+    assert described["setuid"] == "refused (seccomp filter)"
+    argv = box.argv("true", root)
+    assert argv[argv.index("--tmpfs") - 2 : argv.index("--tmpfs")] == ["--size", str(32 << 20)]
+    assert "--nproc=64:64" in argv
+    with pytest.raises(ValueError, match="not an environment variable name"):
+        BubblewrapSandbox(root, env=["A=B"])
 
 
 def test_bubblewrap_refuses_bad_paths(root: Path) -> None:
@@ -203,6 +232,31 @@ def test_scrubbed_environ() -> None:
     }
 
 
+def test_sandbox_environ_is_an_allow_list() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LANGUAGE": "en",
+        "LC_ALL": "C",
+        "TERM": "xterm",
+        "COLORTERM": "truecolor",
+        "TZ": "UTC",
+        "HOME": "/home/me",
+        "LLM_CREDS": "x",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x",
+        "DATABASE_URL": "x",
+        "http_proxy": "x",
+        "FOO": "x",
+        "CARGO_HOME": "/c",
+    }
+    kept = {"PATH", "LANG", "LANGUAGE", "LC_ALL", "TERM", "COLORTERM", "TZ"}
+    assert set(sandbox_environ(environ=environ)) == kept
+    assert set(sandbox_environ(["CARGO_HOME", "ABSENT"], environ)) == {*kept, "CARGO_HOME"}
+    for bad in ("A=B", "1X", "", "LLM CREDS", "X\u2028"):
+        with pytest.raises(ValueError, match="not an environment variable name"):
+            sandbox_environ([bad], environ)
+
+
 def test_unsandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary")
     none = Unsandboxed()
@@ -213,6 +267,12 @@ def test_unsandboxed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "OPENAI_API_KEY" not in env
     assert env["PATH"] == os.environ["PATH"]
     assert none.describe()["mechanism"] == "none"
+    monkeypatch.setenv("LLM_CREDS", "creds")
+    monkeypatch.setenv("CARGO_HOME", "/c")
+    monkeypatch.setenv("HOME", "/home/me")
+    env = Unsandboxed(env=["CARGO_HOME"]).command("true", tmp_path)[1]
+    assert "LLM_CREDS" not in env
+    assert (env["CARGO_HOME"], env["HOME"]) == ("/c", "/home/me")
 
 
 @pytest.fixture(params=["none", "bubblewrap"])

@@ -6,7 +6,7 @@ from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandbo
 from .builtin import WorkspaceTools, workspace_tools
 from .fs import PathRefused, SafeRoot
 from .mcp import McpConnectionError, McpServer, McpTools
-from .sandbox import BubblewrapSandbox, detect_sandbox
+from .sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
 from .settings import SandboxSettings, Settings, SettingsError, load_settings
 from .toolbox import FunctionTool, ToolBox, tool
 from .truncate import OutputStore, truncate_for_model
@@ -24,6 +24,7 @@ __all__ = [
     "PathRefused",
     "PermissionRule",
     "Permissions",
+    "ResourceLimits",
     "SafeRoot",
     "SandboxSettings",
     "SandboxUnavailable",

@@ -8,7 +8,12 @@ applied: unknown keys, wrong types and unparsable rules are all refused (fail cl
 
     {
       "permissions": {"allow": ["shell(git status)"], "deny": ["shell(rm *)"]},
-      "sandbox": {"network": false, "read": ["/opt/toolchain"], "write": ["/var/cache/build"]},
+      "sandbox": {
+        "network": false, "read": ["/opt/toolchain"], "write": ["/var/cache/build"],
+        "env": ["CARGO_HOME"],
+        "limits": {"processes": 512, "memory_mb": 2048, "file_size_mb": 512, "tmp_mb": 512,
+                   "cpu_seconds": 600}
+      },
       "provider": {"quirks": {"explicit_tool_choice": true, "stream_with_tools": false}}
     }
 
@@ -16,6 +21,11 @@ applied: unknown keys, wrong types and unparsable rules are all refused (fail cl
 the OpenAI wire, ``AnthropicQuirks`` fields for the Anthropic wire; ``agentfsm conformance
 probe --write-settings`` writes it); a name no wire has is refused here, a name the run's
 wire lacks when the run builds its provider.
+
+``sandbox.env`` names the variables sandboxed commands get beyond the fixed allow-list
+(``PATH``, ``LANG``, ``LC_*``…); ``sandbox.limits`` sets the resource limits of each
+command (:class:`~agentfsm.engine.limits.ResourceLimits`; a key left out keeps its default).
+``/`` is refused as a read or write path.
 """
 
 from __future__ import annotations
@@ -26,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from attrs import field, frozen
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from agentfsm.adapters.providers.profiles import QuirkValue, all_quirk_names
 from agentfsm.engine.files import read_small_file
+from agentfsm.engine.limits import ResourceLimits
+from agentfsm.engine.process import env_names
 
 from .workspace import SETTINGS_FILE, PermissionRule, Permissions
 
@@ -60,6 +72,10 @@ class SandboxSettings:
     """More absolute paths sandboxed commands may read."""
     write: tuple[str, ...] = ()
     """More absolute paths sandboxed commands may write (and read)."""
+    env: tuple[str, ...] = ()
+    """More environment variables sandboxed commands get (beyond ``PATH``, ``LANG``…)."""
+    limits: ResourceLimits = field(factory=ResourceLimits)
+    """The resource limits of each sandboxed command."""
 
 
 @frozen
@@ -91,10 +107,20 @@ class _PermissionsModel(_Strict):
     deny: list[StrictStr] = []
 
 
+class _LimitsModel(_Strict):
+    processes: StrictInt = ResourceLimits().processes
+    memory_mb: StrictInt = ResourceLimits().memory_mb
+    file_size_mb: StrictInt = ResourceLimits().file_size_mb
+    tmp_mb: StrictInt = ResourceLimits().tmp_mb
+    cpu_seconds: StrictInt = ResourceLimits().cpu_seconds
+
+
 class _SandboxModel(_Strict):
     network: StrictBool = False
     read: list[StrictStr] = []
     write: list[StrictStr] = []
+    env: list[StrictStr] = []
+    limits: _LimitsModel = _LimitsModel()
 
 
 class _ProviderModel(_Strict):
@@ -124,7 +150,9 @@ def _where(error: ValidationError) -> str:
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown key (allowed: permissions.allow, permissions.deny, sandbox.network, "
-        message += "sandbox.read, sandbox.write, provider.quirks)"
+        message += "sandbox.read, sandbox.write, sandbox.env, sandbox.limits.processes, "
+        message += "sandbox.limits.memory_mb, sandbox.limits.file_size_mb, "
+        message += "sandbox.limits.tmp_mb, sandbox.limits.cpu_seconds, provider.quirks)"
     return f"{location}: {message}"
 
 
@@ -134,8 +162,29 @@ def _paths(values: list[str], key: str) -> tuple[str, ...]:
         expanded = os.path.expanduser(value)
         if not os.path.isabs(expanded):
             raise SettingsError(f"{SETTINGS_FILE}: {key}: {value!r} is not an absolute path")
-        paths.append(os.path.normpath(expanded))
+        normal = os.path.normpath(expanded)
+        if os.path.dirname(normal) == normal:
+            raise SettingsError(f"{SETTINGS_FILE}: {key}: / would open the whole machine")
+        paths.append(normal)
     return tuple(paths)
+
+
+def _sandbox(model: _SandboxModel) -> SandboxSettings:
+    try:
+        env = env_names(model.env)
+    except ValueError as error:
+        raise SettingsError(f"{SETTINGS_FILE}: sandbox.env: {error}") from None
+    try:
+        limits = ResourceLimits(**model.limits.model_dump())
+    except ValueError as error:
+        raise SettingsError(f"{SETTINGS_FILE}: sandbox.limits.{error}") from None
+    return SandboxSettings(
+        model.network,
+        _paths(model.read, "sandbox.read"),
+        _paths(model.write, "sandbox.write"),
+        env,
+        limits,
+    )
 
 
 def load_settings(root: str | Path) -> Settings:
@@ -174,10 +223,6 @@ def load_settings(root: str | Path) -> Settings:
             raise SettingsError(f"{where}: a quirk is true/false, a number, a name or null")
     return Settings(
         Permissions(rules["allow"], rules["deny"]),
-        SandboxSettings(
-            model.sandbox.network,
-            _paths(model.sandbox.read, "sandbox.read"),
-            _paths(model.sandbox.write, "sandbox.write"),
-        ),
+        _sandbox(model.sandbox),
         ProviderSettings(tuple(model.provider.quirks.items())),
     )

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentfsm.engine.limits import ResourceLimits, explain_limit
 from agentfsm.engine.messages import ToolResult
 from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, run_command
 from agentfsm.engine.protocols import SupportsAbort
@@ -23,6 +24,8 @@ class ShellTool:
     Commands run in ``sandbox``; without one, the OS sandbox found here on first use
     (:func:`detect_sandbox`, hiding ``protected``). When none works, every call fails with
     what to install: a command never runs unsandboxed unless given :class:`Unsandboxed`.
+    A failure that shows a resource limit of the sandbox (its ``limits``) says which one,
+    its value and the settings key that raises it.
     """
 
     def __init__(
@@ -68,15 +71,18 @@ class ShellTool:
         code, output = await run_command(
             command, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
         )
+        if code == 0:
+            return ToolResult(True, output or "(no output)")
         if code is None:
-            return ToolResult(
-                False,
-                output,
-                f"timed out after {limit:g} s; the command and its children were killed",
-            )
-        if code != 0:
-            return ToolResult(False, output, f"exit code {code}")
-        return ToolResult(True, output or "(no output)")
+            reason = f"timed out after {limit:g} s; the command and its children were killed"
+        else:
+            reason = f"exit code {code}"
+        limits = getattr(sandbox, "limits", None)
+        if isinstance(limits, ResourceLimits):
+            hit = explain_limit(code, output, limits)
+            if hit is not None:
+                reason = f"{reason}: {hit}"
+        return ToolResult(False, output, reason)
 
     def tool(self) -> FunctionTool:
         """The ``shell`` function tool (destructive)."""
