@@ -56,7 +56,9 @@ def test_the_session_records_the_sandbox(
 ) -> None:
     require_bubblewrap(workspace)
     chat = ScriptedChat([tool_reply(("shell", {"command": "cat /etc/hostname; ls ~"})), "done"])
-    assert main(["run", "hi", "--workspace", str(workspace)], chat=chat) == 0
+    # The workspace's file widens the sandbox (an env name): applied only with consent.
+    trust = "--trust-workspace-settings"
+    assert main(["run", "hi", "--workspace", str(workspace), trust], chat=chat) == 0
     sandbox = run_start(workspace)["sandbox"]
     assert isinstance(sandbox, dict)
     assert sandbox["mechanism"] == "bubblewrap"
@@ -138,7 +140,9 @@ def test_settings_env_and_limits_reach_the_sandbox(
     )
     command = "printenv MY_TOOL_HOME LLM_CREDS; head -c 2M /dev/zero > big"
     chat = ScriptedChat([tool_reply(("shell", {"command": command})), "done"])
-    assert main(["run", "hi", "--workspace", str(workspace)], chat=chat) == 0
+    # The workspace's file widens the sandbox (an env name): applied only with consent.
+    trust = "--trust-workspace-settings"
+    assert main(["run", "hi", "--workspace", str(workspace), trust], chat=chat) == 0
     sandbox = run_start(workspace)["sandbox"]
     assert isinstance(sandbox, dict)
     assert sandbox["limits"]["file_size_mb"] == 1
