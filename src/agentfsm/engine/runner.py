@@ -112,8 +112,7 @@ class LoopRunner:
             ctx.tools = tools
         self._destructive = frozenset(s.name for s in ctx.tool_specs if s.destructive)
         self._started: set[int] = set()
-        """Positions (in the reply's calls) of the current turn's calls whose tool has
-        started: a reply may repeat an id, so calls are never told apart by id."""
+        """Positions in the reply of the turn's calls whose tool started (ids may repeat)."""
         self._reported: BaseException | None = None
         """The error the ``error`` event already reported."""
         self._interrupter: Interrupter | None = None
@@ -419,8 +418,7 @@ class LoopRunner:
         await self._post(call, result, cut)
 
     async def _run_batch(self, batch: tuple[ToolCall, ...], first: int) -> None:
-        """Run concurrency-safe calls together (``first``: the position of the first in the
-        reply); post results in call order."""
+        """Run concurrency-safe calls together (the first at ``first``); post in order."""
         ctx = self.ctx
         if ctx.interruptible and ctx.signal_aborted:
             for call in batch:

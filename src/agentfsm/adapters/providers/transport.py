@@ -23,6 +23,7 @@ from httpx_sse import ServerSentEvent
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body, redact
+from .keys import Secret
 from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from .sse import SSEDecoder
 from .steps import Aborted, Expired, step
@@ -62,11 +63,14 @@ class Timeouts:
 
 @frozen
 class TransportContext:
-    """Who is calling, for errors: the provider's name, the secrets to scrub, the bounds."""
+    """Who is calling, for errors: the provider's name, the secrets to scrub, the bounds;
+    and the :class:`~agentfsm.adapters.providers.keys.KeyAuth` that puts the key on each
+    request as it is sent (``None``: the client's own auth, if any)."""
 
     provider: str
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str | Secret, ...] = ()
     limits: Limits = field(factory=Limits)
+    auth: httpx.Auth | None = None
 
 
 def _aborted(ctx: TransportContext, started: bool) -> ProviderError:
@@ -200,7 +204,12 @@ async def _send_once(
         raise expired(ctx, deadline)
     try:
         return await step(
-            client.send(request, stream=True, follow_redirects=False),
+            client.send(
+                request,
+                stream=True,
+                follow_redirects=False,
+                auth=ctx.auth if ctx.auth is not None else httpx.USE_CLIENT_DEFAULT,
+            ),
             signal,
             timeouts.first_byte,
             deadline,
