@@ -136,6 +136,17 @@ def bad_response(
     )
 
 
+def _scrub_headers(response: httpx.Response, ctx: TransportContext) -> None:
+    """Redact a key that the server echoed in a response header (the response lives on in
+    the frames of a failed call, where error reporters print it)."""
+    if not ctx.secrets:
+        return
+    for name, value in response.headers.multi_items():
+        clean = redact(value, ctx.secrets)
+        if clean != value:
+            response.headers[name] = clean
+
+
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     port = url.port or {"http": 80, "https": 443}.get(url.scheme)
     return (url.scheme, url.host, port)
@@ -157,6 +168,7 @@ async def send(
     """
     for _ in range(MAX_REDIRECTS + 1):
         response = await _send_once(client, request, timeouts, signal, ctx, deadline)
+        _scrub_headers(response, ctx)
         if not response.is_redirect:
             return response
         await response.aclose()
