@@ -362,7 +362,9 @@ def test_reprs_of_adapters_and_secrets_hide_the_key(key: str, attacks: AttackTal
         pickle.dumps(Secret(key))
 
 
-async def test_the_key_is_sent_and_a_non_ascii_key_is_refused(key: str) -> None:
+async def test_the_key_is_sent_and_a_non_ascii_key_is_refused(
+    key: str, attacks: AttackTally
+) -> None:
     with FakeProviderServer() as server:
         server.enqueue(Reply.json({"choices": [{"message": {"content": "ok"}}]}))
         server.enqueue(Reply.json({"content": [{"type": "text", "text": "ok"}]}))
@@ -379,9 +381,16 @@ async def test_the_key_is_sent_and_a_non_ascii_key_is_refused(key: str) -> None:
     assert sent[0]["authorization"] == f"Bearer {key}"
     assert sent[1]["x-api-key"] == key
     assert sent[2]["api-key"] == key
-    with pytest.raises(ValueError, match="printable ASCII") as caught:
-        OpenAIChat("m", api_key=key + "é")
-    assert key not in str(caught.value)
+    odd = OpenAIChat("m", base_url=closed_port(), api_key=key + "\u00e9\udcff")
+    with pytest.raises(ProviderError, match="printable ASCII") as caught:
+        await odd([UserMessage("hi")], [])
+    await odd.aclose()
+    assert caught.value.kind == "auth"
+    needle = key.rsplit("-", 1)[1]
+    error = library_frames_only(caught.value)
+    for name, probe in PROBES.items():
+        leak = probe(error, needle)
+        attacks.record(KIND, bool(leak), f"non-ASCII key {name}: {str(leak)[:300]}")
 
 
 PYTEST_FILE = """

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import httpx
 
-__all__ = ["SENSITIVE_HEADERS", "KeyAuth", "Secret", "registered_secrets"]
+__all__ = ["SENSITIVE_HEADERS", "KeyAuth", "KeyRefused", "Secret", "registered_secrets"]
 
 SENSITIVE_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
@@ -79,6 +79,22 @@ def registered_secrets() -> tuple[Secret, ...]:
     return tuple(_REGISTERED)
 
 
+def _header_safe(value: str) -> bool:
+    return all(ch == "\t" or " " <= ch <= "~" for ch in value)
+
+
+class KeyRefused(Exception):
+    """A key holds characters an HTTP header cannot carry (only printable ASCII can go);
+    the message names the header, never the key."""
+
+    def __init__(self, header: str) -> None:
+        super().__init__(
+            f"the key for the {header} header holds characters an HTTP header cannot carry "
+            "(only printable ASCII)"
+        )
+        self.header = header
+
+
 class _HiddenBytes(bytes):
     """A header value whose ``repr`` hides it (httpcore keeps it in the request it sent)."""
 
@@ -104,6 +120,9 @@ class KeyAuth(httpx.Auth):
         return f"KeyAuth({[name for name, _, _ in self._headers]!r})"
 
     def _put(self, request: httpx.Request) -> None:
+        for name, _, secret in self._headers:
+            if not _header_safe(secret.reveal()):
+                raise KeyRefused(name)
         request.headers.update(
             {
                 name.encode("ascii"): _HiddenBytes(

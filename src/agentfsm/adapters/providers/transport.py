@@ -23,7 +23,7 @@ from httpx_sse import ServerSentEvent
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body, redact
-from .keys import Secret
+from .keys import KeyRefused, Secret
 from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from .sse import SSEDecoder
 from .steps import Aborted, Expired, step
@@ -230,6 +230,8 @@ async def _send_once(
         raise _aborted(ctx, False) from None
     except Expired:
         raise expired(ctx, deadline) from None
+    except KeyRefused as exc:
+        raise ProviderError("auth", str(exc), provider=ctx.provider) from None
     except TimeoutError:
         raise ProviderError(
             "timeout",
