@@ -15,7 +15,8 @@ The result says whether the tool had started, so the model knows it may have act
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .messages import ToolCall, ToolResult
@@ -71,15 +72,20 @@ def cancelled_from_outside() -> bool:
 
 
 def open_calls(
-    calls: Sequence[ToolCall], answered: Iterable[ToolOutcome], started: set[str]
+    calls: Sequence[ToolCall], answered: Iterable[ToolOutcome], started: Collection[int]
 ) -> list[tuple[ToolCall, ToolResult]]:
     """The calls among ``calls`` (a reply's, in order) that no outcome in ``answered`` (the
-    turn's) answers, once each, with the cancelled result that closes them (``started``: ids
-    of the calls whose tool ran)."""
-    seen = {outcome.call.id for outcome in answered}
+    turn's) answers, each with the cancelled result that closes it (``started``: the
+    positions in ``calls`` of the calls whose tool ran).
+
+    Calls are told apart by position, not by id: a reply may repeat an id, and each of its
+    calls is closed once. Outcomes are posted in call order, so the first ``k`` calls of an
+    id that ``k`` outcomes answer are the answered ones."""
+    answers = Counter(outcome.call.id for outcome in answered)
     left: list[tuple[ToolCall, ToolResult]] = []
-    for call in calls:
-        if call.id not in seen:
-            seen.add(call.id)
-            left.append((call, cancelled_result(call.id in started)))
+    for position, call in enumerate(calls):
+        if answers[call.id] > 0:
+            answers[call.id] -= 1
+            continue
+        left.append((call, cancelled_result(position in started)))
     return left

@@ -111,8 +111,8 @@ class LoopRunner:
         if ctx.tools is None:
             ctx.tools = tools
         self._destructive = frozenset(s.name for s in ctx.tool_specs if s.destructive)
-        self._started: set[str] = set()
-        """Ids of the current turn's calls whose tool has started."""
+        self._started: set[int] = set()
+        """Positions in the reply of the turn's calls whose tool started (ids may repeat)."""
         self._reported: BaseException | None = None
         """The error the ``error`` event already reported."""
         self._interrupter: Interrupter | None = None
@@ -388,11 +388,13 @@ class LoopRunner:
         self._started = set()
         token = current_run.set(ctx)
         try:
+            first = 0  # the position of the batch's first call in the reply
             for batch in plan_tool_batches(ctx.last_result.message.tool_calls, ctx.tool_specs):
                 if len(batch) == 1:
-                    await self._run_alone(batch[0])
+                    await self._run_alone(batch[0], first)
                 else:
-                    await self._run_batch(batch)
+                    await self._run_batch(batch, first)
+                first += len(batch)
         finally:
             current_run.reset(token)
         images = images_message(ctx.turn_tools)
@@ -401,13 +403,13 @@ class LoopRunner:
         await self._turn_end_observers()
         return "tools_done"
 
-    async def _run_alone(self, call: ToolCall) -> None:
+    async def _run_alone(self, call: ToolCall, position: int) -> None:
         ctx = self.ctx
         cut = ctx.interruptible and ctx.signal_aborted
         result = ToolResult(ok=False, output="", error=INTERRUPTED)
         if not cut:
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
-            self._started.add(call.id)
+            self._started.add(position)
             try:
                 result = await self._interruptible(run_tool(self.tools, call, ctx.params.signal))
             except AbortError:
@@ -415,16 +417,16 @@ class LoopRunner:
                 result = ToolResult(ok=False, output="", error=INTERRUPTED)
         await self._post(call, result, cut)
 
-    async def _run_batch(self, batch: tuple[ToolCall, ...]) -> None:
-        """Run concurrency-safe calls together; post results in call order."""
+    async def _run_batch(self, batch: tuple[ToolCall, ...], first: int) -> None:
+        """Run concurrency-safe calls together (the first at ``first``); post in order."""
         ctx = self.ctx
         if ctx.interruptible and ctx.signal_aborted:
             for call in batch:
                 await self._post(call, ToolResult(ok=False, output="", error=INTERRUPTED), True)
             return
-        for call in batch:
+        for position, call in enumerate(batch, start=first):
             self._emit(ToolCallStartEvent(turn=ctx.turn, call=call))
-            self._started.add(call.id)
+            self._started.add(position)
         # One coroutine per call, created only when its task starts: a batch cancelled
         # before then leaves no tool coroutine un-awaited.
         results = await asyncio.gather(

@@ -5,7 +5,9 @@ from .anthropic_wire import AnthropicQuirks
 from .endpoints import endpoint_url
 from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
 from .http_adapter import default_http_client
+from .keys import Secret
 from .limits import Limits
+from .log_filter import SecretsFilter
 from .openai_chat import OpenAIChat
 from .openai_wire import OpenAIQuirks
 from .replay import ReplayTransport, WireFixture, load_wire_fixture
@@ -25,6 +27,8 @@ __all__ = [
     "ReplayTransport",
     "RetryPolicy",
     "Router",
+    "Secret",
+    "SecretsFilter",
     "Timeouts",
     "WireFixture",
     "default_http_client",

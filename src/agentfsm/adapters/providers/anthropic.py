@@ -15,6 +15,7 @@ from .anthropic_wire import AnthropicQuirks, EventAccumulator, build_request, pa
 from .endpoints import endpoint_url
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
+from .keys import Secret
 from .limits import Deadline, Limits
 from .retry import RetryPolicy
 from .shapes import shape_guard
@@ -37,7 +38,8 @@ class AnthropicChat(HttpAdapter):
         base_url: The server root (``/v1/messages`` is appended) or the API root ending
             in ``/v1`` (``/messages`` is appended): see
             :func:`~agentfsm.adapters.providers.endpoint_url`.
-        api_key: Sent as ``x-api-key``; never written to errors, events or logs.
+        api_key: Sent as ``x-api-key``; never written to errors, events or logs, nor shown
+            by a ``repr`` (see :class:`~agentfsm.adapters.providers.Secret`).
         http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
         stream: Stream responses.
         quirks: What the server needs when it differs from Anthropic (see
@@ -50,6 +52,7 @@ class AnthropicChat(HttpAdapter):
     """
 
     default_name = "anthropic"
+    key_header = ("x-api-key", "")
     provider_name = "anthropic"
     """``gen_ai.provider.name`` of its calls in traces."""
 
@@ -58,7 +61,7 @@ class AnthropicChat(HttpAdapter):
         model: str,
         *,
         base_url: str = "https://api.anthropic.com",
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
         quirks: AnthropicQuirks | None = None,
@@ -89,8 +92,6 @@ class AnthropicChat(HttpAdapter):
             "accept": "text/event-stream" if body.get("stream") else "application/json",
             **self._headers,
         }
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
         url = endpoint_url(self.base_url, "anthropic")
         return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
 

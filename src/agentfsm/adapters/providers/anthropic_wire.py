@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,19 +21,22 @@ from agentfsm.engine.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.engine.text import utf8_bytes
 
 from .limits import BadShape, Limits, TooLarge
-from .openai_wire import decode_arguments
+from .openai_wire import decode_arguments, unique_call_id
 from .shapes import Buffer, opt_dict, opt_list, opt_str
 from .usage import anthropic_usage, merge_usage_fields
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "MAX_TOOL_USE_ID",
     "AnthropicQuirks",
     "EventAccumulator",
     "build_request",
     "normalize_stop_reason",
     "parse_message",
+    "wire_tool_id",
 ]
 
 DEFAULT_MAX_TOKENS = 8192
@@ -84,6 +90,54 @@ def _merge(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -
         out.append({"role": role, "content": blocks})
 
 
+MAX_TOOL_USE_ID = 64
+"""The longest ``tool_use`` id sent; every id sent matches ``^[a-zA-Z0-9_-]+$``."""
+_WIRE_ID = re.compile(rf"[a-zA-Z0-9_-]{{1,{MAX_TOOL_USE_ID}}}")
+_NOT_WIRE = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+def wire_tool_id(call_id: str, salt: int = 0) -> str:
+    """``call_id`` as the Messages API accepts it: unchanged when it already matches
+    ``^[a-zA-Z0-9_-]+$`` within :data:`MAX_TOOL_USE_ID` characters, else its allowed
+    characters (at most 40) and a hash of the whole id (other providers' ids such as
+    ``call_abc.def:1``, empty ids, spaces, non-ASCII text, lone surrogates). The same id
+    always gives the same result; ``salt`` gives another one for the same id."""
+    if not salt and _WIRE_ID.fullmatch(call_id):
+        return call_id
+    prefix = _NOT_WIRE.sub("_", call_id)[:40].strip("_") or "id"
+    seed = utf8_bytes(call_id) + (f"\x00{salt}".encode() if salt else b"")
+    return f"{prefix}_{hashlib.sha256(seed).hexdigest()[:16]}"
+
+
+class _WireIds:
+    """The ids of one request's history on the wire: each original id has one wire id
+    (:func:`wire_tool_id`) in every turn, and distinct ids get distinct wire ids."""
+
+    def __init__(self) -> None:
+        self._wire: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def _fresh(self, call_id: str, salt: int) -> str:
+        wire = wire_tool_id(call_id, salt)
+        while wire in self._taken:
+            salt += 1
+            wire = wire_tool_id(call_id, salt)
+        self._taken.add(wire)
+        return wire
+
+    def of(self, call_id: str) -> str:
+        """The wire id of ``call_id``."""
+        wire = self._wire.get(call_id)
+        if wire is None:
+            wire = self._wire[call_id] = self._fresh(call_id, 0)
+        return wire
+
+    def repeat(self, call_id: str, occurrence: int) -> str:
+        """A wire id of its own for the ``occurrence``-th repeat of ``call_id`` in one turn
+        (the API rejects a turn whose ``tool_use`` blocks share an id)."""
+        return self._fresh(call_id, occurrence)
+
+
 def build_request(
     model: str,
     messages: Sequence[Message],
@@ -98,7 +152,10 @@ def build_request(
     quirks = quirks if quirks is not None else AnthropicQuirks()
     system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
     turns: list[dict[str, Any]] = []
-    open_calls: set[str] = set()
+    ids = _WireIds()
+    open_calls: dict[str, deque[str]] = {}
+    """The latest assistant turn's calls not yet answered: original id -> wire ids, in
+    order (a turn may repeat an id; its results pair with its calls in order)."""
     for message in messages:
         if isinstance(message, UserMessage):
             user_blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
@@ -118,23 +175,27 @@ def build_request(
             blocks: list[dict[str, Any]] = []
             if message.content:
                 blocks.append({"type": "text", "text": message.content})
+            open_calls = {}
             for call in message.tool_calls:
+                pending = open_calls.setdefault(call.id, deque())
+                wire = ids.repeat(call.id, len(pending)) if pending else ids.of(call.id)
+                pending.append(wire)
                 blocks.append(
-                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                    {"type": "tool_use", "id": wire, "name": call.name, "input": call.arguments}
                 )
-            open_calls = {c.id for c in message.tool_calls}
             if blocks:
                 _merge(turns, "assistant", blocks)
         elif isinstance(message, ToolMessage):
-            if message.tool_call_id in open_calls:
+            answers = open_calls.get(message.tool_call_id)
+            if answers:
                 block: dict[str, Any] = {
                     "type": "tool_result",
-                    "tool_use_id": message.tool_call_id,
+                    "tool_use_id": answers.popleft(),
                     "content": message.content,
                 }
                 if message.is_error:
                     block["is_error"] = True
-            else:  # its call was summarized away: keep the text, drop the pairing
+            else:  # its call was summarized away (or already answered): keep the text only
                 block = {
                     "type": "text",
                     "text": f"[result of tool call {message.tool_call_id}]\n{message.content}",
@@ -181,6 +242,7 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
     text: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
+    seen: set[str] = set()
     blocks = opt_list(data.get("content"), "content")
     uses = sum(1 for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use")
     if uses > limits.max_tool_calls:
@@ -201,14 +263,12 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
             arguments, bad = decode_arguments(
                 block.get("input"), limits.max_json_depth, limits.max_argument_bytes
             )
-            calls.append(
-                ToolCall(
-                    _str(block.get("id"), "content[].id"),
-                    _str(block.get("name"), "content[].name"),
-                    arguments,
-                    raw_arguments=bad,
-                )
+            name = _str(block.get("name"), "content[].name")
+            args = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+            call_id = unique_call_id(
+                _str(block.get("id"), "content[].id"), len(calls), name, args, seen
             )
+            calls.append(ToolCall(call_id, name, arguments, raw_arguments=bad))
     reply = AssistantMessage("".join(text), tool_calls=calls, reasoning="".join(thinking) or None)
     return ChatResult(
         reply,
@@ -349,6 +409,7 @@ class EventAccumulator:
         text: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
+        seen: set[str] = set()
         limits = self.limits
         for index in self.order:
             block = self.blocks[index]
@@ -362,7 +423,9 @@ class EventAccumulator:
                 arguments, bad = decode_arguments(
                     source, limits.max_json_depth, limits.max_argument_bytes
                 )
-                calls.append(ToolCall(block.id, block.name, arguments, raw_arguments=bad))
+                args = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+                call_id = unique_call_id(block.id, len(calls), block.name, args, seen)
+                calls.append(ToolCall(call_id, block.name, arguments, raw_arguments=bad))
         reply = AssistantMessage(
             "".join(text), tool_calls=calls, reasoning="".join(thinking) or None
         )

@@ -11,8 +11,10 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
+
+from .keys import Secret
 
 __all__ = [
     "RETRYABLE_KINDS",
@@ -107,10 +109,11 @@ class ProviderError(Exception):
         """Pickles with every attribute (a durable run records a failed step's error)."""
         return (self.__class__, (self.kind, self.message), self.__dict__.copy())
 
-    def scrub(self, secrets: tuple[str, ...]) -> ProviderError:
+    def scrub(self, secrets: Iterable[str | Secret]) -> ProviderError:
         """Remove ``secrets`` (and long pieces of them) from every string this error carries
         (message, code, type, provider name, ``args``); returns the error itself."""
-        if not any(secret and len(secret) >= 8 for secret in secrets):
+        secrets = tuple(secrets)
+        if not any(len(secret) >= 8 for secret in secrets):
             return self
         self.message = redact(self.message, secrets)
         if self.provider_code is not None:
@@ -143,10 +146,11 @@ class ProviderError(Exception):
         return f"ProviderError({self.kind!r}, {self.message!r}, status={self.status!r})"
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
+def redact(text: str, secrets: Iterable[str | Secret]) -> str:
     """``text`` with every secret (and any 8+ character piece of one) replaced."""
-    for secret in secrets:
-        if secret and len(secret) >= 8:
+    for given in secrets:
+        if len(given) >= 8:
+            secret = given.reveal() if isinstance(given, Secret) else given
             text = text.replace(secret, "[redacted]")
             # Providers echo keys partly masked ("sk-abc***xyz"): hide long fragments too.
             for size in (16, 12, 8):
@@ -304,7 +308,7 @@ def classify_error_body(
     headers: Mapping[str, str] | None = None,
     *,
     in_stream: bool = False,
-    secrets: tuple[str, ...] = (),
+    secrets: Iterable[str | Secret] = (),
     provider: str | None = None,
 ) -> ProviderError:
     """Build the :class:`ProviderError` for an error response (or an in-stream error)."""

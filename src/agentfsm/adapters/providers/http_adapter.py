@@ -14,7 +14,9 @@ from agentfsm.engine.messages import ChatResult
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body
+from .keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
 from .limits import BadShape, Deadline, Limits, loads_bounded
+from .log_filter import install_secrets_filter
 from .retry import RetryPolicy, call_with_retries
 from .shapes import shape_guard
 from .transport import Timeouts, TransportContext, frame_text, read_body
@@ -94,10 +96,35 @@ def _forget(error: BaseException) -> None:
     error.__suppress_context__ = True
 
 
+def _key_headers(
+    api_key: str | Secret | None, header: tuple[str, str], extra: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, tuple[str, Secret]]]:
+    """The extra headers split into plain ones and keys (:data:`SENSITIVE_HEADERS`), with
+    ``api_key`` under ``header`` (name, prefix) last, so that it wins."""
+    plain: dict[str, str] = {}
+    keys: dict[str, tuple[str, Secret]] = {}
+    for name, value in extra.items():
+        if name.lower() in SENSITIVE_HEADERS:
+            keys[name.lower()] = ("", Secret(value))
+        else:
+            plain[name] = value
+    if isinstance(api_key, str):
+        api_key = Secret(api_key) if api_key else None
+    if api_key:
+        keys[header[0]] = (header[1], api_key)
+    return plain, keys
+
+
 class HttpAdapter:
     """Base of :class:`OpenAIChat` and :class:`AnthropicChat`: the model, the endpoint, the
-    key (kept out of ``repr`` and scrubbed from errors), timeouts, limits, retries, extra
-    headers, and an ``httpx.AsyncClient`` created on first use unless one is given.
+    key, timeouts, limits, retries, extra headers, and an ``httpx.AsyncClient`` created on
+    first use unless one is given.
+
+    The key (and any extra header named in :data:`~agentfsm.adapters.providers.keys.
+    SENSITIVE_HEADERS`) is kept as a :class:`~agentfsm.adapters.providers.Secret`, put on
+    each request only while it is sent, scrubbed from errors, and redacted from the HTTP
+    libraries' log records (:class:`~agentfsm.adapters.providers.SecretsFilter`): no
+    ``repr`` of the adapter, its requests or the frames of a failed call shows it.
 
     Whatever client is given, it never follows a redirect for the adapter (see
     :func:`~agentfsm.adapters.providers.transport.send`), so the key reaches only the base
@@ -105,13 +132,15 @@ class HttpAdapter:
     """
 
     default_name = "provider"
+    key_header: tuple[str, str] = ("authorization", "Bearer ")
+    """The header carrying the key, and the text before the key in it."""
 
     def __init__(
         self,
         model: str,
         *,
         base_url: str,
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
         timeouts: Timeouts | None = None,
@@ -126,12 +155,18 @@ class HttpAdapter:
         self.timeouts = timeouts if timeouts is not None else Timeouts()
         self.retry = retry if retry is not None else RetryPolicy()
         self.limits = limits if limits is not None else Limits()
-        self._api_key = api_key
-        self._headers = dict(headers or {})
+        self._headers, keys = _key_headers(api_key, self.key_header, headers or {})
+        self._api_key = keys[self.key_header[0]][1] if self.key_header[0] in keys else None
         self._client = http_client
         self._owns_client = http_client is None
         self.name = name or httpx.URL(self.base_url).host or self.default_name
-        self._ctx = TransportContext(self.name, (api_key,) if api_key else (), self.limits)
+        secrets = tuple(secret for _, secret in keys.values())
+        auth = KeyAuth((n, prefix, secret) for n, (prefix, secret) in keys.items())
+        self._ctx = TransportContext(self.name, secrets, self.limits, auth if keys else None)
+        for secret in secrets:
+            register(secret)
+        if secrets:
+            install_secrets_filter()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"

@@ -14,6 +14,7 @@ from agentfsm.engine.protocols import ChatDelta, DeltaHandler, SupportsAbort
 from .endpoints import endpoint_url
 from .errors import ProviderError, classify_error_body
 from .http_adapter import NOT_JSON, HttpAdapter
+from .keys import Secret
 from .limits import Deadline, Limits
 from .openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
 from .retry import RetryPolicy
@@ -34,7 +35,8 @@ class OpenAIChat(HttpAdapter):
         base_url: The API root, e.g. ``https://api.openai.com/v1`` or
             ``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended (a bare host
             gets ``/v1`` first: see :func:`~agentfsm.adapters.providers.endpoint_url`).
-        api_key: Sent as a bearer token; never written to errors, events or logs.
+        api_key: Sent as a bearer token; never written to errors, events or logs, nor shown
+            by a ``repr`` (see :class:`~agentfsm.adapters.providers.Secret`).
         http_client: An ``httpx.AsyncClient`` to use (e.g. with a test transport); by default
             the adapter owns one.
         stream: Stream responses (text deltas reach ``on_delta`` as they arrive).
@@ -55,7 +57,7 @@ class OpenAIChat(HttpAdapter):
         model: str,
         *,
         base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
         quirks: OpenAIQuirks | None = None,
@@ -82,8 +84,6 @@ class OpenAIChat(HttpAdapter):
     def _request(self, body: dict[str, Any], stream: bool) -> httpx.Request:
         headers = {"content-type": "application/json", **self._headers}
         headers["accept"] = "text/event-stream" if stream else "application/json"
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
         url = endpoint_url(self.base_url, "openai-chat")
         return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
 

@@ -41,6 +41,7 @@ __all__ = [
     "normalize_finish_reason",
     "parse_completion",
     "safe_tool_call_id",
+    "unique_call_id",
 ]
 
 MAX_TOOL_CALL_ID = 40
@@ -267,11 +268,16 @@ def _thinking(value: Any) -> str:
     return "".join(out)
 
 
-def _call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str]) -> str:
+def unique_call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str]) -> str:
+    """The id of the ``index``-th tool call of one reply: the provider's own, unless it is
+    empty or already taken in this reply (``seen``, which this adds to), then one derived
+    from the call's position, name and arguments. Ids within one reply are thus unique."""
     call_id = raw_id if isinstance(raw_id, str) else ""
-    if not call_id or call_id in seen:
-        digest = hashlib.sha256(utf8_bytes(f"{index}:{name}:{arguments}")).hexdigest()[:20]
-        call_id = f"call_{index}_{digest}"
+    salt = 0
+    while not call_id or call_id in seen:
+        seed = f"{index}:{name}:{arguments}" + (f":{salt}" if salt else "")
+        call_id = f"call_{index}_{hashlib.sha256(utf8_bytes(seed)).hexdigest()[:20]}"
+        salt += 1
     seen.add(call_id)
     return call_id
 
@@ -306,7 +312,10 @@ def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> C
         text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
         calls.append(
             ToolCall(
-                _call_id(raw.get("id"), index, name, text, seen), name, arguments, raw_arguments=bad
+                unique_call_id(raw.get("id"), index, name, text, seen),
+                name,
+                arguments,
+                raw_arguments=bad,
             )
         )
     content = _text(message.get("content"))
@@ -486,7 +495,7 @@ class StreamAccumulator:
             text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
             calls.append(
                 ToolCall(
-                    _call_id(slot.id, index, slot.name, text, seen),
+                    unique_call_id(slot.id, index, slot.name, text, seen),
                     slot.name,
                     arguments,
                     raw_arguments=bad,

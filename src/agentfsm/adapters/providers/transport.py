@@ -23,6 +23,7 @@ from httpx_sse import ServerSentEvent
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body, redact
+from .keys import KeyRefused, Secret
 from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from .sse import SSEDecoder
 from .steps import Aborted, Expired, step
@@ -62,11 +63,14 @@ class Timeouts:
 
 @frozen
 class TransportContext:
-    """Who is calling, for errors: the provider's name, the secrets to scrub, the bounds."""
+    """Who is calling, for errors: the provider's name, the secrets to scrub, the bounds;
+    and the :class:`~agentfsm.adapters.providers.keys.KeyAuth` that puts the key on each
+    request as it is sent (``None``: the client's own auth, if any)."""
 
     provider: str
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str | Secret, ...] = ()
     limits: Limits = field(factory=Limits)
+    auth: httpx.Auth | None = None
 
 
 def _aborted(ctx: TransportContext, started: bool) -> ProviderError:
@@ -132,6 +136,17 @@ def bad_response(
     )
 
 
+def _scrub_headers(response: httpx.Response, ctx: TransportContext) -> None:
+    """Redact a key that the server echoed in a response header (the response lives on in
+    the frames of a failed call, where error reporters print it)."""
+    if not ctx.secrets:
+        return
+    for name, value in response.headers.multi_items():
+        clean = redact(value, ctx.secrets)
+        if clean != value:
+            response.headers[name] = clean
+
+
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     port = url.port or {"http": 80, "https": 443}.get(url.scheme)
     return (url.scheme, url.host, port)
@@ -153,6 +168,7 @@ async def send(
     """
     for _ in range(MAX_REDIRECTS + 1):
         response = await _send_once(client, request, timeouts, signal, ctx, deadline)
+        _scrub_headers(response, ctx)
         if not response.is_redirect:
             return response
         await response.aclose()
@@ -200,7 +216,12 @@ async def _send_once(
         raise expired(ctx, deadline)
     try:
         return await step(
-            client.send(request, stream=True, follow_redirects=False),
+            client.send(
+                request,
+                stream=True,
+                follow_redirects=False,
+                auth=ctx.auth if ctx.auth is not None else httpx.USE_CLIENT_DEFAULT,
+            ),
             signal,
             timeouts.first_byte,
             deadline,
@@ -209,6 +230,8 @@ async def _send_once(
         raise _aborted(ctx, False) from None
     except Expired:
         raise expired(ctx, deadline) from None
+    except KeyRefused as exc:
+        raise ProviderError("auth", str(exc), provider=ctx.provider) from None
     except TimeoutError:
         raise ProviderError(
             "timeout",
