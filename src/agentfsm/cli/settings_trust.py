@@ -41,7 +41,8 @@ from agentfsm.adapters.tools.settings import (
     SandboxSettings,
     Settings,
     SettingsError,
-    load_settings,
+    parse_settings,
+    read_settings_file,
 )
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.engine.files import read_small_file
@@ -98,31 +99,10 @@ class RunSettings:
     """SHA-256 (hex) of the workspace's file; ``None`` when there is none."""
 
 
-def _read(path: Path, label: str) -> bytes | None:
-    try:
-        return read_small_file(path, MAX_SETTINGS_BYTES)
-    except FileNotFoundError:
-        return None
-    except ValueError as error:
-        raise SettingsError(f"{label}: {error}") from None
-    except OSError as error:
-        raise SettingsError(f"{label}: cannot read it: {error.strerror}") from None
-
-
 def _parse(data: bytes, label: str) -> tuple[Settings, dict[str, Any]]:
-    """The settings these bytes hold, validated by :func:`load_settings` (from a private
-    copy: the checked bytes are the applied bytes), and their raw JSON object."""
-    with tempfile.TemporaryDirectory(prefix="agentfsm-settings-") as folder:
-        copy = Path(folder) / SETTINGS_FILE
-        copy.parent.mkdir()
-        copy.write_bytes(data)
-        try:
-            settings = load_settings(folder)
-        except SettingsError as error:
-            message = str(error)
-            if message.startswith(SETTINGS_FILE):
-                message = label + message[len(SETTINGS_FILE) :]
-            raise SettingsError(message) from None
+    """The settings these bytes hold, validated by :func:`parse_settings` (the checked bytes
+    are the applied bytes), and their raw JSON object."""
+    settings = parse_settings(data, label)
     raw = json.loads(data.decode("utf-8"))
     return settings, raw if isinstance(raw, dict) else {}
 
@@ -221,9 +201,9 @@ def read_run_settings(workspace: Path) -> RunSettings:
         SettingsError: either file is malformed.
     """
     user_path = user_settings_path()
-    user_data = _read(user_path, str(user_path))
+    user_data = read_settings_file(user_path, str(user_path))
     user, user_raw = _parse(user_data, str(user_path)) if user_data else (Settings(), {})
-    data = _read(workspace / SETTINGS_FILE, SETTINGS_FILE)
+    data = read_settings_file(workspace / SETTINGS_FILE)
     if data is None:
         return RunSettings(user)
     settings, raw = _parse(data, SETTINGS_FILE)

@@ -7,7 +7,14 @@ from .builtin import WorkspaceTools, workspace_tools
 from .fs import PathRefused, SafeRoot
 from .mcp import McpConnectionError, McpServer, McpTools
 from .sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
-from .settings import SandboxSettings, Settings, SettingsError, load_settings
+from .settings import (
+    SandboxSettings,
+    Settings,
+    SettingsError,
+    load_settings,
+    parse_settings,
+    read_settings_file,
+)
 from .toolbox import FunctionTool, ToolBox, tool
 from .truncate import OutputStore, truncate_for_model
 from .workspace import OutsideWorkspace, PermissionRule, Permissions, Workspace
@@ -36,7 +43,9 @@ __all__ = [
     "WorkspaceTools",
     "detect_sandbox",
     "load_settings",
+    "parse_settings",
     "plan_tool_batches",
+    "read_settings_file",
     "tool",
     "truncate_for_model",
     "workspace_tools",

@@ -52,6 +52,8 @@ __all__ = [
     "Settings",
     "SettingsError",
     "load_settings",
+    "parse_settings",
+    "read_settings_file",
 ]
 
 MAX_SETTINGS_BYTES = 1 << 20
@@ -133,15 +135,22 @@ class _SettingsModel(_Strict):
     provider: _ProviderModel = _ProviderModel()
 
 
-def _read(path: Path) -> bytes | None:
+def read_settings_file(path: Path, label: str = SETTINGS_FILE) -> bytes | None:
+    """The bytes of the settings file at ``path`` (``None`` when it does not exist); ``label``
+    names the file in errors.
+
+    Raises:
+        SettingsError: the file is larger than :data:`MAX_SETTINGS_BYTES`, not a regular
+            file, or cannot be read.
+    """
     try:
         return read_small_file(path, MAX_SETTINGS_BYTES)
     except FileNotFoundError:
         return None
     except ValueError as error:
-        raise SettingsError(f"{SETTINGS_FILE}: {error}") from None
+        raise SettingsError(f"{label}: {error}") from None
     except OSError as error:
-        raise SettingsError(f"{SETTINGS_FILE}: cannot read it: {error.strerror}") from None
+        raise SettingsError(f"{label}: cannot read it: {error.strerror}") from None
 
 
 def _where(error: ValidationError) -> str:
@@ -156,32 +165,32 @@ def _where(error: ValidationError) -> str:
     return f"{location}: {message}"
 
 
-def _paths(values: list[str], key: str) -> tuple[str, ...]:
+def _paths(values: list[str], key: str, label: str) -> tuple[str, ...]:
     paths = []
     for value in values:
         expanded = os.path.expanduser(value)
         if not os.path.isabs(expanded):
-            raise SettingsError(f"{SETTINGS_FILE}: {key}: {value!r} is not an absolute path")
+            raise SettingsError(f"{label}: {key}: {value!r} is not an absolute path")
         normal = os.path.normpath(expanded)
         if os.path.dirname(normal) == normal:
-            raise SettingsError(f"{SETTINGS_FILE}: {key}: / would open the whole machine")
+            raise SettingsError(f"{label}: {key}: / would open the whole machine")
         paths.append(normal)
     return tuple(paths)
 
 
-def _sandbox(model: _SandboxModel) -> SandboxSettings:
+def _sandbox(model: _SandboxModel, label: str) -> SandboxSettings:
     try:
         env = env_names(model.env)
     except ValueError as error:
-        raise SettingsError(f"{SETTINGS_FILE}: sandbox.env: {error}") from None
+        raise SettingsError(f"{label}: sandbox.env: {error}") from None
     try:
         limits = ResourceLimits(**model.limits.model_dump())
     except ValueError as error:
-        raise SettingsError(f"{SETTINGS_FILE}: sandbox.limits.{error}") from None
+        raise SettingsError(f"{label}: sandbox.limits.{error}") from None
     return SandboxSettings(
         model.network,
-        _paths(model.read, "sandbox.read"),
-        _paths(model.write, "sandbox.write"),
+        _paths(model.read, "sandbox.read", label),
+        _paths(model.write, "sandbox.write", label),
         env,
         limits,
     )
@@ -194,17 +203,26 @@ def load_settings(root: str | Path) -> Settings:
         SettingsError: the file is not valid JSON, not an object, has unknown keys, values
             of the wrong type, or a rule that does not parse.
     """
-    data = _read(Path(root) / SETTINGS_FILE)
-    if data is None:
-        return Settings()
+    data = read_settings_file(Path(root) / SETTINGS_FILE)
+    return Settings() if data is None else parse_settings(data)
+
+
+def parse_settings(data: bytes, label: str = SETTINGS_FILE) -> Settings:
+    """The settings ``data`` (the bytes of a settings file) holds; ``label`` names the file
+    in errors.
+
+    Raises:
+        SettingsError: the bytes are not valid JSON, not an object, have unknown keys,
+            values of the wrong type, or a rule that does not parse.
+    """
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise SettingsError(f"{SETTINGS_FILE}: not valid JSON: {error}") from None
+        raise SettingsError(f"{label}: not valid JSON: {error}") from None
     try:
         model = _SettingsModel.model_validate(raw)
     except ValidationError as error:
-        raise SettingsError(f"{SETTINGS_FILE}: {_where(error)}") from None
+        raise SettingsError(f"{label}: {_where(error)}") from None
     rules: dict[str, tuple[PermissionRule, ...]] = {}
     for key in ("allow", "deny"):
         parsed = []
@@ -212,17 +230,17 @@ def load_settings(root: str | Path) -> Settings:
             try:
                 parsed.append(PermissionRule.parse(text))
             except ValueError as error:
-                raise SettingsError(f"{SETTINGS_FILE}: permissions.{key}: {error}") from None
+                raise SettingsError(f"{label}: permissions.{key}: {error}") from None
         rules[key] = tuple(parsed)
     known = all_quirk_names()
     for name, value in model.provider.quirks.items():
-        where = f"{SETTINGS_FILE}: provider.quirks.{name}"
+        where = f"{label}: provider.quirks.{name}"
         if name not in known:
             raise SettingsError(f"{where}: not a quirk (valid: {', '.join(known)})")
         if not (value is None or isinstance(value, bool | int | str)):
             raise SettingsError(f"{where}: a quirk is true/false, a number, a name or null")
     return Settings(
         Permissions(rules["allow"], rules["deny"]),
-        _sandbox(model.sandbox),
+        _sandbox(model.sandbox, label),
         ProviderSettings(tuple(model.provider.quirks.items())),
     )
