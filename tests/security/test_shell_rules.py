@@ -15,6 +15,7 @@ from .tally import AttackTally
 
 DENY_RM = Permissions.of(deny=["shell(rm *)"])
 ALLOW_GIT = Permissions.of(allow=["shell(git *)"])
+NOT_VETTED = "not an option the rules can vet"
 
 ISSUE_DENY = [
     "sh +e -c 'rm x'",
@@ -382,17 +383,15 @@ HARMLESS_ALLOW = [
 """Lines the allow rules above must admit."""
 
 
-def test_the_issue_forms_are_denied(attacks: AttackTally) -> None:
-    for command in ISSUE_DENY:
+@pytest.mark.parametrize(
+    ("deny", "allow"),
+    [(ISSUE_DENY, ISSUE_GIT), (VARIANTS_DENY, VARIANTS_GIT)],
+    ids=["issue forms", "variants"],
+)
+def test_bypasses_are_denied(attacks: AttackTally, deny: list[str], allow: list[str]) -> None:
+    for command in deny:
         attacks.record("shell deny rule", DENY_RM.check("shell", command) is None, command)
-    for command in ISSUE_GIT:
-        attacks.record("shell allow rule", ALLOW_GIT.check("shell", command) is None, command)
-
-
-def test_variants_are_denied(attacks: AttackTally) -> None:
-    for command in VARIANTS_DENY:
-        attacks.record("shell deny rule", DENY_RM.check("shell", command) is None, command)
-    for command in VARIANTS_GIT:
+    for command in allow:
         attacks.record("shell allow rule", ALLOW_GIT.check("shell", command) is None, command)
 
 
@@ -406,42 +405,50 @@ def test_harmless_lines_are_admitted_by_allow_rules(command: str) -> None:
     assert ALLOW_RULES.check("shell", command) is None
 
 
-def test_allow_refusals_name_the_word_and_the_reason() -> None:
-    reason = ALLOW_GIT.check("shell", "git grep -O less foo") or ""
-    assert reason == (
-        "permission denied: shell is only allowed for shell(git *) "
-        "(git grep -O: not an option the rules can vet)"
-    )
-    reason = ALLOW_GIT.check("shell", "git ls-remote --upload-pac=x .") or ""
-    assert reason.endswith("(git ls-remote --upload-pac: not an option the rules can vet)")
-    reason = ALLOW_GIT.check("shell", "git difftool HEAD") or ""
-    assert reason.endswith("(git difftool: not a subcommand the rules can vet)")
-    reason = Permissions.of(allow=["shell(./gradlew *)"]).check("shell", "./gradlew build") or ""
-    assert reason.endswith("(gradlew has no entry in the tables of vetted commands)")
-    reason = Permissions.of(allow=["shell(python3 *)"]).check("shell", "python3 x.py") or ""
-    assert reason.endswith("(python3 runs the script x.py, which the rules cannot see)")
-    reason = ALLOW_GIT.check("shell", "git status | cat") or ""
-    assert "one simple command" in reason
+ALLOWED_ONLY = "permission denied: shell is only allowed for shell(git *)"
+DENIED_BY = "permission denied by rule 'shell(rm *)'"
+REFUSALS = [
+    (ALLOW_GIT, "git grep -O less foo", f"{ALLOWED_ONLY} (git grep -O: {NOT_VETTED})"),
+    (ALLOW_GIT, "git ls-remote --upload-pac=x .", f"(git ls-remote --upload-pac: {NOT_VETTED})"),
+    (ALLOW_GIT, "git difftool HEAD", "(git difftool: not a subcommand the rules can vet)"),
+    (
+        Permissions.of(allow=["shell(./gradlew *)"]),
+        "./gradlew build",
+        "(gradlew has no entry in the tables of vetted commands)",
+    ),
+    (
+        Permissions.of(allow=["shell(python3 *)"]),
+        "python3 x.py",
+        "(python3 runs the script x.py, which the rules cannot see)",
+    ),
+    (ALLOW_GIT, "git status | cat", "one simple command"),
     # A vetted command the pattern does not cover: no extra reason.
-    assert (
-        ALLOW_GIT.check("shell", "ls")
-        == "permission denied: shell is only allowed for shell(git *)"
-    )
+    (ALLOW_GIT, "ls", ALLOWED_ONLY),
+    (
+        DENY_RM,
+        "env -S 'rm x'",
+        f"{DENIED_BY}: env -S: {NOT_VETTED} (so the rule cannot check what the line runs)",
+    ),
+    (DENY_RM, "/usr/bin/r[m] x", "the command name '/usr/bin/r[m]' is not a plain name written"),
+    (DENY_RM, "GIT_SSH_COMMAND=x git fetch", "assigning GIT_SSH_COMMAND can make programs run"),
+    (DENY_RM, "taskset 1 rm x", "taskset can run other programs and its options are not vetted"),
+    (DENY_RM, "rm x", DENIED_BY),
+]
+"""Refused lines and what the reason says: the whole reason where it starts with
+"permission denied", its end where it starts with "(", else a part of it."""
 
 
-def test_deny_refusals_name_the_rule_and_the_reason() -> None:
-    reason = DENY_RM.check("shell", "env -S 'rm x'") or ""
-    assert reason == (
-        "permission denied by rule 'shell(rm *)': env -S: not an option the rules can vet "
-        "(so the rule cannot check what the line runs)"
-    )
-    reason = DENY_RM.check("shell", "/usr/bin/r[m] x") or ""
-    assert "the command name '/usr/bin/r[m]' is not a plain name written out" in reason
-    reason = DENY_RM.check("shell", "GIT_SSH_COMMAND=x git fetch") or ""
-    assert "assigning GIT_SSH_COMMAND can make programs run code" in reason
-    reason = DENY_RM.check("shell", "taskset 1 rm x") or ""
-    assert "taskset can run other programs and its options are not vetted" in reason
-    assert DENY_RM.check("shell", "rm x") == "permission denied by rule 'shell(rm *)'"
+@pytest.mark.parametrize(("rules", "command", "expected"), REFUSALS)
+def test_refusals_name_the_rule_the_word_and_the_reason(
+    rules: Permissions, command: str, expected: str
+) -> None:
+    reason = rules.check("shell", command) or ""
+    if expected.startswith("permission denied"):
+        assert reason == expected
+    elif expected.startswith("("):
+        assert reason.endswith(expected)
+    else:
+        assert expected in reason
 
 
 def test_a_deny_pattern_for_a_name_covers_its_expanded_arguments() -> None:
