@@ -96,28 +96,32 @@ async def test_outside_cancel_closes_every_call_once(
     assert recorder.types[-1] == "error"
 
 
-async def test_the_first_of_two_same_id_calls_answered_the_second_still_closes() -> None:
+@pytest.mark.parametrize(
+    ("kinds", "expected"),
+    [
+        # The first of two same-id calls answered: the second still closes.
+        (("quick", "slow"), [(1, False, None), (2, True, CANCELLED_DURING_TOOL)]),
+        # A not-started same-id call says it did not run.
+        (
+            ("slow", "quick"),
+            [(1, True, CANCELLED_DURING_TOOL), (2, True, CANCELLED_BEFORE_TOOL)],
+        ),
+    ],
+    ids=["first answered", "second not started"],
+)
+async def test_each_of_two_same_id_calls_closes_once(
+    kinds: tuple[str, str], expected: list[tuple[int, bool, str | None]]
+) -> None:
     started = asyncio.Event()
-    engine = Agent(_reply(("dup", "quick", 1), ("dup", "slow", 2)), _tools(started, safe=False))
+    calls = [("dup", kind, n) for n, kind in enumerate(kinds, start=1)]
+    engine = Agent(_reply(*calls), _tools(started, safe=False))
     recorder = EventRecorder.attach(engine.events)
     task = asyncio.create_task(engine.run("go"))
     await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _ends(recorder) == [(1, False, None), (2, True, CANCELLED_DURING_TOOL)]
-
-
-async def test_a_not_started_same_id_call_says_it_did_not_run() -> None:
-    started = asyncio.Event()
-    engine = Agent(_reply(("dup", "slow", 1), ("dup", "quick", 2)), _tools(started, safe=False))
-    recorder = EventRecorder.attach(engine.events)
-    task = asyncio.create_task(engine.run("go"))
-    await asyncio.wait_for(started.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert _ends(recorder) == [(1, True, CANCELLED_DURING_TOOL), (2, True, CANCELLED_BEFORE_TOOL)]
+    assert _ends(recorder) == expected
 
 
 @pytest.mark.parametrize("safe", [False, True])

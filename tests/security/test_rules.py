@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.tools import Permissions, ResourceLimits
-from agentfsm.adapters.tools.settings import SettingsError, load_settings
+from agentfsm.adapters.tools.settings import SettingsError, load_settings, parse_settings
 
 from .tally import AttackTally
 
@@ -198,15 +198,29 @@ def test_malformed_settings_stop_the_run(tmp_path: Path, attacks: AttackTally) -
         attacks.record("malformed settings", escaped, text[:60])
 
 
-def test_settings_errors_name_the_field(tmp_path: Path) -> None:
+FIELD_ERRORS = [
+    ('{"permissions": {"deny": "shell"}}', r"permissions\.deny: Input should be a valid list"),
+    ('{"permissions": {"Deny": []}}', r"permissions\.Deny: unknown key"),
+    ('{"permissions": {"deny": ["shell("]}}', r"permissions\.deny: "),
+    ('{"sandbox": {"limits": {"processes": 0}}}', r"sandbox\.limits\.processes must be a whole"),
+    ('{"sandbox": {"env": ["A=B"]}}', r"sandbox\.env: 'A=B' is not an environment"),
+    ('{"sandbox": {"read": ["/"]}}', r"sandbox\.read: / would open the whole machine"),
+    ('{"sandbox": {"write": ["rel"]}}', r"sandbox\.write: 'rel' is not an absolute path"),
+    ('{"provider": {"quirks": {"nope": 1}}}', r"provider\.quirks\.nope: not a quirk"),
+    ("{", r"not valid JSON"),
+]
+"""Malformed files and the start of the error after the file's name."""
+
+
+@pytest.mark.parametrize(("text", "error"), FIELD_ERRORS)
+def test_settings_errors_name_the_file_and_the_field(tmp_path: Path, text: str, error: str) -> None:
     (tmp_path / ".agentfsm").mkdir()
-    target = tmp_path / ".agentfsm" / "settings.json"
-    target.write_text('{"permissions": {"deny": "shell"}}', "utf-8")
-    with pytest.raises(SettingsError, match=r"permissions\.deny: Input should be a valid list"):
+    (tmp_path / ".agentfsm" / "settings.json").write_text(text, "utf-8")
+    with pytest.raises(SettingsError, match=r"^\.agentfsm/settings\.json: " + error):
         load_settings(tmp_path)
-    target.write_text('{"permissions": {"Deny": []}}', "utf-8")
-    with pytest.raises(SettingsError, match=r"permissions\.Deny: unknown key"):
-        load_settings(tmp_path)
+    # The bytes alone, named as the caller says (the user's own file, for one).
+    with pytest.raises(SettingsError, match=r"^/home/u/settings\.json: " + error):
+        parse_settings(text.encode("utf-8"), "/home/u/settings.json")
 
 
 def test_valid_settings(tmp_path: Path) -> None:
@@ -238,20 +252,6 @@ def test_valid_settings(tmp_path: Path) -> None:
     defaults = load_settings(tmp_path / "nowhere").sandbox
     assert defaults.network is False
     assert (defaults.env, defaults.limits) == ((), ResourceLimits())
-
-
-def test_limit_errors_name_the_key(tmp_path: Path) -> None:
-    (tmp_path / ".agentfsm").mkdir()
-    target = tmp_path / ".agentfsm" / "settings.json"
-    target.write_text('{"sandbox": {"limits": {"processes": 0}}}', "utf-8")
-    with pytest.raises(SettingsError, match=r"sandbox\.limits\.processes must be a whole"):
-        load_settings(tmp_path)
-    target.write_text('{"sandbox": {"env": ["A=B"]}}', "utf-8")
-    with pytest.raises(SettingsError, match=r"sandbox\.env: 'A=B' is not an environment"):
-        load_settings(tmp_path)
-    target.write_text('{"sandbox": {"read": ["/"]}}', "utf-8")
-    with pytest.raises(SettingsError, match=r"sandbox\.read: / would open the whole machine"):
-        load_settings(tmp_path)
 
 
 def test_settings_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:
