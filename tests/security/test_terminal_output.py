@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
-from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
+from agentfsm.conformance.frames import DONE, chunk, tool_delta
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ..cli.conftest import sandbox_options
+from .commands import run_argv
 from .tally import AttackTally
 
 FORMS = [
@@ -85,23 +86,8 @@ def agentfsm(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_argv(workspace: Path, server: FakeProviderServer, *extra: str) -> list[str]:
-    return [
-        "run",
-        "look",
-        "--workspace",
-        str(workspace),
-        *SANDBOX,
-        "--provider",
-        "openai-compatible",
-        "--base-url",
-        openai_url(server),
-        "--model",
-        "m",
-        "--preset",
-        "minimal",
-        *extra,
-    ]
+def look(workspace: Path, server: FakeProviderServer, *extra: str) -> list[str]:
+    return run_argv("look", workspace, server, *SANDBOX, *extra)
 
 
 def streamed(text: str, key: str = "content") -> list[str]:
@@ -143,7 +129,7 @@ def test_agentfsm_run_prints_no_terminal_sequence(
 ) -> None:
     with FakeProviderServer() as server:
         server.enqueue(tool_turn(), finish(hostile("F") + "⟦Z0⟧ " + UNTERMINATED))
-        done = agentfsm(tmp_path, *run_argv(workspace, server))
+        done = agentfsm(tmp_path, *look(workspace, server))
     assert done.returncode == 0, done.stderr
     output = done.stdout + done.stderr
     tally(attacks, "run: reasoning streamed", "R", output, len(FORMS))
@@ -168,11 +154,11 @@ def test_quiet_json_errors_and_last_words(
 ) -> None:
     with FakeProviderServer() as server:
         server.enqueue(finish(hostile("Q")))
-        quiet = agentfsm(tmp_path, *run_argv(workspace, server, "--quiet"))
+        quiet = agentfsm(tmp_path, *look(workspace, server, "--quiet"))
         server.enqueue(finish(hostile("J")))
-        as_json = agentfsm(tmp_path, *run_argv(workspace, server, "--json"))
+        as_json = agentfsm(tmp_path, *look(workspace, server, "--json"))
         server.enqueue(Reply.json({"error": {"message": hostile("E")}}, 400))
-        failed = agentfsm(tmp_path, *run_argv(workspace, server))
+        failed = agentfsm(tmp_path, *look(workspace, server))
         capped = Reply.sse(
             [
                 *streamed(hostile("L")),
@@ -182,7 +168,7 @@ def test_quiet_json_errors_and_last_words(
             ]
         )
         server.enqueue(capped)
-        budget = agentfsm(tmp_path, *run_argv(workspace, server, "--max-turns", "1"))
+        budget = agentfsm(tmp_path, *look(workspace, server, "--max-turns", "1"))
     assert (quiet.returncode, as_json.returncode, failed.returncode) == (0, 0, 1)
     assert budget.returncode == 3, budget.stderr
     tally(attacks, "run --quiet: the answer", "Q", quiet.stdout, len(FORMS))

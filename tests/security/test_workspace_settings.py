@@ -24,9 +24,10 @@ from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.adapters.tools import BubblewrapSandbox
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 from agentfsm.cli.settings_trust import trust_file
-from agentfsm.conformance.frames import DONE, chunk, openai_url
+from agentfsm.conformance.frames import DONE, chunk
 from agentfsm.testing import FakeProviderServer, Reply
 
+from .commands import provider_options, run_argv
 from .tally import AttackTally
 
 KIND = "workspace settings"
@@ -57,21 +58,7 @@ def write_settings(workspace: Path, settings: dict[str, Any]) -> None:
 
 
 def argv(workspace: Path, server: FakeProviderServer, *extra: str) -> list[str]:
-    return [
-        "run",
-        "hi",
-        "--workspace",
-        str(workspace),
-        "--provider",
-        "openai-compatible",
-        "--base-url",
-        openai_url(server),
-        "--model",
-        "m",
-        "--preset",
-        "minimal",
-        *extra,
-    ]
+    return run_argv("hi", workspace, server, *extra)
 
 
 def done_reply() -> Reply:
@@ -324,7 +311,7 @@ def test_batch_refuses_before_anything_is_enqueued(
     tasks.write_text(json.dumps({"id": "a", "prompt": "x"}) + "\n", "utf-8")
     database = home / "queue.sqlite"
     with FakeProviderServer() as server:
-        options = argv(workspace, server)[2:]  # --workspace and the provider options
+        options = provider_options(workspace, server)
         done = agentfsm(
             home, ["batch", str(tasks), *options, "--database-url", f"sqlite:///{database}"]
         )
