@@ -113,6 +113,38 @@ def test_two_on_many_calls_with_one_pairs_object_are_two_registrations() -> None
     assert len(seen) == 3
 
 
+def test_every_ancestor_gets_a_childs_events_the_farthest_first() -> None:
+    """A grandparent's subscribers, with ``"*"`` and with a type, see a grandchild's events
+    though the parent between them has no subscriber of its own."""
+    grandparent = AgentEmitter()
+    parent = AgentEmitter(parent=grandparent)
+    child = AgentEmitter(parent=parent)
+    seen: list[tuple[str, str, int]] = []
+    grandparent.on("*", lambda e: seen.append(("grandparent", "*", e.turn)))
+    grandparent.on("turn_start", lambda e: seen.append(("grandparent", "turn_start", e.turn)))
+    child.on("turn_start", lambda e: seen.append(("child", "turn_start", e.turn)))
+    assert child.has_subscribers and len(parent) == 0
+    child.emit(TurnStartEvent(turn=1))
+    assert seen == [
+        ("grandparent", "*", 1),
+        ("grandparent", "turn_start", 1),
+        ("child", "turn_start", 1),
+    ]
+    seen.clear()
+    parent.on("turn_start", lambda e: seen.append(("parent", "turn_start", e.turn)))
+    child.emit(TurnStartEvent(turn=2))
+    errors: list[str] = []
+    grandparent.on("error", lambda e: errors.append(type(e.error).__name__))
+    child.emit(ErrorEvent(error=ValueError("x")))
+    assert seen == [
+        ("grandparent", "*", 2),
+        ("grandparent", "turn_start", 2),
+        ("parent", "turn_start", 2),
+        ("child", "turn_start", 2),
+    ]
+    assert errors == ["ValueError"]
+
+
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
     controller = AbortController()
     task = asyncio.current_task()
