@@ -119,30 +119,29 @@ def test_every_ancestor_gets_a_childs_events_the_farthest_first() -> None:
     grandparent = AgentEmitter()
     parent = AgentEmitter(parent=grandparent)
     child = AgentEmitter(parent=parent)
-    seen: list[tuple[str, str, int]] = []
-    grandparent.on("*", lambda e: seen.append(("grandparent", "*", e.turn)))
-    grandparent.on("turn_start", lambda e: seen.append(("grandparent", "turn_start", e.turn)))
-    child.on("turn_start", lambda e: seen.append(("child", "turn_start", e.turn)))
-    assert child.has_subscribers and len(parent) == 0
+    seen: list[tuple[str, str]] = []
+    grandparent.on("*", lambda e: seen.append(("grandparent *", e.type)))
+    grandparent.on("turn_start", lambda e: seen.append(("grandparent", e.type)))
+    child.on("turn_start", lambda e: seen.append(("child", e.type)))
+    assert child.has_subscribers
+    assert len(parent) == 0
     child.emit(TurnStartEvent(turn=1))
-    assert seen == [
-        ("grandparent", "*", 1),
-        ("grandparent", "turn_start", 1),
-        ("child", "turn_start", 1),
-    ]
-    seen.clear()
-    parent.on("turn_start", lambda e: seen.append(("parent", "turn_start", e.turn)))
-    child.emit(TurnStartEvent(turn=2))
-    errors: list[str] = []
-    grandparent.on("error", lambda e: errors.append(type(e.error).__name__))
     child.emit(ErrorEvent(error=ValueError("x")))
     assert seen == [
-        ("grandparent", "*", 2),
-        ("grandparent", "turn_start", 2),
-        ("parent", "turn_start", 2),
-        ("child", "turn_start", 2),
+        ("grandparent *", "turn_start"),
+        ("grandparent", "turn_start"),
+        ("child", "turn_start"),
+        ("grandparent *", "error"),
     ]
-    assert errors == ["ValueError"]
+    seen.clear()
+    parent.on("turn_start", lambda e: seen.append(("parent", e.type)))
+    child.emit(TurnStartEvent(turn=2))
+    assert seen == [
+        ("grandparent *", "turn_start"),
+        ("grandparent", "turn_start"),
+        ("parent", "turn_start"),
+        ("child", "turn_start"),
+    ]
 
 
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
