@@ -47,7 +47,7 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def record_line(stamp: str, record: Mapping[str, Any]) -> str:
+def _record_line(stamp: str, record: Mapping[str, Any]) -> str:
     """The line of ``record`` (``kind`` and its payload) written at ``stamp``: ``ts`` first,
     then the record unstructured, in compact ASCII JSON."""
     return json.dumps({"ts": stamp, **to_jsonable(dict(record))}, separators=(",", ":")) + "\n"
@@ -128,7 +128,7 @@ class SessionHandle:
         before returning; raises ``OSError`` on failure (the file is then closed, and the
         next write opens it again)."""
         stamp = utc_timestamp(self._clock() if self._clock is not None else None)
-        data = "".join([record_line(stamp, r) for r in records]).encode("ascii")
+        data = "".join([_record_line(stamp, r) for r in records]).encode("ascii")
         try:
             fd = self._fd if self._fd is not None else self._open()
             _write_all(fd, data, str(self.path))
