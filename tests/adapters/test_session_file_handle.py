@@ -1,7 +1,6 @@
-"""A session handle keeps one file open (append mode) and hands every record to the OS: at
-once, except an assistant reply asking for tools, which goes out with its first call's
-record (before any tool runs), before the next model call, or when the run ends, fails, is
-cancelled or its handle is collected."""
+"""A session handle keeps one file open (append mode) and hands every record to the OS when it
+is written: nothing is held back for a later write, so a killed process loses no record
+(an assistant reply asking for tools, a policy's warning or note) written before the kill."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ import asyncio
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -152,63 +152,59 @@ async def test_each_record_is_on_disk_before_the_tool_runs_and_the_model_is_call
     assert shapes(handle.path) == [*start, *turn1_end, *turn2, "assistant", "meta:run_end"]
 
 
-def test_a_reply_asking_for_tools_goes_out_with_its_first_call(tmp_path: Path) -> None:
+def test_a_reply_asking_for_tools_is_on_disk_at_once(tmp_path: Path) -> None:
     handle = SessionStore(tmp_path).new_handle()
     emitter = AgentEmitter()
     recorder = SessionRecorder(handle)
     recorder.start(emitter, messages=[], input_chars=0, history_size=0)
     reply = calls("a")
     emitter.emit(LlmEndEvent(turn=1, result=ChatResult(reply)))
-    assert shapes(handle.path) == ["meta:run_start"]  # held
+    assert shapes(handle.path) == ["meta:run_start", "assistant"]
     assert handle.messages == [reply]
     emitter.emit(ToolCallStartEvent(turn=1, call=reply.tool_calls[0]))
     assert shapes(handle.path) == ["meta:run_start", "assistant", "meta:tool_call_start"]
-    emitter.emit(LlmEndEvent(turn=2, result=ChatResult(AssistantMessage("no tools"))))
-    assert shapes(handle.path)[-1] == "assistant"  # nothing to wait for: written at once
     recorder.finish("final", Usage())
 
 
-@pytest.mark.parametrize("ending", ["finish", "close", "write", "collect"])
-def test_a_held_reply_is_written_by_whatever_comes_next(tmp_path: Path, ending: str) -> None:
-    handle = SessionStore(tmp_path).new_handle()
-    path = handle.path
-    emitter = AgentEmitter()
-    recorder = SessionRecorder(handle)
-    recorder.start(emitter, messages=[], input_chars=0, history_size=0)
-    emitter.emit(LlmEndEvent(turn=1, result=ChatResult(calls("a"))))
-    if ending == "finish":
-        recorder.finish("failed", Usage(), RuntimeError("boom"))
-        assert shapes(path) == ["meta:run_start", "assistant", "meta:run_end"]
-    elif ending == "close":
-        handle.close()
-        assert shapes(path) == ["meta:run_start", "assistant"]
-    elif ending == "write":
-        handle.write_meta({"event": "note"})
-        assert shapes(path) == ["meta:run_start", "assistant", "meta:note"]
-        handle.close()
-    else:
-        del handle, recorder, emitter
-        gc.collect()
-        assert shapes(path) == ["meta:run_start", "assistant"]
-
-
-def test_a_held_reply_is_written_when_the_process_exits(tmp_path: Path) -> None:
+def test_a_kill_loses_no_reply_warning_or_note(tmp_path: Path) -> None:
+    """The process kills itself (SIGKILL: no exit handler, no collection) right after the
+    events: every record is in the file."""
     script = """
-import sys
+import os, signal, sys
 from agentfsm import AssistantMessage, ToolCall
 from agentfsm.adapters.sessions import SessionRecorder, SessionStore
-from agentfsm.engine.events import AgentEmitter, LlmEndEvent
+from agentfsm.engine.events import (
+    AgentEmitter, LlmEndEvent, PolicyNoteEvent, PolicyWarnEvent, RedirectSkippedEvent,
+)
 from agentfsm.engine.messages import ChatResult
 handle = SessionStore(sys.argv[1]).new_handle()
 emitter = AgentEmitter()
 SessionRecorder(handle).start(emitter, messages=[], input_chars=0, history_size=0)
 reply = AssistantMessage("", tool_calls=(ToolCall("a", "echo", {}),))
 emitter.emit(LlmEndEvent(turn=1, result=ChatResult(reply)))
-sys.modules["__main__"].keep = (handle, emitter)  # alive until the interpreter exits
+emitter.emit(PolicyWarnEvent(turn=1, policy="p", reason="looping", code="repeat"))
+emitter.emit(PolicyNoteEvent(turn=1, policy="p", reason="noted", code="note"))
+emitter.emit(RedirectSkippedEvent(turn=1, trigger="t", reason="skipped"))
+os.kill(os.getpid(), signal.SIGKILL)
 """
-    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60)
+    assert done.returncode == -signal.SIGKILL
     (path,) = tmp_path.glob("*.jsonl")
-    assert shapes(path) == ["meta:run_start", "assistant"]
+    assert shapes(path) == [
+        "meta:run_start",
+        "assistant",
+        "meta:policy_warn",
+        "meta:policy_note",
+        "meta:redirect_skipped",
+    ]
+    warn = records(path)[2]["meta"]
+    assert warn == {
+        "event": "policy_warn",
+        "turn": 1,
+        "policy": "p",
+        "code": "repeat",
+        "reason": "looping",
+    }
 
 
 async def test_a_cancelled_run_leaves_every_record_on_disk(tmp_path: Path) -> None:
@@ -260,7 +256,7 @@ async def test_a_reply_on_the_last_turn_is_recorded_with_its_unrun_calls(tmp_pat
     ]
 
 
-def test_a_failed_write_of_a_held_reply_is_one_warning(
+def test_a_failed_write_is_one_warning_and_the_next_record_reopens_the_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     handle = SessionStore(tmp_path).new_handle()
@@ -274,7 +270,7 @@ def test_a_failed_write_of_a_held_reply_is_one_warning(
     emitter.emit(ToolCallStartEvent(turn=1, call=ToolCall("a", "echo")))
     recorder.finish("final", Usage())
     assert caplog.text.count("not recorded") == 1
-    assert shapes(handle.path) == ["meta:run_start", "meta:run_end"]
+    assert shapes(handle.path) == ["meta:run_start", "assistant", "meta:run_end"]
     assert opened(handle) is None
 
 

@@ -1,9 +1,7 @@
-"""Session record text: the direct formatters write exactly what the generic path wrote.
-
-The generic path is ``to_jsonable`` then ``json.dumps(..., separators=(",", ":"))`` (ASCII);
-the formatters must give the same text for every message, every field value (lone
-surrogates, U+2028, non-ASCII, empty text, odd argument values, wrong field types,
-subclasses) and raise what the generic path raises.
+"""Session record text: each line is the record unstructured (``to_jsonable``) then
+``json.dumps(..., separators=(",", ":"))`` (ASCII), its UTC timestamp first, for every
+message, every field value (lone surrogates, U+2028, non-ASCII, empty text, odd argument
+values, wrong field types, subclasses); a record that cannot be encoded is not written.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import datetime
 import enum
 import json
 import math
-from functools import partial
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +33,14 @@ from agentfsm import (
     UserMessage,
 )
 from agentfsm.adapters.sessions import SessionRecorder, SessionStore
-from agentfsm.adapters.sessions.records import (
-    assistant_record,
-    dumps,
-    message_json,
-    tool_record,
-    usage_json,
-)
+from agentfsm.adapters.sessions.store import SessionHandle, utc_timestamp
 from agentfsm.engine.events import AgentEmitter, ToolCallStartEvent
 from agentfsm.engine.messages import ImagePart
 from agentfsm.engine.serialization import to_jsonable
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 generic = json.JSONEncoder(separators=(",", ":")).encode
-"""What session records were encoded with before the direct formatters."""
+"""What session records are encoded with."""
 
 TEXTS = [
     "",
@@ -183,31 +175,43 @@ def outcome(produce: Any) -> tuple[str, Any]:
         return ("raised", type(error))
 
 
-def same_as_generic(fast: Any, value: Any) -> None:
-    expected = outcome(lambda: generic(to_jsonable(value)))
-    got = outcome(lambda: fast(value))
-    if expected[0] == "raised":
-        assert got[0] == "raised"  # the generic path raised: nothing is written either way
-    else:
-        assert got == expected
+STAMP = "2026-09-14T05:00:00.123Z"
+MOMENT = datetime.datetime(2026, 9, 14, 5, 0, 0, 123456, tzinfo=datetime.UTC)
+
+
+def written_lines(tmp_path: Path, *messages: Message) -> tuple[str, ...] | type[Exception]:
+    """The lines one ``write_messages`` call puts in a new file, or the type of what it
+    raised (then the file must stay empty)."""
+    path = tmp_path / "s.jsonl"
+    path.unlink(missing_ok=True)
+    handle = SessionHandle(path, clock=lambda: MOMENT)
+    try:
+        handle.write_messages(*messages)
+    except Exception as error:
+        assert not path.exists() or path.read_bytes() == b""
+        return type(error)
+    finally:
+        handle.close()
+    return tuple(path.read_text("ascii").splitlines())
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages)
-def test_every_message_is_written_as_the_generic_path_wrote_it(message: Message) -> None:
-    same_as_generic(message_json, message)
-    stamp = "2026-09-14T05:00:00.123Z"
+def test_every_message_is_written_as_the_generic_path_writes_it(
+    tmp_path_factory: pytest.TempPathFactory, message: Message
+) -> None:
     expected = outcome(
-        lambda: generic({"ts": stamp, "kind": "message", "message": to_jsonable(message)}) + "\n"
+        lambda: generic({"ts": STAMP, "kind": "message", "message": to_jsonable(message)})
     )
-    records: list[Any] = [assistant_record, tool_record]
-    for record in records:  # the recorder's lines, given any message
-        got = outcome(partial(record, stamp, message))
-        assert got == expected or (expected[0] == "raised" and got[0] == "raised")
+    got = written_lines(tmp_path_factory.mktemp("m"), message)
+    if expected[0] == "raised":
+        assert isinstance(got, type)  # the generic path raised: nothing is written either
+    else:
+        assert got == (expected[1],)
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_each_text_of_each_field_in_every_message_class(text: str) -> None:
+def test_each_text_of_each_field_in_every_message_class(tmp_path: Path, text: str) -> None:
     call = ToolCall(text, text, {text: text, "n": [text, 1.5, None]}, raw_arguments=text)
     each: list[Message] = [
         SystemMessage(text),
@@ -217,28 +221,39 @@ def test_each_text_of_each_field_in_every_message_class(text: str) -> None:
         ToolMessage(text, text, is_error=True),
         ToolMessage(text, text),
     ]
-    for message in each:
-        written = message_json(message)
-        assert written == generic(to_jsonable(message))
-        assert written.isascii()
+    lines = written_lines(tmp_path, *each)
+    assert lines == tuple(
+        generic({"ts": STAMP, "kind": "message", "message": to_jsonable(m)}) for m in each
+    )
+    if "\ud83d\ude00" not in text:  # two halves side by side read back as their character
+        for line in lines:
+            assert json.loads(line)["message"]["content"] == text  # the same string back
+        assert "\u2028" not in line  # U+2028 is an escape, not a raw line separator
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.builds(Usage, *(st.one_of(st.integers(), st.floats(), st.booleans()),) * 5))
-def test_usage_is_written_as_the_generic_path_wrote_it(usage: Usage) -> None:
-    same_as_generic(usage_json, usage)
-
-
-def test_dumps_is_the_generic_encoder_and_raises_its_errors() -> None:
-    for value in [{"a": [1, 2.5, None, True]}, "\udcff\u2028", [math.inf], {3: Text("x")}]:
-        assert dumps(value) == generic(value)
-    loop: dict[str, Any] = {}
-    loop["self"] = loop
-    with pytest.raises(ValueError, match="Circular reference"):
-        dumps(loop)
-    with pytest.raises(TypeError, match="not JSON serializable"):
-        dumps({"x": object()})
-    assert dumps({"after": "errors"}) == '{"after":"errors"}'
+def test_usage_in_run_end_is_written_as_the_generic_path_writes_it(
+    tmp_path_factory: pytest.TempPathFactory, usage: Usage
+) -> None:
+    handle = SessionStore(tmp_path_factory.mktemp("u")).new_handle()
+    recorder = SessionRecorder(handle)
+    recorder.start(AgentEmitter(), messages=[], input_chars=0, history_size=0)
+    recorder.finish("final", usage)
+    end = handle.path.read_text("ascii").splitlines()[-1]
+    assert (
+        end.split(",", 1)[1]
+        == generic(
+            {
+                "kind": "meta",
+                "meta": {
+                    "event": "run_end",
+                    "stopped_reason": "final",
+                    "usage": to_jsonable(usage),
+                },
+            }
+        )[1:]
+    )
 
 
 def test_tool_call_start_record_of_any_call_id(tmp_path: Path) -> None:
@@ -349,42 +364,33 @@ def test_run_start_and_run_end_records_of_every_shape(tmp_path: Path) -> None:
     assert ends[1]["error"] == {"name": "Failure", "message": odd, "kind": "rate_limit"}
 
 
-def test_a_records_stamp_is_the_millisecond_it_is_written_in(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``ts`` is ``utc_timestamp`` of now, to the millisecond (truncated), however the cache of
-    the current millisecond and second is hit: across millisecond and second boundaries, and
-    back in time (a clock set back)."""
-    from datetime import UTC, datetime
+def test_a_records_stamp_is_the_utc_millisecond_it_is_written_in(tmp_path: Path) -> None:
+    """``ts`` is :func:`utc_timestamp` of the moment of the write, to the millisecond
+    (truncated), across threads writing at once."""
+    from datetime import UTC, datetime, timedelta, timezone
 
-    from agentfsm.adapters.sessions import store
+    assert utc_timestamp(datetime(2026, 5, 28, 20, 26, 40, 999_999, UTC)) == (
+        "2026-05-28T20:26:40.999Z"
+    )
+    east = timezone(timedelta(hours=2))
+    assert utc_timestamp(datetime(2026, 1, 1, 1, 0, 0, 1000, east)) == "2025-12-31T23:00:00.001Z"
+    handle = SessionHandle(tmp_path / "s.jsonl")
+    bounds: list[tuple[str, str]] = []
 
-    def expected(seconds: float) -> str:
-        return store.utc_timestamp(datetime.fromtimestamp(seconds, UTC))
+    def write(index: int) -> None:
+        for _ in range(200):
+            before = utc_timestamp()
+            handle.write_meta({"event": "tick", "thread": index})
+            bounds.append((before, utc_timestamp()))
 
-    moments = [
-        1_780_000_000.0,
-        1_780_000_000.0004,
-        1_780_000_000.0011,
-        1_780_000_000.5,
-        1_780_000_000.9994,
-        1_780_000_000.99951,
-        1_780_000_001.0,
-        1_780_000_001.0009,
-        1_779_999_000.25,  # set back
-        1_779_999_000.2501,
-        2_000_000_000.123,
-    ]
-    for moment in moments:
-        monkeypatch.setattr(store, "_time", lambda moment=moment: moment)
-        stamp = store._now_stamp()
-        # the float's own rounding may put a moment a hair off its decimal value: compare
-        # with the moments a microsecond around it
-        assert stamp in {expected(moment - 1e-6), expected(moment), expected(moment + 1e-6)}, moment
-    monkeypatch.setattr(store, "_time", lambda: 1_780_000_000.0004)
-    assert store._now_stamp() == "2026-05-28T20:26:40.000Z"
-    monkeypatch.undo()
-    for _ in range(2000):  # the real clock
-        before = store.utc_timestamp(datetime.now(UTC))
-        stamp = store._now_stamp()
-        assert before <= stamp <= store.utc_timestamp(datetime.now(UTC))
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    handle.close()
+    stamps = [json.loads(line)["ts"] for line in handle.path.read_text("ascii").splitlines()]
+    assert len(stamps) == 800
+    assert all(len(s) == 24 and s.endswith("Z") for s in stamps)
+    earliest, latest = min(b for b, _ in bounds), max(a for _, a in bounds)
+    assert all(earliest <= s <= latest for s in stamps)

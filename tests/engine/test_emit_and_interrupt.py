@@ -113,6 +113,37 @@ def test_two_on_many_calls_with_one_pairs_object_are_two_registrations() -> None
     assert len(seen) == 3
 
 
+def test_every_ancestor_gets_a_childs_events_the_farthest_first() -> None:
+    """A grandparent's subscribers, with ``"*"`` and with a type, see a grandchild's events
+    though the parent between them has no subscriber of its own."""
+    grandparent = AgentEmitter()
+    parent = AgentEmitter(parent=grandparent)
+    child = AgentEmitter(parent=parent)
+    seen: list[tuple[str, str]] = []
+    grandparent.on("*", lambda e: seen.append(("grandparent *", e.type)))
+    grandparent.on("turn_start", lambda e: seen.append(("grandparent", e.type)))
+    child.on("turn_start", lambda e: seen.append(("child", e.type)))
+    assert child.has_subscribers
+    assert len(parent) == 0
+    child.emit(TurnStartEvent(turn=1))
+    child.emit(ErrorEvent(error=ValueError("x")))
+    assert seen == [
+        ("grandparent *", "turn_start"),
+        ("grandparent", "turn_start"),
+        ("child", "turn_start"),
+        ("grandparent *", "error"),
+    ]
+    seen.clear()
+    parent.on("turn_start", lambda e: seen.append(("parent", e.type)))
+    child.emit(TurnStartEvent(turn=2))
+    assert seen == [
+        ("grandparent *", "turn_start"),
+        ("grandparent", "turn_start"),
+        ("parent", "turn_start"),
+        ("child", "turn_start"),
+    ]
+
+
 async def test_an_abort_from_another_thread_becomes_abort_error() -> None:
     controller = AbortController()
     task = asyncio.current_task()

@@ -54,7 +54,7 @@ async def test_without_a_step_runner_effects_just_run() -> None:
 
 
 async def test_a_step_inside_a_step_is_part_of_it() -> None:
-    from agentfsm.engine.steps import run_step, step_now
+    from agentfsm.engine.steps import run_step
 
     steps = Recording()
 
@@ -62,9 +62,7 @@ async def test_a_step_inside_a_step_is_part_of_it() -> None:
         return 1
 
     async def outer() -> int:
-        now = step_now("inner now", lambda: 1)
-        assert now == 1  # a synchronous effect inside a step: run at once, no step of its own
-        return await run_step("inner", inner) + now
+        return await run_step("inner", inner) + 1
 
     token = current_step_runner.set(steps)
     try:
@@ -119,45 +117,3 @@ def test_a_recorded_error_pickles() -> None:
     error = RecordedError("ProviderError", "boom")
     back = pickle.loads(pickle.dumps(error))
     assert (back.name, str(back)) == ("ProviderError", "boom")
-
-
-async def test_step_now_answers_at_once_outside_a_durable_run() -> None:
-    from agentfsm.engine.steps import step_now
-
-    calls: list[int] = []
-
-    def effect() -> int:
-        calls.append(1)
-        return 7
-
-    assert step_now("read", effect) == 7  # the value itself, not an awaitable
-    assert calls == [1]
-
-
-async def test_step_now_is_a_step_of_a_durable_run_and_replays() -> None:
-    import inspect
-
-    from agentfsm.engine.steps import step_now
-
-    class Replaying:
-        """A durable runner replaying recorded results: the effect never runs again."""
-
-        def __init__(self) -> None:
-            self.names: list[str] = []
-
-        async def __call__(self, name: str, effect: Callable[[], Awaitable[T]]) -> Any:
-            self.names.append(name)
-            return "recorded"
-
-    def effect() -> str:
-        raise AssertionError("a replayed step does not run its effect")
-
-    steps = Replaying()
-    token = current_step_runner.set(steps)
-    try:
-        answer = step_now("read", effect)
-        assert inspect.isawaitable(answer)
-        assert await answer == "recorded"
-    finally:
-        current_step_runner.reset(token)
-    assert steps.names == ["read"]

@@ -339,34 +339,38 @@ def test_only_a_regular_definition_file_is_read(tmp_path: Path) -> None:
     assert resolve_verify_command(tmp_path / "fifo") is None
 
 
-async def test_the_verify_gate_answers_at_once_when_it_has_nothing_to_wait_for(
+async def test_the_verify_gate_hooks_are_coroutines_checking_the_first_turns_command(
     tmp_path: Path,
 ) -> None:
-    """Outside a durable run the first turn's read and note need no coroutine; later turns
-    and a final answer of a run that changed no file are ``None`` at once. The run's check
-    command is still the one read at the first turn."""
+    """``check_turn`` and ``check_final`` are plain async functions: the first turn reads the
+    command and notes it, later turns and a final answer of a run that changed no file give
+    ``None``, and a changed definition is refused against the command read at the first
+    turn."""
     import inspect
 
     from agentfsm.engine.context import RunContext
     from agentfsm.engine.policy import Notice, Retry
 
+    assert inspect.iscoroutinefunction(verify.check_turn)
+    assert inspect.iscoroutinefunction(verify.check_final)
+    assert inspect.iscoroutinefunction(verifier.check_final)
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"check": "true"}}), "utf-8")
     gate = verify(workspace=tmp_path, sandbox=Unsandboxed())
     ctx = RunContext(params=LoopParams(max_turns=3), history=[])
     ctx.turn = 1
-    note = gate.check_turn(ctx)
+    note = await gate.check_turn(ctx)
     assert isinstance(note, Notice)
     assert note.event.reason == "verify command: npm run check (defined in package.json)"
     ctx.turn = 2
-    assert gate.check_turn(ctx) is None
-    assert gate.check_final(ctx) is None  # nothing changed: nothing to check
+    assert await gate.check_turn(ctx) is None
+    assert await gate.check_final(ctx) is None  # nothing changed: nothing to check
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"check": "rm -rf ."}}))
     ctx.mutations = 1
-    pending = gate.check_final(ctx)
-    assert inspect.isawaitable(pending)
-    refused = await pending
+    refused = await gate.check_final(ctx)
     assert isinstance(refused, Retry)
     assert "package.json changed during this run" in refused.reminder
 
     reviewer = verifier()
-    assert reviewer.check_final(RunContext(params=LoopParams(max_turns=3), history=[])) is None
+    assert (
+        await reviewer.check_final(RunContext(params=LoopParams(max_turns=3), history=[])) is None
+    )

@@ -96,7 +96,7 @@ from .protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunne
 from .runner import LoopRunner
 from .serialization import converter
 from .stepper import StepperKind
-from .steps import StepRunner, current_step_runner, run_step, step_now
+from .steps import StepRunner, current_step_runner, run_step
 from .tokens import estimate_message_tokens, estimate_messages_tokens, estimate_text_tokens
 
 __all__ = [
@@ -195,7 +195,6 @@ __all__ = [
     "run_step",
     "seed_system_prompt",
     "should_compress",
-    "step_now",
     "tool_message_from_result",
 ]
 

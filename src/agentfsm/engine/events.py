@@ -363,9 +363,9 @@ class AgentEmitter:
     skipped; the others still run. Handlers may subscribe or unsubscribe while an event is
     being emitted: each emit iterates the subscriber list as it was when the emit began.
 
-    ``parent`` gets every event too, before this emitter's handlers (an agent's per-run
-    emitter forwards to ``Agent.events`` this way); an emit costs it nothing while it has no
-    subscribers.
+    ``parent`` gets every event too, before this emitter's handlers, and so does each of its
+    own ancestors, the farthest first (an agent's per-run emitter forwards to
+    ``Agent.events`` this way).
     """
 
     __slots__ = ("_by_type", "_entries", "_parent", "_star")
@@ -559,9 +559,8 @@ class AgentEmitter:
         """Deliver ``event`` to its subscribers."""
         event_type = event.type
         handlers = self._by_type.get(event_type, self._star)
-        parent = self._parent
-        if parent is not None and parent._entries:
-            parent.emit(event)
+        if self._parent is not None:
+            self._parent.emit(event)  # every ancestor, the farthest first
         for handler in handlers:
             try:
                 handler(event)

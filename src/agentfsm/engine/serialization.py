@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import json.encoder
-from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 from cattrs.preconf.json import make_converter
 
@@ -15,9 +13,6 @@ from .messages import Message
 from .text import escape_surrogates
 
 __all__ = [
-    "JsonChunks",
-    "c_json_encoder",
-    "compact_json",
     "converter",
     "nests_deeper_than",
     "dumps",
@@ -110,51 +105,6 @@ def dumps(obj: Any) -> str:
     """
     text = json.dumps(converter.unstructure(obj), ensure_ascii=False, separators=(",", ":"))
     return escape_surrogates(text)
-
-
-JsonChunks: TypeAlias = Callable[[object, int], Sequence[str]]
-"""A reusable C encoder: ``"".join(encoder(obj, 0))`` is ``obj``'s JSON text."""
-
-
-def c_json_encoder(
-    default: Callable[[object], Any], *, sort_keys: bool = False
-) -> JsonChunks | None:
-    """A C encoder made once and reused for compact ASCII JSON: the text of
-    ``json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys)`` with ``default`` for what
-    JSON does not take (``JSONEncoder.encode`` makes an encoder per call). It keeps no
-    circular-reference bookkeeping (a cycle ends in ``RecursionError``). ``None`` when this
-    Python has no C encoder or it does not give the reference text on a sample."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    reference = json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys).encode
-    sample = {"b": [1, 2.5, None, True, "\udcff\u2028\u00e9"], "a": {}}
-    string = json.encoder.encode_basestring_ascii
-    try:
-        encoder: JsonChunks = make(None, default, string, None, ":", ",", sort_keys, False, True)
-        if "".join(encoder(sample, 0)) != reference(sample):
-            return None
-    except Exception:  # another signature: use the generic encoder
-        return None
-    return encoder
-
-
-def compact_json(*, sort_keys: bool = False) -> Callable[[object], str]:
-    """``json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys).encode`` (compact ASCII
-    JSON; lone surrogates become escapes) through :func:`c_json_encoder` when there is one;
-    anything it fails on goes to the reference encoder, so errors are the reference's."""
-    reference = json.JSONEncoder(separators=(",", ":"), sort_keys=sort_keys)
-    encoder = c_json_encoder(reference.default, sort_keys=sort_keys)
-    if encoder is None:
-        return reference.encode
-
-    def encode(obj: object) -> str:
-        try:
-            return "".join(encoder(obj, 0))
-        except Exception:
-            return reference.encode(obj)
-
-    return encode
 
 
 def loads(text: str | bytes, cls: Any) -> Any:

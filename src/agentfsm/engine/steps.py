@@ -17,7 +17,7 @@ import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-__all__ = ["StepRunner", "current_step_runner", "run_step", "step_now"]
+__all__ = ["StepRunner", "current_step_runner", "run_step"]
 
 T = TypeVar("T")
 
@@ -54,20 +54,3 @@ async def run_step(name: str, effect: Callable[[], Awaitable[T]]) -> T:
             current_step_runner.reset(token)
 
     return await runner(name, alone)
-
-
-def step_now(name: str, effect: Callable[[], T]) -> T | Awaitable[T]:
-    """A synchronous ``effect`` as the step ``name``: outside a durable run (or inside a
-    step) its result, now; in a durable run an awaitable of the step's result (run, or
-    replayed), as :func:`run_step` gives it.
-
-    For a policy hook that may answer synchronously (the verify gate's first turn): a run
-    that is not durable then pays for no coroutine.
-    """
-    if current_step_runner.get() is None:
-        return effect()
-
-    async def run() -> T:
-        return effect()
-
-    return run_step(name, run)

@@ -18,6 +18,7 @@ turn. All counters are per run.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from collections.abc import Awaitable
@@ -26,7 +27,6 @@ from attrs import define, field
 
 from agentfsm.engine.context import RunContext, ToolOutcome
 from agentfsm.engine.policy import Remind, Stop, TurnVerdict, Warn
-from agentfsm.engine.serialization import compact_json
 
 from .redirect import REDIRECT_TRIGGERS
 from .redirect import redirect as RedirectSettings
@@ -34,10 +34,6 @@ from .redirect import redirect as RedirectSettings
 __all__ = ["HealthState", "loop_health"]
 
 _WORDS = re.compile(r"\w+")
-
-
-_signature_json = compact_json(sort_keys=True)
-"""``json.dumps(arguments, sort_keys=True, separators=(",", ":"))``, one encoder for all."""
 
 
 @define
@@ -124,7 +120,7 @@ class loop_health:
             return None
         state = ctx.state(self, HealthState)
         call = outcome.call
-        signature = call.name + _signature_json(call.arguments)
+        signature = call.name + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
         state.signatures.append(signature)
         state.repeated = state.signatures.count(signature)
         state.last_signature = call.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
 from agentfsm.engine.context import RunContext
@@ -148,14 +148,11 @@ class verifier:
             )
         return "\n\n".join(parts)
 
-    def check_final(self, ctx: RunContext) -> Awaitable[Retry | None] | None:
+    async def check_final(self, ctx: RunContext) -> Retry | None:
         """Nothing to review without an answer, or (``only_if_mutated``) when the run changed
-        no file; else the review (awaitable)."""
+        no file; else the review: ``FAIL`` refuses the answer with the reviewer's reasons."""
         if ctx.last_result is None or (self.only_if_mutated and ctx.mutations == 0):
             return None
-        return self._review(ctx)
-
-    async def _review(self, ctx: RunContext) -> Retry | None:
         state: dict[str, Any] = ctx.state(self, lambda: {"rounds": 0})
         if state["rounds"] >= self.max_rounds:
             return None

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
 from agentfsm.engine.process import CommandSandbox, run_command
 from agentfsm.engine.sandbox import PROTECTED_DIR, detect_sandbox
-from agentfsm.engine.steps import run_step, step_now
+from agentfsm.engine.steps import run_step
 
 from .definition_files import MAKE_NAMES, command_files
 
@@ -258,20 +257,14 @@ class verify:
         found = self.definition()
         return found.command if found is not None else None
 
-    def _read_definition(
-        self,
-    ) -> VerifyDefinition | Awaitable[VerifyDefinition | None] | None:
+    async def _read_definition(self) -> VerifyDefinition | None:
         """The definition as the workspace holds it now: a step (``verify_definition``), so
-        a replayed run decides on what the first execution read; at once outside a durable
-        run, an awaitable in one."""
-        return step_now("verify_definition", self.definition)
+        a replayed run decides on what the first execution read."""
 
-    async def _definition_now(self) -> VerifyDefinition | None:
-        """:meth:`_read_definition`, awaited when it is a step's awaitable."""
-        found = self._read_definition()
-        if found is None or isinstance(found, VerifyDefinition):
-            return found
-        return await found
+        async def read() -> VerifyDefinition | None:
+            return self.definition()
+
+        return await run_step("verify_definition", read)
 
     def _reread(self, trusted: VerifyDefinition) -> tuple[VerifyDefinition | None, _Files]:
         """The definition now, and the fingerprint now of the files the trusted command's
@@ -283,8 +276,11 @@ class verify:
 
     async def _changed(self, trusted: VerifyDefinition) -> list[str]:
         """The files of the trusted definition that differ now (a step, as the first read)."""
-        reread = step_now("verify_definition", lambda: self._reread(trusted))
-        now, files = reread if isinstance(reread, tuple) else await reread
+
+        async def reread() -> tuple[VerifyDefinition | None, _Files]:
+            return self._reread(trusted)
+
+        now, files = await run_step("verify_definition", reread)
         before, after = dict(trusted.files), dict(files)
         names = [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
         if names or now == evolve(trusted, files=now.files if now else ()):
@@ -297,7 +293,7 @@ class verify:
         """The run's state (filled at its first turn, else now)."""
         state: dict[str, Any] = ctx.state(self, dict)
         if not state:
-            _start(state, await self._definition_now())
+            _start(state, await self._read_definition())
         return state
 
     def _sandbox(self, ctx: RunContext, state: dict[str, Any]) -> CommandSandbox:
@@ -322,23 +318,14 @@ class verify:
                 inside.append(resolved.relative_to(root).as_posix())
         return (PROTECTED_DIR, *inside)
 
-    def check_turn(self, ctx: RunContext) -> Notice | Awaitable[Notice] | None:
+    async def check_turn(self, ctx: RunContext) -> Notice | None:
         """At the run's first turn: take the command as the workspace defines it now (and
         fail before the model acts when there is a command but no sandbox to run it in),
-        reported in a note; nothing on later turns. Synchronous outside a durable run (where
-        the definition read is a step, and the answer an awaitable)."""
+        reported in a note; nothing on later turns."""
         state: dict[str, Any] = ctx.state(self, dict)
         if state:
             return None
-        found = self._read_definition()
-        if found is None or isinstance(found, VerifyDefinition):
-            return self._noted(ctx, state, found)
-        return self._noted_later(ctx, state, found)
-
-    async def _noted_later(
-        self, ctx: RunContext, state: dict[str, Any], found: Awaitable[VerifyDefinition | None]
-    ) -> Notice:
-        return self._noted(ctx, state, await found)
+        return self._noted(ctx, state, await self._read_definition())
 
     def _noted(
         self, ctx: RunContext, state: dict[str, Any], found: VerifyDefinition | None
@@ -361,13 +348,11 @@ class verify:
             PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verify_command")
         )
 
-    def check_final(self, ctx: RunContext) -> Awaitable[Retry | None] | None:
-        """Nothing to check when the run changed no file; else the check (awaitable)."""
+    async def check_final(self, ctx: RunContext) -> Retry | None:
+        """Nothing to check when the run changed no file; else run the check command and
+        refuse the answer when it fails (or when its definition changed)."""
         if ctx.mutations == 0:
             return None
-        return self._check(ctx)
-
-    async def _check(self, ctx: RunContext) -> Retry | None:
         state = await self._state(ctx)
         trusted: VerifyDefinition | None = state["definition"]
         if trusted is None or state["refused"] >= self.max_retries:
