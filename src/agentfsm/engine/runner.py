@@ -448,16 +448,18 @@ class LoopRunner:
         return "decide"
 
     async def _retry(self) -> str:
-        """Push the refusing gate's reminder into the history as a user message, emit
-        ``gate``."""
+        """Push a neutral user turn into the history, queue the refusing gate's reminder for
+        the next request, emit ``gate``."""
         ctx = self.ctx
         retry = ctx.pending_retry
         assert retry is not None
         assert ctx.retry_policy is not None
         ctx.gate_retries += 1
-        # Stored, unlike other reminders: the refused answer stays in the history, and the
-        # next answer must not follow it as a second assistant message in a row.
-        ctx.append(retry_message(retry.reminder))
+        # The refused answer stays in the history: a neutral user turn follows it (the next
+        # answer must not be a second assistant message in a row), and the reminder, like
+        # every reminder, reaches the next request only.
+        ctx.append(retry_message())
+        ctx.reminders.append(retry.reminder)
         self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
         return "retried"
 
