@@ -461,7 +461,9 @@ async def test_final_gate_retries_are_available_to_engine_users() -> None:
     chat = ScriptedChat(["a", "b"])
     outcome = await Agent(chat, policies=[Once()]).run("x")
     assert outcome.final == AssistantMessage("b")
-    assert chat.requests[1].messages[-1].content.startswith("<system-reminder>")
+    assert chat.requests[1].messages[-1] == UserMessage(
+        "Continue.\n\n<system-reminder>\nagain\n</system-reminder>"
+    )
 
 
 async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:

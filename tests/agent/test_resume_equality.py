@@ -19,6 +19,7 @@ import pytest
 from agentfsm import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.adapters.sessions import SessionHandle
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine.reminders import RETRY_TURN
 from agentfsm.policies import prune_tool_results, require, text_matches, wrap_up
 from agentfsm.testing import ChatRequest, ScriptedChat, ScriptedTools, ScriptItem, tool_reply
 
@@ -81,14 +82,53 @@ async def test_after_a_refused_final_answer(tmp_path: Path) -> None:
         gate = require(text_matches("DONE"), reminder="Say DONE.")
         return Agent(chat, reader(), policies=[gate], session_dir=tmp_path)
 
-    live, resumed = await both_ways(build, ScriptedChat(["no marker", "now DONE"]))
+    first_chat = ScriptedChat(["no marker", "now DONE"])
+    live, resumed = await both_ways(build, first_chat)
+    # The first run's retry carried the reminder once ...
+    assert (
+        "<system-reminder>\nSay DONE.\n</system-reminder>"
+        in first_chat.requests[1].messages[-1].content
+    )
+    # ... and the next run, live or resumed, sends the neutral turn without it.
     assert live.messages == resumed.messages
     assert_alternates(live.messages)
     contents = [m.content for m in live.messages]
-    refused = contents.index("no marker")  # the refused answer stays, then the reminder
-    assert isinstance(live.messages[refused + 1], UserMessage)
-    assert "Say DONE." in live.messages[refused + 1].content
+    refused = contents.index("no marker")  # the refused answer stays, then the neutral turn
+    assert live.messages[refused + 1] == UserMessage(RETRY_TURN)
     assert contents[refused + 2] == "now DONE"
+    assert not any("Say DONE." in m.content for m in live.messages)
+
+
+async def test_after_a_refused_answer_and_an_interrupt(tmp_path: Path) -> None:
+    """The run stops after a refusal, before the next answer: the session ends with the
+    neutral turn, which a continuation drops (like any trailing user message) both ways."""
+    asked_again = asyncio.Event()
+
+    async def hang() -> ScriptItem:
+        asked_again.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    def model(request: ChatRequest) -> ScriptItem | Awaitable[ScriptItem]:
+        return "no marker" if len(request.messages) < 3 else hang()
+
+    def build(chat: ScriptedChat) -> Agent:
+        gate = require(text_matches("DONE"), reminder="Say DONE.")
+        return Agent(chat, reader(), policies=[gate], session_dir=tmp_path)
+
+    async def interrupted(agent: Agent, handle: SessionHandle) -> None:
+        task = asyncio.ensure_future(agent.run("task", session=handle))
+        await asyncio.wait_for(asked_again.wait(), 5)
+        agent.interrupt()
+        outcome = await task
+        assert outcome.stopped_reason == "aborted"
+        assert [m.content for m in outcome.messages][-2:] == ["no marker", RETRY_TURN]
+
+    live, resumed = await both_ways(build, ScriptedChat(model), interrupted)
+    assert live.messages == resumed.messages
+    assert_alternates(live.messages)
+    assert [m.content for m in live.messages][-2:] == ["no marker", "next"]
+    assert not any("Say DONE." in m.content for m in live.messages)
 
 
 async def test_after_a_compression(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import LoopParams, Retry, RunContext, Stop, UserMessage, run_conversation
+from agentfsm.engine.reminders import RETRY_TURN
 from agentfsm.engine.stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
@@ -107,17 +108,15 @@ async def test_final_gate_retries_with_a_reminder(
         "final",
         "turn_end",
     ]
-    # The refusal's reminder follows the refused answer in the history (as a user message,
-    # so no two assistant messages follow each other), and the next request ends with it.
-    reminder = UserMessage(
-        "<system-reminder>\nYour answer must mention 'banana'.\n</system-reminder>"
-    )
+    # A neutral user turn follows the refused answer in the history (so no two assistant
+    # messages follow each other); the next request carries the reminder on it, once.
+    reminder = "<system-reminder>\nYour answer must mention 'banana'.\n</system-reminder>"
     second = chat.requests[1].messages
-    assert second[-1] == reminder
+    assert second[-1] == UserMessage(f"{RETRY_TURN}\n\n{reminder}")
     assert [m.content for m in outcome.messages] == [
         "x",
         "draft",
-        reminder.content,
+        RETRY_TURN,
         "final answer with banana",
     ]
     assert [m.role for m in outcome.messages] == ["user", "assistant", "user", "assistant"]

@@ -8,6 +8,7 @@ that the same files, left by the user, do make the gate run that recipe."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ PREREQUISITE = f"check: pwn\npwn:\n\ttouch {MARKER}\n"
 PACKAGE = json.dumps({"scripts": {"check": "true"}})
 SUB_HOSTILE = f"check:\n\ttouch ../{MARKER}\n"  # run in sub/
 EVIL_SH = f"#!/bin/sh\ntouch {MARKER}\n"
+REMINDER_BLOCK = re.compile(r"<system-reminder>\n(.*?)\n</system-reminder>", re.DOTALL)
 
 
 @frozen
@@ -188,9 +190,11 @@ def _reminders(chat: ScriptedChat) -> list[str]:
     found = []
     for request in chat.requests:
         for message in request.messages:
-            text = message.content.removeprefix("<system-reminder>\n")
-            if message.role == "user" and text.startswith("Verification") and text not in found:
-                found.append(text)
+            if message.role != "user":
+                continue
+            for text in REMINDER_BLOCK.findall(message.content):
+                if text.startswith("Verification") and text not in found:
+                    found.append(text)
     return found
 
 

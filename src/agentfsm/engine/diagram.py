@@ -65,14 +65,14 @@ def _stable_ids(source: str) -> str:
 
 def guard_feeders(policies: Sequence[object]) -> dict[str, list[str]]:
     """For each guard, the names of the policies whose decisions it reads."""
-    sorted_policies = PolicySet(policies)
-    stoppers = [p for p in sorted_policies.turn_gates if getattr(p, "can_stop", True)]
-    feeders: dict[str, list[Any]] = {
+    by_hook = PolicySet(policies).by_hook
+    stoppers = [p for p in by_hook["check_turn"] if getattr(p, "can_stop", True)]
+    feeders: dict[str, Sequence[Any]] = {
         "policy_stop": stoppers,
-        "gate_retry": sorted_policies.final_gates,
-        "compression_needed": sorted_policies.compactors,
-        "overflow_recoverable": sorted_policies.compactors,
-        "last_turn": sorted_policies.turn_budgets,
+        "gate_retry": by_hook["check_final"],
+        "compression_needed": by_hook["should_compress"],
+        "overflow_recoverable": by_hook["should_compress"],
+        "last_turn": by_hook["turn_budget"],
     }
     return {guard: [policy_name(p) for p in ps] for guard, ps in feeders.items() if ps}
 

@@ -9,7 +9,9 @@ keeps scratch state through ``ctx.state(self, factory)``, durable state through
 Every hook may be sync or async. The runner checks each answer: a value the hook does not
 allow is a :class:`~agentfsm.engine.errors.PolicyVerdictError` (a ``TypeError``) naming the
 policy and the hook; a hook that raises ends the run with an ``error`` event and a
-:class:`~agentfsm.engine.errors.PolicyError` naming the policy. An object that implements no
+:class:`~agentfsm.engine.errors.PolicyError` naming the policy; an immediate interrupt
+(``Agent``) cuts a running async hook short, and it answers nothing (:func:`consult` is the
+one way a hook is called). An object that implements no
 hook, or has a method one letter off a hook's name (``check_trun``), is a ``TypeError``
 when the policies are given (``Agent(...)``, ``run_conversation(...)``).
 
@@ -59,7 +61,6 @@ __all__ = [
     "LlmObserver",
     "Notice",
     "OutcomeShaper",
-    "Pending",
     "Policy",
     "PolicySet",
     "Remind",
@@ -73,9 +74,7 @@ __all__ = [
     "TurnObserver",
     "TurnVerdict",
     "Warn",
-    "ask",
     "check_policies",
-    "checked",
     "consult",
     "hook_failed",
     "loop_policies",
@@ -320,84 +319,13 @@ EXPECTED: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 """What each hook may return, checked on every answer."""
 
-NONE_ALLOWED = frozenset(hook for hook, (check, _) in EXPECTED.items() if check(None))
-"""The hooks that may answer ``None``."""
-
-
-def ask(
-    policy: object,
-    hook: str,
-    method: Callable[..., Any],
-    *args: Any,
-    passthrough: tuple[type[BaseException], ...] = (),
-) -> Any:
-    """Call ``method`` (``policy.<hook>``) and check its answer, without awaiting.
-
-    Returns a sync hook's checked answer, or a :class:`Pending` holding what an async hook
-    returned (``await pending.settle()`` gives its checked answer). Errors as
-    :func:`consult`.
-    """
-    try:
-        answer = method(*args)
-    except passthrough:
-        raise
-    except Exception as exc:
-        hook_failed(policy, hook, exc)
-    if answer is None and hook in NONE_ALLOWED:  # the common "nothing to say"
-        return None
-    return checked(policy, hook, answer)
-
-
-def checked(policy: object, hook: str, answer: object) -> Any:
-    """``policy``'s answer to ``hook`` once checked, as :func:`ask` gives it: the answer, a
-    :class:`Pending` for an awaitable, or :class:`PolicyVerdictError` raised. (The runner
-    calls the hooks itself and checks only answers other than ``None`` where ``None`` is
-    allowed.)"""
-    check, expected = EXPECTED[hook]
-    if check(answer):  # no verdict kind is awaitable
-        return answer
-    if inspect.isawaitable(answer):
-        return Pending(policy, hook, answer)
-    raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
-
 
 def hook_failed(policy: object, hook: str, exc: Exception) -> NoReturn:
-    """Raise what :func:`ask` raises when ``policy``'s ``hook`` raised ``exc``: a policy
+    """Raise what :func:`consult` raises when ``policy``'s ``hook`` raised ``exc``: a policy
     error or refusal as it is, anything else as :class:`PolicyError` naming the policy."""
     if isinstance(exc, (PolicyError, PolicyVerdictError, RunRefused)):
         raise exc
     raise PolicyError(policy_name(policy), hook, exc) from exc
-
-
-class Pending:
-    """An async hook's answer still to be awaited (see :func:`ask`)."""
-
-    __slots__ = ("awaitable", "hook", "policy")
-
-    def __init__(self, policy: object, hook: str, awaitable: Awaitable[Any]) -> None:
-        self.policy = policy
-        self.hook = hook
-        self.awaitable = awaitable
-
-    async def settle(
-        self,
-        wait: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
-        passthrough: tuple[type[BaseException], ...] = (),
-    ) -> Any:
-        """Await the answer (through ``wait`` when given) and check it."""
-        policy, hook = self.policy, self.hook
-        try:
-            answer = await (wait(self.awaitable) if wait is not None else self.awaitable)
-        except passthrough:
-            raise
-        except (PolicyError, PolicyVerdictError, RunRefused):
-            raise
-        except Exception as exc:
-            raise PolicyError(policy_name(policy), hook, exc) from exc
-        check, expected = EXPECTED[hook]
-        if not check(answer):
-            raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
-        return answer
 
 
 async def consult(
@@ -407,53 +335,34 @@ async def consult(
     wait: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
     passthrough: tuple[type[BaseException], ...] = (),
 ) -> Any:
-    """Call ``policy.<hook>(*args)``, sync or async, and check its answer.
+    """Call ``policy.<hook>(*args)``, sync or async, and check its answer: the one way a
+    policy hook is called.
 
     ``wait`` awaits an async answer (the runner passes its interruptible wait); exceptions
     of the ``passthrough`` types propagate as they are, any other becomes a
-    :class:`PolicyError` naming the policy (a :class:`RunRefused` propagates as it is).
+    :class:`PolicyError` naming the policy (a :class:`PolicyError`,
+    :class:`PolicyVerdictError` or :class:`RunRefused` propagates as it is). An answer the
+    hook does not allow is a :class:`PolicyVerdictError`.
     """
     try:
-        method = getattr(policy, hook)
+        answer = getattr(policy, hook)(*args)
+        if inspect.isawaitable(answer):
+            answer = await (wait(answer) if wait is not None else answer)
+    except passthrough:
+        raise
     except Exception as exc:
-        raise PolicyError(policy_name(policy), hook, exc) from exc
-    answer = ask(policy, hook, method, *args, passthrough=passthrough)
-    if type(answer) is Pending:
-        return await answer.settle(wait, passthrough)
+        hook_failed(policy, hook, exc)
+    check, expected = EXPECTED[hook]
+    if not check(answer):
+        raise PolicyVerdictError(policy_name(policy), hook, answer, expected)
     return answer
 
 
-_PER_TURN = (
-    "check_turn",
-    "should_compress",
-    "shape_request",
-    "shape_reply",
-    "on_llm_end",
-    "on_tool_result",
-    "on_turn_end",
-)
-"""The hooks the runner calls every turn through :attr:`PolicySet.bound`."""
-
-
 class PolicySet:
-    """Policies sorted by the hooks they implement, their per-turn hooks bound (done once per
-    set: an agent keeps one for all its runs)."""
+    """Policies sorted by the hooks they implement (done once per set: an agent keeps one
+    for all its runs)."""
 
-    __slots__ = (
-        "all",
-        "bound",
-        "compressors",
-        "final_gates",
-        "keys",
-        "llm_observers",
-        "outcome_shapers",
-        "reply_shapers",
-        "request_shapers",
-        "tool_observers",
-        "turn_budgets",
-        "turn_gates",
-        "turn_observers",
-    )
+    __slots__ = ("all", "by_hook", "keys")
 
     def __init__(self, policies: Sequence[Policy] | Sequence[object] = ()) -> None:
         self.all = check_policies(policies)
@@ -461,21 +370,9 @@ class PolicySet:
         for policy in self.all:
             for hook in hooks_of(policy):
                 by_hook[hook].append(policy)
-        self.turn_budgets: list[TurnBudget] = by_hook["turn_budget"]
-        self.turn_gates: list[TurnGate] = by_hook["check_turn"]
-        self.compressors: list[Compressor] = by_hook["should_compress"]
-        self.request_shapers: list[RequestShaper] = by_hook["shape_request"]
-        self.reply_shapers: list[ReplyShaper] = by_hook["shape_reply"]
-        self.llm_observers: list[LlmObserver] = by_hook["on_llm_end"]
-        self.tool_observers: list[ToolObserver] = by_hook["on_tool_result"]
-        self.turn_observers: list[TurnObserver] = by_hook["on_turn_end"]
-        self.final_gates: list[FinalGate] = by_hook["check_final"]
-        self.outcome_shapers: list[OutcomeShaper] = by_hook["shape_outcome"]
-        self.bound: dict[str, list[tuple[Any, Callable[..., Any]]]] = {
-            hook: [(p, getattr(p, hook)) for p in by_hook[hook]] for hook in _PER_TURN
-        }
-        """The per-turn hooks' ``(policy, bound method)`` pairs, by hook, in the set's order
-        (bound once for every run of the set)."""
+        self.by_hook = {hook: tuple(found) for hook, found in by_hook.items()}
+        """The policies implementing each hook (by name, every name of :data:`HOOK_NAMES`),
+        in the set's order."""
         keys: dict[int, str] = {}
         seen: dict[str, int] = {}
         for policy in self.all:
@@ -487,7 +384,12 @@ class PolicySet:
         … for later policies of the same name."""
 
     @property
-    def compactors(self) -> list[Compressor]:
+    def compressors(self) -> tuple[Compressor, ...]:
+        """The policies that compress (``should_compress`` and ``compress``)."""
+        return self.by_hook["should_compress"]
+
+    @property
+    def compactors(self) -> tuple[Compressor, ...]:
         """Deprecated spelling of :attr:`compressors`."""
         return self.compressors
 
@@ -499,7 +401,8 @@ class PolicySet:
     def max_turns(self, default: int) -> int:
         """The run's turn limit: ``default`` (the params'), tightened by the deprecated
         ``max_turns`` policy's ``turn_budget``."""
-        return min([default, *(p.turn_budget for p in self.turn_budgets)])
+        budgets: tuple[TurnBudget, ...] = self.by_hook["turn_budget"]
+        return min([default, *(p.turn_budget for p in budgets)])
 
 
 def loop_policies(policies: Sequence[Policy] | Sequence[object], params: LoopParams) -> PolicySet:

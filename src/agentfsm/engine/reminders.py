@@ -1,4 +1,5 @@
-"""Reminders: ``<system-reminder>`` blocks a request carries, and the gate's stored one."""
+"""Reminders: ``<system-reminder>`` blocks a request carries (the next one only: never stored),
+and the neutral user turn a final gate's refusal stores."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from collections.abc import Sequence
 from .messages import Message, UserMessage
 from .params import evolved
 
-__all__ = ["render_reminders", "retry_message", "with_reminders"]
+__all__ = ["RETRY_TURN", "render_reminders", "retry_message", "with_reminders"]
+
+RETRY_TURN = "Continue."
+"""The text of the user turn stored after an answer a final gate refused: neutral, so the
+history keeps alternating roles; the gate's reminder rides on the next request only."""
 
 
 def render_reminders(reminders: Sequence[str]) -> str:
@@ -15,9 +20,10 @@ def render_reminders(reminders: Sequence[str]) -> str:
     return "\n".join(f"<system-reminder>\n{text}\n</system-reminder>" for text in reminders)
 
 
-def retry_message(reminder: str) -> UserMessage:
-    """The user message a final gate's refusal pushes into the history."""
-    return UserMessage(render_reminders([reminder]))
+def retry_message() -> UserMessage:
+    """The user message a final gate's refusal pushes into the history (:data:`RETRY_TURN`;
+    the gate's reminder is not in it)."""
+    return UserMessage(RETRY_TURN)
 
 
 def with_reminders(request: Sequence[Message], rendered: str) -> list[Message]:

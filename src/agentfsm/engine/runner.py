@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from .batching import plan_tool_batches
 from .cancellation import open_calls
+from .compression import CompressionResult
 from .context import RunContext, ToolOutcome, current_run
 from .errors import AbortError, ContextOverflowUnresolved, is_context_overflow
 from .events import (
@@ -44,13 +45,11 @@ from .messages import ChatResult, Message, ToolCall, ToolResult
 from .params import LoopOutcome, StopInfo, StoppedReason
 from .policy import (
     Notice,
-    Pending,
     Policy,
     PolicySet,
     Remind,
     Stop,
     Warn,
-    checked,
     consult,
     hook_failed,
     loop_policies,
@@ -117,14 +116,8 @@ class LoopRunner:
         """The error the ``error`` event already reported."""
         self._interrupter: Interrupter | None = None
         self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
-        bound = self.policies.bound  # each per-turn hook: (policy, method) in the set's order
-        self._turn_gates = bound["check_turn"]
-        self._compressors = bound["should_compress"]
-        self._request_shapers = bound["shape_request"]
-        self._reply_shapers = bound["shape_reply"]
-        self._llm_observers = bound["on_llm_end"]
-        self._tool_observers = bound["on_tool_result"]
-        self._turn_observers = bound["on_turn_end"]
+        self.hooked = self.policies.by_hook
+        """The policies implementing each hook, in the set's order."""
 
     async def run(self) -> LoopOutcome:
         """Run the loop to a final state.
@@ -189,13 +182,29 @@ class LoopRunner:
         else:
             self._emit(TextDeltaEvent(turn=turn, text=delta.text))
 
-    async def _observed(self, observer: object, hook: str, answer: object) -> None:
-        """An observer's answer other than ``None``: checked, awaited when async, and its
-        reminder (if any) pushed."""
-        remind = checked(observer, hook, answer)
-        if type(remind) is Pending:
-            remind = await remind.settle()
-        self._remind(observer, remind)
+    async def _hook(
+        self, policy: object, hook: str, *args: Any, cut: Any = None, interruptible: bool = True
+    ) -> Any:
+        """``policy.<hook>(*args)``, sync or async, its answer checked: how every state calls
+        a policy hook.
+
+        A hook that raises fails the run with a :class:`PolicyError` naming the policy (see
+        :func:`consult`). An async answer is awaited through :meth:`_interruptible`: when an
+        immediate interrupt cuts it short, the hook answers ``cut`` (nothing) and the machine
+        ends the run ``aborted`` at its next edge that looks at the signal.
+        """
+        wait = self._interruptible if interruptible else None
+        try:
+            return await consult(policy, hook, *args, wait=wait, passthrough=_PASS)
+        except AbortError as exc:
+            if self.ctx.interruptible and self.ctx.signal_aborted:
+                return cut
+            hook_failed(policy, hook, exc)
+
+    async def _observe(self, hook: str, *args: Any) -> None:
+        """Tell each observer of ``hook``; push the reminders they answer."""
+        for observer in self.hooked[hook]:
+            self._remind(observer, await self._hook(observer, hook, self.ctx, *args))
 
     def _remind(self, policy: object, verdict: Remind | None) -> None:
         if verdict is not None:
@@ -232,39 +241,29 @@ class LoopRunner:
         ctx.overflow_compactions = 0
         ctx.error = None
         self._emit(TurnStartEvent(turn=ctx.turn))
-        if self._turn_gates and not ctx.signal_aborted:
-            for gate, check_turn in self._turn_gates:
-                try:
-                    answer = check_turn(ctx)
-                except Exception as exc:
-                    hook_failed(gate, "check_turn", exc)
-                if answer is None:
-                    continue
-                answer = checked(gate, "check_turn", answer)
-                if type(answer) is Pending:
-                    answer = await answer.settle()
-                verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
-                for verdict in verdicts:
-                    if verdict is None:
-                        continue
-                    if isinstance(verdict, Stop):
-                        ctx.pending_stop = verdict
-                        ctx.stopping_policy = policy_name(gate)
-                    elif isinstance(verdict, Warn):
-                        self._emit(
-                            PolicyWarnEvent(
-                                turn=ctx.turn,
-                                policy=policy_name(gate),
-                                reason=verdict.reason,
-                                code=verdict.code,
-                            )
+        gates = () if ctx.signal_aborted else self.hooked["check_turn"]
+        for gate in gates:
+            answer = await self._hook(gate, "check_turn", ctx)
+            verdicts = answer if isinstance(answer, (list, tuple)) else (answer,)
+            for verdict in verdicts:
+                if isinstance(verdict, Stop):
+                    ctx.pending_stop = verdict
+                    ctx.stopping_policy = policy_name(gate)
+                elif isinstance(verdict, Warn):
+                    self._emit(
+                        PolicyWarnEvent(
+                            turn=ctx.turn,
+                            policy=policy_name(gate),
+                            reason=verdict.reason,
+                            code=verdict.code,
                         )
-                    elif isinstance(verdict, Notice):
-                        self._emit(verdict.event)
-                    elif isinstance(verdict, Remind):
-                        self._remind(gate, verdict)
-                if ctx.pending_stop is not None:
-                    break
+                    )
+                elif isinstance(verdict, Notice):
+                    self._emit(verdict.event)
+                elif isinstance(verdict, Remind):
+                    self._remind(gate, verdict)
+            if ctx.pending_stop is not None:
+                break
         ctx.turn_tools = []  # the gates saw the previous turn's calls
         return "begin"
 
@@ -272,14 +271,8 @@ class LoopRunner:
         """Ask each compressor whether this turn compresses (the first yes decides)."""
         ctx = self.ctx
         ctx.compress_by = None
-        for compressor, should_compress in self._compressors:
-            try:
-                answer = should_compress(ctx)
-            except Exception as exc:
-                hook_failed(compressor, "should_compress", exc)
-            if answer is not True and answer is not False:
-                answer = checked(compressor, "should_compress", answer)
-            if answer is True or (type(answer) is Pending and await answer.settle()):
+        for compressor in self.hooked["should_compress"]:
+            if await self._hook(compressor, "should_compress", ctx, cut=False):
                 ctx.compress_by = compressor
                 break
         return "check"
@@ -297,8 +290,9 @@ class LoopRunner:
             )
         ctx.compress_by = None
         assert compressor is not None
-        compressed = await consult(
-            compressor, "compress", ctx, self._interruptible_chat, passthrough=_PASS
+        unchanged = CompressionResult(list(ctx.history), 0)
+        compressed: CompressionResult = await self._hook(
+            compressor, "compress", ctx, self._interruptible_chat, cut=unchanged
         )
         if compressed.usage is not None:
             ctx.usage += compressed.usage
@@ -314,14 +308,8 @@ class LoopRunner:
         params = ctx.params
         self._emit(LlmStartEvent(turn=ctx.turn))
         request: Sequence[Message] = ctx.history
-        for request_shaper, shape_request in self._request_shapers:
-            try:
-                shaped = shape_request(ctx, request)
-            except Exception as exc:
-                hook_failed(request_shaper, "shape_request", exc)
-            if type(shaped) is not list:
-                shaped = checked(request_shaper, "shape_request", shaped)
-            request = await shaped.settle() if type(shaped) is Pending else shaped
+        for shaper in self.hooked["shape_request"]:
+            request = await self._hook(shaper, "shape_request", ctx, request, cut=request)
         if ctx.reminders:
             request = with_reminders(request, render_reminders(ctx.reminders))
             ctx.reminders = []
@@ -345,17 +333,8 @@ class LoopRunner:
         except Exception as exc:
             ctx.error = exc
             return "raised"
-        for reply_shaper, shape_reply in self._reply_shapers:
-            try:
-                reshaped: Any = shape_reply(ctx, result)
-            except Exception as exc:
-                hook_failed(reply_shaper, "shape_reply", exc)
-            if reshaped is None:
-                continue
-            reshaped = checked(reply_shaper, "shape_reply", reshaped)
-            if type(reshaped) is Pending:
-                reshaped = await reshaped.settle()
-            result = reshaped or result
+        for shaper in self.hooked["shape_reply"]:
+            result = await self._hook(shaper, "shape_reply", ctx, result) or result
         ctx.last_result = result
         ctx.turns_used += 1
         if result.usage is not None:
@@ -371,13 +350,7 @@ class LoopRunner:
         assert result is not None
         ctx.append(result.message)
         self._emit(LlmEndEvent(turn=ctx.turn, result=result))
-        for observer, on_llm_end in self._llm_observers:
-            try:
-                remind = on_llm_end(ctx)
-            except Exception as exc:
-                hook_failed(observer, "on_llm_end", exc)
-            if remind is not None:
-                await self._observed(observer, "on_llm_end", remind)
+        await self._observe("on_llm_end")
         return "route"
 
     async def _run_tools(self) -> str:
@@ -400,7 +373,7 @@ class LoopRunner:
         images = images_message(ctx.turn_tools)
         if images is not None:
             ctx.append(images)
-        await self._turn_end_observers()
+        await self._observe("on_turn_end")
         return "tools_done"
 
     async def _run_alone(self, call: ToolCall, position: int) -> None:
@@ -443,14 +416,7 @@ class LoopRunner:
                 await self._post(call, ToolResult(ok=False, output="", error=f"{result!r}"), False)
 
     async def _post(self, call: ToolCall, result: ToolResult, cancelled: bool) -> None:
-        outcome = self._record(call, result, cancelled)
-        for observer, on_tool_result in self._tool_observers:
-            try:
-                remind = on_tool_result(self.ctx, outcome)
-            except Exception as exc:
-                hook_failed(observer, "on_tool_result", exc)
-            if remind is not None:
-                await self._observed(observer, "on_tool_result", remind)
+        await self._observe("on_tool_result", self._record(call, result, cancelled))
 
     def _record(self, call: ToolCall, result: ToolResult, cancelled: bool) -> ToolOutcome:
         ctx = self.ctx
@@ -465,15 +431,6 @@ class LoopRunner:
         self._emit(ToolCallEndEvent(turn=ctx.turn, call=call, result=result, cancelled=cancelled))
         return outcome
 
-    async def _turn_end_observers(self) -> None:
-        for observer, on_turn_end in self._turn_observers:
-            try:
-                remind = on_turn_end(self.ctx)
-            except Exception as exc:
-                hook_failed(observer, "on_turn_end", exc)
-            if remind is not None:
-                await self._observed(observer, "on_turn_end", remind)
-
     async def _run_tool_interruptibly(self, call: ToolCall) -> ToolResult:
         tool = run_tool(self.tools, call, self.ctx.params.signal)
         return await self._interruptible(tool, in_run_task=False)
@@ -481,14 +438,9 @@ class LoopRunner:
     async def _final_check(self) -> str:
         """Ask the final gates (the first ``Retry`` refuses the answer)."""
         ctx = self.ctx
-        await self._turn_end_observers()
-        for gate in self.policies.final_gates:
-            try:
-                verdict = await consult(
-                    gate, "check_final", ctx, wait=self._interruptible, passthrough=_PASS
-                )
-            except AbortError:
-                break  # an immediate interrupt cut the gate short: ``interrupted`` decides
+        await self._observe("on_turn_end")
+        for gate in self.hooked["check_final"]:
+            verdict = await self._hook(gate, "check_final", ctx)
             if verdict is not None:
                 ctx.pending_retry = verdict
                 ctx.retry_policy = policy_name(gate)
@@ -496,16 +448,18 @@ class LoopRunner:
         return "decide"
 
     async def _retry(self) -> str:
-        """Push the refusing gate's reminder into the history as a user message, emit
-        ``gate``."""
+        """Push a neutral user turn into the history, queue the refusing gate's reminder for
+        the next request, emit ``gate``."""
         ctx = self.ctx
         retry = ctx.pending_retry
         assert retry is not None
         assert ctx.retry_policy is not None
         ctx.gate_retries += 1
-        # Stored, unlike other reminders: the refused answer stays in the history, and the
-        # next answer must not follow it as a second assistant message in a row.
-        ctx.append(retry_message(retry.reminder))
+        # The refused answer stays in the history: a neutral user turn follows it (the next
+        # answer must not be a second assistant message in a row), and the reminder, like
+        # every reminder, reaches the next request only.
+        ctx.append(retry_message())
+        ctx.reminders.append(retry.reminder)
         self._emit(GateEvent(turn=ctx.turn, policy=ctx.retry_policy, reminder=retry.reminder))
         return "retried"
 
@@ -578,8 +532,9 @@ class LoopRunner:
             usage=ctx.usage,
             stop=ctx.stop,
         )
-        for shaper in self.policies.outcome_shapers:
-            outcome = await consult(shaper, "shape_outcome", ctx, outcome) or outcome
+        for shaper in self.hooked["shape_outcome"]:  # the run is over: nothing to interrupt
+            shaped = await self._hook(shaper, "shape_outcome", ctx, outcome, interruptible=False)
+            outcome = shaped or outcome
         return outcome
 
 

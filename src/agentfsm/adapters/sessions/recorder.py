@@ -142,9 +142,10 @@ class SessionRecorder:
         self._safely(lambda: self.handle.write_meta(meta))
 
     def _on_gate(self, event: GateEvent) -> None:
-        """The refusal (a meta record) and the reminder the run pushed into its history."""
+        """The refusal (a meta record) and the neutral user turn the run pushed into its
+        history (the reminder reaches the next request only)."""
         self._on_policy_event(event)
-        message = retry_message(event.reminder)
+        message = retry_message()
         self._safely(lambda: self.handle.write_messages(message))
 
     def _on_compress_end(self, event: CompressEndEvent) -> None:
