@@ -89,7 +89,9 @@ async def test_a_failed_run_records_and_traces_its_error(tmp_path: Path) -> None
     first = await engine.run("one")
     with pytest.raises(ProviderError):
         await engine.run("two", resume="latest")
-    latest = max(tmp_path.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    # The failed run's own file: the one that is not the first run's (two files written within
+    # the same clock tick have equal modification times, so "newest" cannot tell them apart).
+    [latest] = [p for p in tmp_path.glob("*.jsonl") if p != Path(first.session_path or "")]
     text = latest.read_text("utf-8")
     assert key not in text
     [run] = trace_session(latest)
