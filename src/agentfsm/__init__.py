@@ -9,13 +9,11 @@ Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 it is used (PEP 562), so the command line and a program that needs one part start fast.
 """
 
-import importlib
-import typing
-
 from ._deprecated import AgentfsmDeprecationWarning
 from ._deprecated import deprecated_getattr as _deprecated_getattr
 
-if typing.TYPE_CHECKING:
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
+if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
     from .engine import (
         AbortController,
@@ -65,6 +63,7 @@ if typing.TYPE_CHECKING:
         seed_system_prompt,
     )
     from .engine.diagram import render_diagram
+del TYPE_CHECKING
 
 __version__ = "0.1.0.dev0"
 
@@ -145,7 +144,9 @@ _renamed = _deprecated_getattr(
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(module), name)
+        from importlib import import_module
+
+        value = getattr(import_module(module), name)
         globals()[name] = value
         return value
     return _renamed(name)

@@ -7,7 +7,10 @@ A renamed public name stays importable from where it was; reaching it emits an
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ["AgentfsmDeprecationWarning", "deprecated_getattr", "warn_renamed"]
 
