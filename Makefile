@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python benchmarks/sandbox.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/load.py --out benchmarks/results.json
 	$(BIN)/python benchmarks/durable.py --out benchmarks/results.json
+	$(BIN)/python benchmarks/startup.py --out benchmarks/results.json
 
 # The machine's diagrams, and the generated tables of docs/engine.md (states, transitions,
 # guards, events); tests fail when either is stale.

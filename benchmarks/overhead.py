@@ -7,13 +7,13 @@ Runs, side by side in one process:
 - ``compiled``: ``run_conversation`` with the default driver;
 - ``statechart``: ``run_conversation`` on python-statemachine's sync engine;
 - ``coding_agent``: the default driver with the coding-agent preset on (turn cap with
-  wrap-up, tool-result pruning, text tool-call fallback, compression, spend breaker): the
-  figure the 500 µs budget is checked against;
+  wrap-up, tool-result pruning, text tool-call fallback, compression, spend breaker);
 - ``engine_recording``: ``Agent`` with a session file written as the run goes, streamed
   deltas on and interrupts armed;
 - ``agent_coding_session``: the full product, ``Agent`` with the coding-agent preset and a
   session file (the agent built once per turn count, as an application builds it; each run
-  writes its own session file into a folder that already exists);
+  writes its own session file into a folder that already exists): the figure the goal,
+  under 500 µs a turn, is checked against;
 - ``bare_statechart``: only the machine's five sends per turn on python-statemachine, with
   nothing else, for scale;
 - ``agent``: ``Agent`` with no session file and no instrumentation: the reference of the
@@ -71,6 +71,7 @@ else:
     from _harness import work_folder
 
 BUDGET_US = 500.0
+"""The goal: the full product under 0.5 ms a turn (its own time; the model's is apart)."""
 SPEC = ToolSpec("noop", "Does nothing.")
 TEXT_REPLY = ChatResult(AssistantMessage("done"), Usage(1200, 5), "stop")
 TOOL_RESULT = ToolResult(True, "ok")
@@ -315,15 +316,21 @@ def main(argv: list[str] | None = None) -> int:
             }
         results[f"{turns}_turns"] = entry
 
-    compiled_10 = results["10_turns"]["overhead_us_per_turn"]["coding_agent"]
-    compiled_1000 = results["1000_turns"]["overhead_us_per_turn"]["coding_agent"]
+    per_turn = {
+        key: {
+            "core_loop_us": entry["median_us_per_turn"]["compiled"],
+            "full_product_us": entry["median_us_per_turn"]["agent_coding_session"],
+        }
+        for key, entry in results.items()
+    }
     report = {
         "benchmark": "engine overhead per turn, zero-latency scripted model, one tool per turn",
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "samples": args.samples,
         "budget_us_per_turn": BUDGET_US,
-        "within_budget": max(compiled_10, compiled_1000) <= BUDGET_US,
+        "us_per_turn": per_turn,
+        "within_budget": all(v["full_product_us"] < BUDGET_US for v in per_turn.values()),
         "statechart_over_compiled_10_turns": round(
             results["10_turns"]["median_us_per_turn"]["statechart"]
             / results["10_turns"]["median_us_per_turn"]["compiled"],
@@ -365,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         "agent + coding preset + session over compiled:",
         report["agent_coding_session_over_compiled"],
     )
-    print("within budget:", report["within_budget"], "->", args.out)
+    for key, figures in per_turn.items():
+        print(
+            f"{key}: µs per turn, core loop {figures['core_loop_us']}, "
+            f"full product {figures['full_product_us']}"
+        )
+    print(f"full product under {BUDGET_US:g} µs a turn:", report["within_budget"], "->", args.out)
     return 0
 
 

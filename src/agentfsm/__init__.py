@@ -4,59 +4,66 @@ The names below are the public API: the front door (:class:`Agent`, :func:`run_c
 the messages and events, the policy hooks and their verdicts, and :func:`render_diagram`.
 Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 :mod:`agentfsm.policies` and :mod:`agentfsm.testing`.
+
+``import agentfsm`` loads none of them: each name is imported from its module the first time
+it is used (PEP 562), so the command line and a program that needs one part start fast.
 """
 
 from ._deprecated import AgentfsmDeprecationWarning
 from ._deprecated import deprecated_getattr as _deprecated_getattr
-from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-from .engine import (
-    AbortController,
-    AbortError,
-    AbortSignal,
-    AgentEmitter,
-    AgentEvent,
-    AgentLoopMachine,
-    AssistantMessage,
-    ChatDelta,
-    ChatFn,
-    ChatResult,
-    Compressor,
-    FinalGate,
-    LlmObserver,
-    LoopOutcome,
-    LoopParams,
-    Message,
-    Notice,
-    OutcomeShaper,
-    Policy,
-    PolicyError,
-    PolicyVerdictError,
-    Remind,
-    ReplyShaper,
-    RequestShaper,
-    Retry,
-    RunContext,
-    Stop,
-    StopInfo,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    ToolObserver,
-    ToolOutcome,
-    ToolResult,
-    ToolRunner,
-    ToolSpec,
-    TurnGate,
-    TurnObserver,
-    Usage,
-    UserMessage,
-    Warn,
-    converter,
-    format_tool_result_content,
-    run_conversation,
-    seed_system_prompt,
-)
-from .engine.diagram import render_diagram
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
+if TYPE_CHECKING:
+    from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
+    from .engine import (
+        AbortController,
+        AbortError,
+        AbortSignal,
+        AgentEmitter,
+        AgentEvent,
+        AgentLoopMachine,
+        AssistantMessage,
+        ChatDelta,
+        ChatFn,
+        ChatResult,
+        Compressor,
+        FinalGate,
+        LlmObserver,
+        LoopOutcome,
+        LoopParams,
+        Message,
+        Notice,
+        OutcomeShaper,
+        Policy,
+        PolicyError,
+        PolicyVerdictError,
+        Remind,
+        ReplyShaper,
+        RequestShaper,
+        Retry,
+        RunContext,
+        Stop,
+        StopInfo,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+        ToolObserver,
+        ToolOutcome,
+        ToolResult,
+        ToolRunner,
+        ToolSpec,
+        TurnGate,
+        TurnObserver,
+        Usage,
+        UserMessage,
+        Warn,
+        converter,
+        format_tool_result_content,
+        run_conversation,
+        seed_system_prompt,
+    )
+    from .engine.diagram import render_diagram
+del TYPE_CHECKING
 
 __version__ = "0.1.0.dev0"
 
@@ -114,10 +121,36 @@ __all__ = [
     "seed_system_prompt",
 ]
 
-__getattr__ = _deprecated_getattr(
+# Each public name's module, imported when the name is first used.
+_LAZY = dict.fromkeys(__all__, "agentfsm.engine")
+_LAZY.update(
+    dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
+)
+_LAZY["render_diagram"] = "agentfsm.engine.diagram"
+del _LAZY["AgentfsmDeprecationWarning"]
+
+_renamed = _deprecated_getattr(
     __name__,
     {
-        "Engine": ("agentfsm.Agent", lambda: Agent),
-        "WorkspaceContext": ("agentfsm.WorkspacePreamble", lambda: WorkspacePreamble),
+        "Engine": ("agentfsm.Agent", lambda: __getattr__("Agent")),
+        "WorkspaceContext": (
+            "agentfsm.WorkspacePreamble",
+            lambda: __getattr__("WorkspacePreamble"),
+        ),
     },
 )
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is not None:
+        from importlib import import_module
+
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    return _renamed(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -6,8 +6,9 @@ A renamed public name stays importable from where it was; reaching it emits an
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Mapping
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = ["AgentfsmDeprecationWarning", "deprecated_getattr", "warn_renamed"]
 
@@ -18,6 +19,8 @@ class AgentfsmDeprecationWarning(DeprecationWarning):
 
 def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
     """Warn that ``old`` is deprecated in favour of ``new``."""
+    import warnings  # not at import: ``import agentfsm`` stays light
+
     warnings.warn(
         f"{old} is deprecated; use {new}",
         AgentfsmDeprecationWarning,

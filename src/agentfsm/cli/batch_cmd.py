@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentfsm.adapters.sessions import default_session_dir
 
 from . import run_cmd
+from .parser import add_batch_arguments, add_worker_arguments
 from .terminal import json_safe
 
 if TYPE_CHECKING:
@@ -42,108 +43,6 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 class _Usage(run_cmd.UsageError):
     pass
-
-
-def _concurrency(value: str) -> int:
-    number = int(value)
-    if not 1 <= number <= 10_000:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 10000, got {number}")
-    return number
-
-
-def _provider_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``agentfsm run`` that shape each task's agent."""
-    parser.add_argument(
-        "--provider",
-        choices=["openai", "anthropic", "openai-compatible", "local"],
-        help="default: an OpenAI or Anthropic key in the environment, else the local model",
-    )
-    parser.add_argument("--model", help="model name (an OpenAI-compatible server needs one)")
-    parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument(
-        "--api-key-env",
-        metavar="VAR",
-        help="environment variable holding the API key (its name is stored, never the key: "
-        "each worker reads it from its own environment)",
-    )
-    parser.add_argument(
-        "--workspace",
-        default=".",
-        metavar="DIR",
-        help="the project folder of tasks without a workspace (default: .)",
-    )
-    parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed per task")
-    parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
-    parser.add_argument("--verify-command", metavar="CMD")
-    parser.add_argument("--allow-network", action="store_true")
-    parser.add_argument(
-        "--no-sandbox", action="store_true", help="run the model's commands unsandboxed (unsafe)"
-    )
-    run_cmd.add_trust_argument(parser)
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
-    parser.add_argument(
-        "--quirk",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a field of the wire's quirk profile, as for agentfsm run (repeatable)",
-    )
-
-
-def _queue_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        metavar="URL",
-        help="sqlite:///PATH (default: SQLite in $XDG_STATE_HOME) or postgresql://… for a fleet",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=_concurrency,
-        default=4,
-        metavar="N",
-        help="tasks a worker runs at a time (default 4; stored with the queue)",
-    )
-    parser.add_argument(
-        "--rate", metavar="N/PERIOD", help="task starts across all workers, e.g. 30/min"
-    )
-    parser.add_argument(
-        "--poll", type=float, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS
-    )
-
-
-def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``agentfsm batch``."""
-    parser.add_argument("tasks", help="a JSONL file: id, prompt (optional workspace, max_turns)")
-    _provider_options(parser)
-    _queue_options(parser)
-    parser.add_argument("--out", metavar="FILE", help="write one result line per task here")
-    parser.add_argument(
-        "--no-work",
-        action="store_true",
-        help="only enqueue and wait: `agentfsm worker` processes run the tasks",
-    )
-    parser.add_argument(
-        "--detach", action="store_true", help="enqueue and exit (implies --no-work)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress line")
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``agentfsm worker``."""
-    _queue_options(parser)
-    parser.add_argument(
-        "--executor-id",
-        metavar="ID",
-        help="this worker's DBOS executor id (default: the first free worker-HOST-N slot; "
-        "a worker started in a killed one's slot finishes its tasks)",
-    )
-    parser.add_argument(
-        "--requeue",
-        metavar="EXECUTOR_ID",
-        help="put the unfinished tasks of a dead executor back on the queue, then exit",
-    )
 
 
 def _session_path(session_dir: Path, task_id: str) -> Path:

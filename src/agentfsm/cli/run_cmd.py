@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIChat, OpenAIQuirks
 from agentfsm.adapters.providers.endpoints import WireName
@@ -32,10 +31,10 @@ from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandbo
 from agentfsm.engine.protocols import ChatFn
 
 from .agent_build import build_agent
+from .parser import add_run_arguments as add_arguments
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from .report import Endpoint, RunTally, describe_failure, run_end
 from .settings_trust import (
-    TRUST_FLAG,
     RunSettings,
     SettingsRefused,
     consent,
@@ -49,6 +48,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "KEY_ENVS",
     "SYSTEM_PROMPT",
+    "add_arguments",
     "exit_code",
     "quirks",
     "run",
@@ -491,101 +491,3 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-def add_arguments(parser: Any) -> None:
-    """The options of ``agentfsm run``."""
-    parser.add_argument("prompt", help="the task")
-    parser.add_argument(
-        "--provider",
-        choices=["openai", "anthropic", "openai-compatible", "local"],
-        help="default: an OpenAI or Anthropic key in the environment, else the local model",
-    )
-    parser.add_argument(
-        "--model",
-        help="model name (an OpenAI-compatible server needs one; others have a default)",
-    )
-    parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument(
-        "--api-key-env", metavar="VAR", help="environment variable holding the API key"
-    )
-    parser.add_argument(
-        "--quirk",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a field of the wire's quirk profile (OpenAIQuirks; AnthropicQuirks for "
-        "--provider anthropic), e.g. explicit_tool_choice=true; repeatable; over the "
-        "settings' provider.quirks (docs/cli.md)",
-    )
-    parser.add_argument(
-        "--workspace", default=".", metavar="DIR", help="the project folder (default: .)"
-    )
-    parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed (default 20)")
-    parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
-    parser.add_argument("--resume", metavar="latest|ID", help="continue a recorded session")
-    parser.add_argument(
-        "--session-dir",
-        metavar="DIR",
-        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
-    )
-    parser.add_argument(
-        "--verify-command",
-        metavar="CMD",
-        help="the check the verify gate runs (default: the workspace's, as it is now)",
-    )
-    parser.add_argument(
-        "--allow-network",
-        action="store_true",
-        help="let sandboxed commands use the network (default: none)",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        action="store_true",
-        help="run the model's commands without the OS sandbox (unsafe; printed loudly)",
-    )
-    add_trust_argument(parser)
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")
-    parser.add_argument(
-        "--context-budget",
-        type=int,
-        default=None,
-        metavar="TOKENS",
-        help="compress older history past this many tokens (local model: 6144)",
-    )
-    parser.add_argument(
-        "--durable",
-        action="store_true",
-        help="record every step in DBOS: a killed run resumes without paying again "
-        "(agentfsm runs list|resume; docs/durable.md)",
-    )
-    parser.add_argument(
-        "--database-url",
-        metavar="URL",
-        help="with --durable: the DBOS system database (default: SQLite in $XDG_STATE_HOME)",
-    )
-    parser.add_argument(
-        "--otel",
-        action="store_true",
-        help="export OpenTelemetry traces and metrics by OTLP/HTTP (OTEL_EXPORTER_OTLP_* "
-        "variables; docs/telemetry.md)",
-    )
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON object per event on stdout, ending with one run_end summary",
-    )
-    output.add_argument("--quiet", action="store_true", help="print only the final answer")
-
-
-def add_trust_argument(parser: Any) -> None:
-    """``--trust-workspace-settings`` (shared by ``run`` and ``batch``)."""
-    parser.add_argument(
-        TRUST_FLAG,
-        action="store_true",
-        help="apply the workspace's .agentfsm/settings.json even though it widens the "
-        "sandbox (network, paths outside the workspace, env, limits), for this run, without "
-        "asking; review the file first (docs/cli.md)",
-    )

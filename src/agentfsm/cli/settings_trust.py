@@ -47,6 +47,7 @@ from agentfsm.adapters.tools.settings import (
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.engine.files import read_small_file
 
+from .parser import TRUST_FLAG
 from .terminal import sanitize
 
 __all__ = [
@@ -63,9 +64,6 @@ __all__ = [
     "user_settings_path",
     "widenings",
 ]
-
-TRUST_FLAG = "--trust-workspace-settings"
-"""The option that applies a widening workspace file for one run."""
 
 
 class SettingsRefused(Exception):

@@ -33,17 +33,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from attrs import field, frozen
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
-from agentfsm.adapters.providers.profiles import QuirkValue, all_quirk_names
 from agentfsm.engine.files import read_small_file
 from agentfsm.engine.limits import ResourceLimits
 from agentfsm.engine.process import env_names
 
 from .workspace import SETTINGS_FILE, PermissionRule, Permissions
+
+if TYPE_CHECKING:
+    from agentfsm.adapters.providers.profiles import QuirkValue
+
+    from ._settings_schema import SandboxModel
 
 __all__ = [
     "MAX_SETTINGS_BYTES",
@@ -100,41 +103,6 @@ class Settings:
     """The provider's quirk profile."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class _PermissionsModel(_Strict):
-    allow: list[StrictStr] = []
-    deny: list[StrictStr] = []
-
-
-class _LimitsModel(_Strict):
-    processes: StrictInt = ResourceLimits().processes
-    memory_mb: StrictInt = ResourceLimits().memory_mb
-    file_size_mb: StrictInt = ResourceLimits().file_size_mb
-    tmp_mb: StrictInt = ResourceLimits().tmp_mb
-    cpu_seconds: StrictInt = ResourceLimits().cpu_seconds
-
-
-class _SandboxModel(_Strict):
-    network: StrictBool = False
-    read: list[StrictStr] = []
-    write: list[StrictStr] = []
-    env: list[StrictStr] = []
-    limits: _LimitsModel = _LimitsModel()
-
-
-class _ProviderModel(_Strict):
-    quirks: dict[StrictStr, Any] = {}
-
-
-class _SettingsModel(_Strict):
-    permissions: _PermissionsModel = _PermissionsModel()
-    sandbox: _SandboxModel = _SandboxModel()
-    provider: _ProviderModel = _ProviderModel()
-
-
 def read_settings_file(path: Path, label: str = SETTINGS_FILE) -> bytes | None:
     """The bytes of the settings file at ``path`` (``None`` when it does not exist); ``label``
     names the file in errors.
@@ -153,18 +121,6 @@ def read_settings_file(path: Path, label: str = SETTINGS_FILE) -> bytes | None:
         raise SettingsError(f"{label}: cannot read it: {error.strerror}") from None
 
 
-def _where(error: ValidationError) -> str:
-    first = error.errors()[0]
-    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown key (allowed: permissions.allow, permissions.deny, sandbox.network, "
-        message += "sandbox.read, sandbox.write, sandbox.env, sandbox.limits.processes, "
-        message += "sandbox.limits.memory_mb, sandbox.limits.file_size_mb, "
-        message += "sandbox.limits.tmp_mb, sandbox.limits.cpu_seconds, provider.quirks)"
-    return f"{location}: {message}"
-
-
 def _paths(values: list[str], key: str, label: str) -> tuple[str, ...]:
     paths = []
     for value in values:
@@ -178,7 +134,7 @@ def _paths(values: list[str], key: str, label: str) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def _sandbox(model: _SandboxModel, label: str) -> SandboxSettings:
+def _sandbox(model: SandboxModel, label: str) -> SandboxSettings:
     try:
         env = env_names(model.env)
     except ValueError as error:
@@ -219,10 +175,17 @@ def parse_settings(data: bytes, label: str = SETTINGS_FILE) -> Settings:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise SettingsError(f"{label}: not valid JSON: {error}") from None
+    # The schema is a pydantic model: imported here, when there is a file to check.
+    from pydantic import ValidationError
+
+    from agentfsm.adapters.providers.profiles import all_quirk_names
+
+    from ._settings_schema import SettingsModel, first_error
+
     try:
-        model = _SettingsModel.model_validate(raw)
+        model = SettingsModel.model_validate(raw)
     except ValidationError as error:
-        raise SettingsError(f"{label}: {_where(error)}") from None
+        raise SettingsError(f"{label}: {first_error(error)}") from None
     rules: dict[str, tuple[PermissionRule, ...]] = {}
     for key in ("allow", "deny"):
         parsed = []

@@ -46,7 +46,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import bashlex
 from attrs import evolve, frozen
 
 from .shell_tables import (
@@ -558,6 +557,8 @@ def _parse(source: str, depth: int) -> CommandLine:
         return CommandLine(source, (), False, ("shell commands nested too deeply",))
     if "\x00" in source:
         return CommandLine(source, (), False, ("the command line holds a NUL byte",))
+    import bashlex  # builds its parser tables when imported (about 0.1 s): on first use
+
     try:
         trees = bashlex.parse(source)
     except Exception as error:  # bashlex raises several unrelated types on odd input
