@@ -26,7 +26,7 @@ from agentfsm.adapters.tools.fs import (
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import Permissions
 from agentfsm.engine.messages import Message, UserMessage
-from agentfsm.engine.sandbox import PROTECTED_DIR
+from agentfsm.sandbox.bubblewrap import PROTECTED_DIR
 
 __all__ = [
     "PREAMBLE_CLOSE",

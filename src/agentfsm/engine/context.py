@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 
 from attrs import define, field
 
+from agentfsm.sandbox.process import CommandSandbox
+
 from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from .params import LoopParams, StopInfo
 from .policy import Retry, Stop
-from .process import CommandSandbox
 from .protocols import ChatFn, ToolRunner
 from .steps import run_step
 from .tokens import estimate_message_tokens

@@ -22,10 +22,10 @@ from typing import Any
 from attrs import define
 
 from agentfsm.engine.context import RunContext, current_run
-from agentfsm.engine.install_paths import agent_install_paths
 from agentfsm.engine.messages import ToolCall, ToolMessage, ToolResult
-from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.text import utf8_bytes
+from agentfsm.sandbox.install_paths import agent_install_paths
+from agentfsm.sandbox.process import CommandSandbox
 
 from .fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from .listing import SKIPPED_DIRS, FolderTools, fail, why

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from agentfsm.engine.sandbox import PROTECTED_DIR
+from agentfsm.sandbox.bubblewrap import PROTECTED_DIR
 
 from .shell_rules import CommandLine, parse_command_line
 
