@@ -9,6 +9,7 @@ Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 from ._deprecated import AgentfsmDeprecationWarning
 from ._deprecated import deprecated_getattr as _deprecated_getattr
 from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
+from .cli.diagram_cmd import render_diagram
 from .engine import (
     AbortController,
     AbortError,
@@ -56,7 +57,6 @@ from .engine import (
     run_conversation,
     seed_system_prompt,
 )
-from .engine.diagram import render_diagram
 
 __version__ = "0.1.0.dev0"
 

@@ -111,8 +111,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from agentfsm.engine.diagram import DiagramUnavailable, render_diagram
     from agentfsm.policies import presets
+
+    from .diagram_cmd import DiagramUnavailable, render_diagram
 
     if args.format in ("svg", "png") and not args.out:
         print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)

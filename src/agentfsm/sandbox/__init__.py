@@ -7,7 +7,6 @@ allow-list); :func:`run_command` runs it with a timeout and capped output and le
 process behind.
 """
 
-
 from .bubblewrap import PROTECTED_DIR, BubblewrapSandbox, detect_sandbox
 from .errors import RunRefused
 from .limits import ResourceLimits
