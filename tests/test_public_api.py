@@ -138,6 +138,20 @@ def test_the_sandbox_package_is_a_leaf() -> None:
         assert not (SRC / "engine" / f"{gone}.py").exists(), gone
 
 
+def test_the_old_sandbox_paths_re_export_the_same_objects() -> None:
+    moved = {
+        "agentfsm.engine.sandbox": "agentfsm.sandbox.bubblewrap",
+        "agentfsm.engine.process": "agentfsm.sandbox.process",
+        "agentfsm.adapters.tools.sandbox": "agentfsm.sandbox",
+    }
+    for old, new in moved.items():
+        before, after = importlib.import_module(old), importlib.import_module(new)
+        assert before.__all__, old
+        assert "Deprecated" in (before.__doc__ or ""), old
+        for name in before.__all__:
+            assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
+
+
 def _packages() -> list[str]:
     names = ["agentfsm"]
     for info in pkgutil.walk_packages([str(SRC)], prefix="agentfsm."):

@@ -3,24 +3,5 @@
 Import from :mod:`agentfsm.sandbox` instead; this module only re-exports its names.
 """
 
-from __future__ import annotations
-
-from agentfsm.sandbox.process import (
-    CommandSandbox,
-    SandboxUnavailable,
-    Unsandboxed,
-    env_names,
-    run_command,
-    sandbox_environ,
-    scrubbed_environ,
-)
-
-__all__ = [
-    "CommandSandbox",
-    "SandboxUnavailable",
-    "Unsandboxed",
-    "env_names",
-    "run_command",
-    "sandbox_environ",
-    "scrubbed_environ",
-]
+from agentfsm.sandbox.process import *  # noqa: F403
+from agentfsm.sandbox.process import __all__ as __all__

@@ -3,13 +3,5 @@
 Import from :mod:`agentfsm.sandbox` instead; this module only re-exports its names.
 """
 
-from __future__ import annotations
-
-from agentfsm.sandbox.bubblewrap import (
-    PROTECTED_DIR,
-    BubblewrapSandbox,
-    ResourceLimits,
-    detect_sandbox,
-)
-
-__all__ = ["PROTECTED_DIR", "BubblewrapSandbox", "ResourceLimits", "detect_sandbox"]
+from agentfsm.sandbox.bubblewrap import *  # noqa: F403
+from agentfsm.sandbox.bubblewrap import __all__ as __all__
