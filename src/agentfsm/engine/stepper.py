@@ -223,13 +223,15 @@ class StatechartStepper:
       configuration for each state it leaves and each it enters.
 
     Once the run reaches a final state the stepper lets go of its machine (``machine`` is
-    ``None``) and refuses every event with :class:`NoTransition`, as the stopped machine
-    would.
+    ``None``), takes the run's guards out of the machine's view, and refuses every event
+    with :class:`NoTransition`, as the stopped machine would. The machine itself holds
+    reference cycles of python-statemachine's own (its engine, its callbacks), which the
+    garbage collector reclaims; nothing of the run waits for it.
 
     The current state is read as ``current_state_value``, the raw value the engine stores.
     """
 
-    __slots__ = ("_machine", "_support", "_triggers", "state")
+    __slots__ = ("_machine", "_support", "_triggers", "_view", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
         support = _chart_support(cls)
@@ -238,6 +240,7 @@ class StatechartStepper:
         machine = cls(listeners=[view])
         machine.atomic_configuration_update = True
         self._machine: Any = machine
+        self._view = view
         self._triggers: dict[str, Callable[[], Any]] = {
             str(event.id): event for event in machine.events
         }
@@ -262,9 +265,17 @@ class StatechartStepper:
         support = self._support
         self.state = state = support.ids[machine.current_state_value]
         if state in support.final:
-            self._machine = None
-            self._triggers = {}
+            self._release()
         return state
+
+    def _release(self) -> None:
+        """Let go of the finished machine, and take the run's guards out of its view: the
+        machine's own reference cycles (python-statemachine's engine and callbacks) wait for
+        the garbage collector, but the run they would hold (its context, history, policies)
+        does not."""
+        self._view.guards = None
+        self._machine = None
+        self._triggers = {}
 
 
 def make_stepper(kind: StepperKind, guards: LoopGuards) -> CompiledStepper | StatechartStepper:
