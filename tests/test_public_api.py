@@ -75,15 +75,17 @@ def test_modules_stay_small() -> None:
 
 
 LAYERS = {
-    "engine": {"engine"},
-    "policies": {"engine", "policies"},
-    "adapters": {"engine", "adapters"},
-    "agent": {"engine", "adapters", "agent"},
+    "sandbox": {"sandbox"},
+    "engine": {"sandbox", "engine"},
+    "policies": {"sandbox", "engine", "policies"},
+    "adapters": {"sandbox", "engine", "adapters"},
+    "agent": {"sandbox", "engine", "adapters", "agent"},
     "runtime": {"agent"},
-    "testing": {"engine", "adapters", "agent", "testing"},
-    "conformance": {"engine", "adapters", "testing", "conformance"},
+    "testing": {"sandbox", "engine", "adapters", "agent", "testing"},
+    "conformance": {"sandbox", "engine", "adapters", "testing", "conformance"},
 }
-"""What each part may import (``_deprecated`` is open to all); ``cli`` sits on top of all."""
+"""What each part may import (``_deprecated`` is open to all); ``cli`` sits on top of all.
+``sandbox`` (the OS sandbox and the process runner) is a leaf: it imports no other part."""
 
 
 def _imported_parts(path: Path) -> set[str]:
@@ -114,6 +116,40 @@ def test_each_part_imports_only_the_layers_below_it() -> None:
             assert not extra, f"{path.relative_to(SRC)} imports {sorted(extra)}"
             checked += 1
     assert checked > 100
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {path.name for path in SRC.iterdir() if (path / "__init__.py").is_file()}
+    assert parts - {"cli"} == set(LAYERS)
+
+
+def test_the_sandbox_package_is_a_leaf() -> None:
+    """The OS sandbox imports no other part, so every layer may use it (and none of its
+    modules is left behind in ``engine``)."""
+    paths = list((SRC / "sandbox").rglob("*.py"))
+    assert len(paths) >= 6
+    for path in paths:
+        assert _imported_parts(path) <= {"sandbox"}, path
+    for old in ("sandbox", "process"):  # thin re-exports of the old public paths
+        tree = ast.parse((SRC / "engine" / f"{old}.py").read_text("utf-8"))
+        defined = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert not defined, old
+    for gone in ("seccomp", "limits", "install_paths"):
+        assert not (SRC / "engine" / f"{gone}.py").exists(), gone
+
+
+def test_the_old_sandbox_paths_re_export_the_same_objects() -> None:
+    moved = {
+        "agentfsm.engine.sandbox": "agentfsm.sandbox.bubblewrap",
+        "agentfsm.engine.process": "agentfsm.sandbox.process",
+        "agentfsm.adapters.tools.sandbox": "agentfsm.sandbox",
+    }
+    for old, new in moved.items():
+        before, after = importlib.import_module(old), importlib.import_module(new)
+        assert before.__all__, old
+        assert "Deprecated" in (before.__doc__ or ""), old
+        for name in before.__all__:
+            assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
 
 
 def _packages() -> list[str]:

@@ -67,7 +67,7 @@ def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
         "import agentfsm\nprint(agentfsm.Agent.__module__, agentfsm.render_diagram.__module__)",
         tmp_path,
     )
-    assert output.split() == ["agentfsm.agent.agent", "agentfsm.engine.diagram"]
+    assert output.split() == ["agentfsm.agent.agent", "agentfsm.cli.diagram_cmd"]
     assert "agentfsm.agent.agent" in modules
 
 

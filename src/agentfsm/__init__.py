@@ -15,6 +15,7 @@ from ._deprecated import deprecated_getattr as _deprecated_getattr
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
+    from .cli.diagram_cmd import render_diagram
     from .engine import (
         AbortController,
         AbortError,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
         run_conversation,
         seed_system_prompt,
     )
-    from .engine.diagram import render_diagram
 del TYPE_CHECKING
 
 __version__ = "0.1.0.dev0"
@@ -126,7 +126,7 @@ _LAZY = dict.fromkeys(__all__, "agentfsm.engine")
 _LAZY.update(
     dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
 )
-_LAZY["render_diagram"] = "agentfsm.engine.diagram"
+_LAZY["render_diagram"] = "agentfsm.cli.diagram_cmd"
 del _LAZY["AgentfsmDeprecationWarning"]
 
 _renamed = _deprecated_getattr(

@@ -476,8 +476,8 @@ async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:
 
 
 async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
-    from agentfsm.engine.process import Unsandboxed
     from agentfsm.policies import verify
+    from agentfsm.sandbox.process import Unsandboxed
 
     marker = tmp_path / "finished"
     chat = ScriptedChat([tool_reply(("write", {})), "done"])

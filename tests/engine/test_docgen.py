@@ -9,8 +9,8 @@ from typing import get_args
 
 import pytest
 
-from agentfsm.engine import docgen
-from agentfsm.engine.__main__ import main
+from agentfsm.cli import docgen
+from agentfsm.cli.docgen import main
 from agentfsm.engine.events import EventType
 from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine
 

@@ -12,8 +12,8 @@ from statemachine.engines.sync import SyncEngine
 from statemachine.exceptions import TransitionNotAllowed
 
 from agentfsm import LoopParams, UserMessage
+from agentfsm.cli.diagram_cmd import render_diagram
 from agentfsm.engine.context import RunContext
-from agentfsm.engine.diagram import render_diagram
 from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine, LoopGuards
 from agentfsm.engine.runner import LoopRunner
 from agentfsm.engine.stepper import (

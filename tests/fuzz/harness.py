@@ -39,9 +39,9 @@ from agentfsm.adapters.sessions import iter_session_records, read_session_messag
 from agentfsm.adapters.tools import FunctionTool, ToolBox, tool
 from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine.policy import Policy
-from agentfsm.engine.process import Unsandboxed
 from agentfsm.engine.protocols import SupportsAbort
 from agentfsm.policies import presets
+from agentfsm.sandbox.process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
 from .strategies import Reply, Scenario

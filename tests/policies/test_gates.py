@@ -23,9 +23,9 @@ from agentfsm.engine.messages import (
     ToolSpec,
     Usage,
 )
-from agentfsm.engine.process import SandboxUnavailable, Unsandboxed, run_command
 from agentfsm.policies import parse_verdict, resolve_verify_command, verifier, verify
 from agentfsm.policies.verifier import VERIFIER_SYSTEM_PROMPT
+from agentfsm.sandbox.process import SandboxUnavailable, Unsandboxed, run_command
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

@@ -19,8 +19,8 @@ from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
 from agentfsm.cli import main
 from agentfsm.engine.events import PolicyNoteEvent
-from agentfsm.engine.process import Unsandboxed
 from agentfsm.policies import verify
+from agentfsm.sandbox.process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptItem, tool_reply
 
 from .sandboxing import require_bubblewrap

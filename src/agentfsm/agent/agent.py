@@ -32,10 +32,10 @@ from agentfsm.engine.loop import build_run
 from agentfsm.engine.messages import Message, UserMessage
 from agentfsm.engine.params import LoopOutcome, LoopParams, evolved
 from agentfsm.engine.policy import Policy, loop_policies
-from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn, SupportsAbort, ToolRunner
 from agentfsm.engine.stepper import DEFAULT_STEPPER, StepperKind
 from agentfsm.engine.steps import run_step
+from agentfsm.sandbox.process import CommandSandbox
 
 from .durable import gather_durable, submit_durable
 from .hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook

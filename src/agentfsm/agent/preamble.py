@@ -23,10 +23,11 @@ from agentfsm.adapters.tools.fs import (
     open_subdir,
     read_capped,
 )
+from agentfsm.adapters.tools.globs import segment_regex
 from agentfsm.adapters.tools.settings import SettingsError, load_settings
 from agentfsm.adapters.tools.workspace import Permissions
 from agentfsm.engine.messages import Message, UserMessage
-from agentfsm.engine.sandbox import PROTECTED_DIR
+from agentfsm.sandbox.bubblewrap import PROTECTED_DIR
 
 __all__ = [
     "PREAMBLE_CLOSE",
@@ -181,61 +182,6 @@ MAX_GITIGNORE_RULES = 1_000
 """How many rules of each ``.gitignore`` are used."""
 
 
-def _gitignore_class(pattern: str, start: int) -> tuple[str, int] | None:
-    """The character class opening at ``pattern[start]`` as RE2, and the index after it;
-    ``None`` when it is not closed (the ``[`` is then a literal)."""
-    i = start + 1
-    negate = i < len(pattern) and pattern[i] in "!^"
-    if negate:
-        i += 1
-    body: list[str] = []
-    first = True
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "]" and not first:
-            if not body:
-                return None
-            inner = "".join(body)
-            return (f"[^/{inner}]" if negate else f"[{inner}]"), i + 1
-        first = False
-        if char == "\\" and i + 1 < len(pattern):
-            i += 1
-            char = pattern[i]
-        elif char == "-" and body and i + 1 < len(pattern) and pattern[i + 1] != "]":
-            body.append("-")
-            i += 1
-            continue
-        if char != "/":
-            body.append("\\" + char if char in "\\[]^-" else char)
-        i += 1
-    return None
-
-
-def _gitignore_segment(segment: str) -> str:
-    """One ``/``-free part of a gitignore pattern as RE2 (``*`` and ``?`` stop at ``/``)."""
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            while i + 1 < len(segment) and segment[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[" and (found := _gitignore_class(segment, i)) is not None:
-            out.append(found[0])
-            i = found[1]
-            continue
-        elif char == "\\" and i + 1 < len(segment):
-            i += 1
-            out.append(re2.escape(segment[i]))
-        else:
-            out.append(re2.escape(char))
-        i += 1
-    return "".join(out)
-
-
 def _gitignore_rule(line: str) -> tuple[bool, bool, str] | None:
     """``(negated, folders_only, regex)`` of one ``.gitignore`` line; ``None`` for blank
     lines and comments. The regex matches a path relative to the file's folder."""
@@ -259,7 +205,7 @@ def _gitignore_rule(line: str) -> tuple[bool, bool, str] | None:
         if segment == "**":
             pieces.append(".+" if last else "(?:.*/)?")
         else:
-            pieces.append(_gitignore_segment(segment) + ("" if last else "/"))
+            pieces.append(segment_regex(segment, escapes=True) + ("" if last else "/"))
     return negated, folders_only, "".join(pieces)
 
 

@@ -3,8 +3,22 @@
 ``agentfsm run PROMPT`` · ``agentfsm sessions list|show ID`` · ``agentfsm trace ID`` ·
 ``agentfsm diagram`` · ``agentfsm conformance``. ``python -m agentfsm`` is the same command,
 but imports ``./agentfsm/`` first when run in a workspace: prefer the console script.
+
+:func:`main` loads the commands when first used, so importing a module of this package
+(``agentfsm`` imports :mod:`~agentfsm.cli.diagram_cmd` for ``render_diagram``) stays cheap.
 """
 
-from .app import main
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from .app import main
+del TYPE_CHECKING
 
 __all__ = ["main"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "main":
+        from .app import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

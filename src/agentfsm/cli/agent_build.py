@@ -8,9 +8,9 @@ from pathlib import Path
 from agentfsm.adapters.tools import workspace_tools
 from agentfsm.adapters.tools.settings import Settings
 from agentfsm.agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.policies import presets
+from agentfsm.sandbox.process import CommandSandbox
 
 __all__ = ["build_agent"]
 

@@ -59,8 +59,9 @@ def _sessions(args: argparse.Namespace) -> int:
 def _diagram(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agentfsm.engine.diagram import DiagramUnavailable, render_diagram
     from agentfsm.policies import presets
+
+    from .diagram_cmd import DiagramUnavailable, render_diagram
 
     if args.format in ("svg", "png") and not args.out:
         print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)

@@ -27,8 +27,8 @@ from agentfsm.adapters.tools.settings import Settings, SettingsError
 from agentfsm.adapters.tools.workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.agent import Hooks
 from agentfsm.engine.params import LoopOutcome
-from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 from agentfsm.engine.protocols import ChatFn
+from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from .agent_build import build_agent
 from .parser import add_run_arguments as add_arguments

@@ -15,15 +15,19 @@ from typing import Any, TypeVar
 
 from attrs import define, field
 
+from agentfsm.sandbox.process import CommandSandbox
+
 from .messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from .params import LoopParams, StopInfo
 from .policy import Retry, Stop
-from .process import CommandSandbox
 from .protocols import ChatFn, ToolRunner
 from .steps import run_step
 from .tokens import estimate_message_tokens
 
 __all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome", "current_run"]
+
+_RUN_STATE = "RunContext.run_state"
+"""The owner of the deprecated :attr:`RunContext.run_state` dict in :meth:`RunContext.state`."""
 
 T = TypeVar("T")
 
@@ -115,10 +119,7 @@ class RunContext:
     policy_keys: dict[int, str] = field(factory=dict)
     """Each policy's ``policy_state`` key by ``id()`` (set by the runner)."""
     policy_scratch: dict[int, Any] = field(factory=dict)
-    """Per-run state of each policy object (see :meth:`state`)."""
-    run_state: dict[str, Any] = field(factory=dict)
-    """Scratch state of policies for this run only (not persisted). A policy writes only
-    its own entry."""
+    """Per-run state of each policy object (see :meth:`state`, the one way to keep it)."""
     context_measured: int | None = None
     """The last call's input tokens, cleared when compression rewrites the history."""
     policy_state: dict[str, Any] = field(factory=dict)
@@ -180,11 +181,21 @@ class RunContext:
         """Whether the current turn is the last one the budget allows."""
         return self.turn >= self.max_turns
 
+    @property
+    def run_state(self) -> dict[str, Any]:
+        """Deprecated: a string-keyed scratch dict for this run; use :meth:`state`.
+
+        Kept for policies written against it; it is itself kept through :meth:`state`.
+        """
+        return self.state(_RUN_STATE, dict)
+
     def state(self, policy: object, factory: Callable[[], T]) -> T:
         """``policy``'s own state for this run, made by ``factory()`` on first use.
 
-        Keyed by the policy object: two instances of one policy never share state. Not
-        persisted (see :meth:`durable_state`).
+        The one place a policy (or a tool) keeps scratch state for a run: keyed by the
+        owner object (``self``, or a module-level constant for state that several objects
+        share), so two instances of one policy never share state. Not persisted (see
+        :meth:`durable_state`).
         """
         entry = self.policy_scratch.get(id(policy))
         if entry is not None and entry[0] is policy:

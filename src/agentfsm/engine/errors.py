@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentfsm.sandbox.errors import RunRefused
+
 __all__ = [
     "AGENT_LOOP_ABORTED",
     "MAX_OVERFLOW_COMPACTIONS",
@@ -70,11 +72,6 @@ class ContextOverflowUnresolved(Exception):
             f"{compactions} compactions in one turn"
         )
         self.compactions = compactions
-
-
-class RunRefused(Exception):
-    """Base of the errors a policy raises on purpose to end the run with (the verify gate's
-    ``SandboxUnavailable``): they propagate as they are, not wrapped in :class:`PolicyError`."""
 
 
 class PolicyError(Exception):

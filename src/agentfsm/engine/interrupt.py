@@ -1,9 +1,13 @@
 """Interrupting an awaited call from an abort signal without a task per call.
 
-:class:`Interrupter` arms once per run (one callback on the signal) and makes each
-interruptible await of the run's task cost a counter and a ``try``; the code it awaits can
-find it through :func:`active_interrupter` (the toolbox does) instead of arming its own.
-:func:`cancel_on_abort` arms for one call.
+The one mechanism that turns an :class:`~agentfsm.engine.abort.AbortSignal` into the end of
+an awaited call, used by the runner, the toolbox and the providers' transport alike:
+:func:`interrupt` awaits a call (optionally within a timeout) and raises ``AbortError`` when
+the signal fires. :class:`Interrupter` arms once per run (one callback on the signal) and
+makes each interruptible await of the run's task cost a counter and a ``try``; the code it
+awaits can find it through :func:`active_interrupter` (the toolbox does) instead of arming
+its own. :func:`cancel_on_abort` arms for one call; :func:`race_abort` serves a signal that
+takes no callbacks.
 """
 
 from __future__ import annotations
@@ -68,14 +72,28 @@ async def cancel_on_abort(
     return result
 
 
-async def race_abort(awaitable: Awaitable[T], signal: Any, reason: str) -> T:
+async def race_abort(
+    awaitable: Awaitable[T],
+    signal: Any,
+    reason: str,
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 - one bound per awaited step
+) -> T:
     """Await ``awaitable`` in a task of its own, raced against ``signal.wait()`` (for a
-    signal without ``add_callback``); the abort cancels it and raises ``AbortError``."""
+    signal without ``add_callback``); the abort cancels it and raises ``AbortError``, a
+    ``timeout`` that runs out first raises ``TimeoutError``. A signal without ``wait``
+    either is only read before the call."""
+    wait = getattr(signal, "wait", None)
+    if not callable(wait):
+        async with asyncio.timeout(timeout):
+            return await awaitable
     task = asyncio.ensure_future(awaitable)
     if not signal.aborted:
-        waiter = asyncio.ensure_future(signal.wait())
+        waiter = asyncio.ensure_future(wait())
         try:
-            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                (task, waiter), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         except BaseException:
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -85,6 +103,10 @@ async def race_abort(awaitable: Awaitable[T], signal: Any, reason: str) -> T:
             waiter.cancel()
         if task.done():
             return task.result()
+        if waiter not in done:  # the timeout ran out
+            task.cancel()
+            await asyncio.wait((task,))
+            raise TimeoutError
     task.cancel()
     await asyncio.wait((task,))  # let it unwind; its CancelledError is not ours
     raise AbortError(reason)
@@ -212,14 +234,29 @@ def deactivate(token: contextvars.Token[Interrupter | None]) -> None:
 
 
 async def interrupt(
-    awaitable: Awaitable[T], signal: Any, interrupter: Interrupter | None, reason: str
+    awaitable: Awaitable[T],
+    signal: Any,
+    interrupter: Interrupter | None,
+    reason: str,
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 - one bound per awaited step
 ) -> T:
     """Await ``awaitable``, cancelled with ``AbortError(reason)`` when ``signal`` fires:
-    through ``interrupter`` when it serves, else armed for this call alone."""
+    through ``interrupter`` when it serves, else armed for this call alone. With
+    ``timeout``, the call also ends with ``TimeoutError`` after that many seconds."""
     if interrupter is not None and interrupter.serves(signal):
-        return await interrupter.call(awaitable, reason)
+        return await interrupter.call(_within(awaitable, timeout), reason)
     add_callback = getattr(signal, "add_callback", None)
     current = asyncio.current_task()
     if callable(add_callback) and current is not None and not signal.aborted:
-        return await cancel_on_abort(awaitable, add_callback, current, reason)
-    return await race_abort(awaitable, signal, reason)
+        return await cancel_on_abort(_within(awaitable, timeout), add_callback, current, reason)
+    return await race_abort(awaitable, signal, reason, timeout=timeout)
+
+
+def _within(awaitable: Awaitable[T], timeout: float | None) -> Awaitable[T]:
+    return awaitable if timeout is None else _bounded(awaitable, timeout)
+
+
+async def _bounded(awaitable: Awaitable[T], timeout: float) -> T:  # noqa: ASYNC109
+    async with asyncio.timeout(timeout):
+        return await awaitable

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentfsm.sandbox.process import CommandSandbox
+
 from .context import RunContext
 from .events import AgentEmitter
 from .history import seed_system_prompt
 from .messages import Message
 from .params import LoopOutcome, LoopParams
 from .policy import Policy, PolicySet
-from .process import CommandSandbox
 from .protocols import ChatFn, ToolRunner
 from .runner import LoopRunner
 from .stepper import DEFAULT_STEPPER, StepperKind

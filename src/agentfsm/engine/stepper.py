@@ -27,7 +27,6 @@ from .machine import AgentLoopMachine, LoopGuards
 
 __all__ = [
     "DEFAULT_STEPPER",
-    "MAX_IDLE_MACHINES",
     "CompiledStepper",
     "MachineTable",
     "NoTransition",
@@ -163,15 +162,9 @@ class _ChartSupport:
     """The initial state's id."""
     final: frozenset[str]
     """The final states' ids."""
-    idle: list[_Chart]
-    """Machines whose run reached a final state, back at the initial state for the next."""
 
 
 _SUPPORT: dict[type[Any], _ChartSupport] = {}
-
-MAX_IDLE_MACHINES = 32
-"""How many finished machines of one class are kept for the next runs (each holds about
-46 kB); a run that finds none builds its own."""
 
 
 def _guard_property(name: str) -> property:
@@ -205,47 +198,16 @@ def _chart_support(cls: type[Any]) -> _ChartSupport:
         ids={state.value: str(state.id) for state in cls.states_map.values()},
         initial=table.initial,
         final=table.final,
-        idle=[],
     )
     _SUPPORT[cls] = support
     return support
 
 
-class _Chart:
-    """One machine instance with its guard view and its bound events."""
-
-    __slots__ = ("initial", "machine", "triggers", "view")
-
-    def __init__(self, cls: type[Any], view: Any) -> None:
-        machine = cls(listeners=[view])
-        machine.atomic_configuration_update = True
-        self.initial = machine.current_state_value
-        self.machine = machine
-        self.view = view
-        self.triggers: dict[str, Callable[[], Any]] = {
-            str(event.id): event for event in machine.events
-        }
-
-    def restart(self) -> None:
-        """Put the machine back in its initial state, as a new one starts.
-
-        The state is set through ``current_state_value`` (python-statemachine's low-level
-        setter, which runs no callbacks: the machine has none to run on entering a state),
-        and the engine, which stopped when the machine reached a final state, runs again
-        with empty queues (a new engine would cost more, and leave the old one's reference
-        cycles to the garbage collector).
-        """
-        machine = self.machine
-        machine.current_state_value = self.initial
-        engine = machine._engine
-        engine.clear()
-        engine.running = True
-
-
 class StatechartStepper:
     """Drives a run on a real :class:`AgentLoopMachine` with python-statemachine's engine.
 
-    Four choices keep python-statemachine's work down without changing what it decides:
+    Each run builds its own machine, the public way (``AgentLoopMachine(listeners=[view])``),
+    and three choices keep python-statemachine's work down without changing what it decides:
 
     - the listener is a view of the guards object whose guards are properties: the engine
       reads a non-callable listener attribute as a value, without binding the event's
@@ -259,63 +221,61 @@ class StatechartStepper:
       (``atomic_configuration_update``): that only changes what entry, exit and transition
       callbacks would see, and the machine has none; the engine then skips copying the
       configuration for each state it leaves and each it enters.
-    - building a machine resolves every guard of every transition against its listeners
-      (about 0.7 ms for this chart), so a machine whose run reached a final state goes back
-      to a per-class pool of at most :data:`MAX_IDLE_MACHINES`, restarted at its initial
-      state (:meth:`_Chart.restart`), and the next run takes it with its own guards in the
-      view.
-      From then on the stepper has no machine (``machine`` is ``None``) and refuses every
-      event with :class:`NoTransition`, as the stopped machine would. A run that ends
-      without a final state (cancelled, or failed in a policy) keeps its machine.
+
+    Once the run reaches a final state the stepper lets go of its machine (``machine`` is
+    ``None``), takes the run's guards out of the machine's view, and refuses every event
+    with :class:`NoTransition`, as the stopped machine would. The machine itself holds
+    reference cycles of python-statemachine's own (its engine, its callbacks), which the
+    garbage collector reclaims; nothing of the run waits for it.
 
     The current state is read as ``current_state_value``, the raw value the engine stores.
     """
 
-    __slots__ = ("_chart", "_support", "state")
+    __slots__ = ("_machine", "_support", "_triggers", "_view", "state")
 
     def __init__(self, guards: LoopGuards, cls: type[Any] = AgentLoopMachine) -> None:
         support = _chart_support(cls)
-        try:
-            chart = support.idle.pop()
-        except IndexError:
-            view = support.view()
-            view.guards = guards  # the machine reads each guard once as it binds the view
-            chart = _Chart(cls, view)
-        else:
-            chart.view.guards = guards
-        self._chart: _Chart | None = chart
+        view = support.view()
+        view.guards = guards  # the machine reads each guard once as it binds the view
+        machine = cls(listeners=[view])
+        machine.atomic_configuration_update = True
+        self._machine: Any = machine
+        self._view = view
+        self._triggers: dict[str, Callable[[], Any]] = {
+            str(event.id): event for event in machine.events
+        }
         self._support = support
         self.state: str = support.initial
 
     @property
     def machine(self) -> Any:
         """The machine while the run can still move it; ``None`` once it reached a final
-        state and went back to the pool."""
-        chart = self._chart
-        return chart.machine if chart is not None else None
+        state."""
+        return self._machine
 
     def send(self, event: str) -> str:
-        chart = self._chart
-        if chart is None:
+        machine = self._machine
+        if machine is None:
             raise NoTransition(event, self.state)
-        trigger = chart.triggers.get(event)
+        trigger = self._triggers.get(event)
         if trigger is None:
-            chart.machine.send(event)
+            machine.send(event)
         else:
             trigger()
         support = self._support
-        self.state = state = support.ids[chart.machine.current_state_value]
+        self.state = state = support.ids[machine.current_state_value]
         if state in support.final:
-            self._release(chart)
+            self._release()
         return state
 
-    def _release(self, chart: _Chart) -> None:
-        self._chart = None
-        chart.view.guards = None
-        idle = self._support.idle
-        if len(idle) < MAX_IDLE_MACHINES:
-            chart.restart()
-            idle.append(chart)
+    def _release(self) -> None:
+        """Let go of the finished machine, and take the run's guards out of its view: the
+        machine's own reference cycles (python-statemachine's engine and callbacks) wait for
+        the garbage collector, but the run they would hold (its context, history, policies)
+        does not."""
+        self._view.guards = None
+        self._machine = None
+        self._triggers = {}
 
 
 def make_stepper(kind: StepperKind, guards: LoopGuards) -> CompiledStepper | StatechartStepper:

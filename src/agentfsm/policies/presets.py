@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentfsm.engine.policy import Policy
-from agentfsm.engine.process import CommandSandbox
+from agentfsm.sandbox.process import CommandSandbox
 
 from .compression import compress
 from .health import loop_health

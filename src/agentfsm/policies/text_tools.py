@@ -82,12 +82,10 @@ class _Ids:
     scanned: int = 0
 
 
-def _taken(ctx: RunContext, key: str) -> set[str]:
+def _taken(ctx: RunContext, owner: object) -> set[str]:
     """Every tool call id the run's history has used (including ids a compression has since
     summarized away, and those of earlier runs it was seeded with)."""
-    ids = ctx.run_state.get(key)
-    if not isinstance(ids, _Ids):
-        ids = ctx.run_state[key] = _Ids(set())
+    ids = ctx.state(owner, lambda: _Ids(set()))
     history: list[Message] = ctx.history
     if ids.compressions != ctx.compressions or ids.scanned > len(history):
         ids.compressions, ids.scanned = ctx.compressions, 0  # history rewritten: rescan
@@ -111,7 +109,7 @@ class text_tool_calls:
         message = result.message
         if message.tool_calls or "[TOOL_CALLS]" not in message.content:
             return None
-        taken = _taken(ctx, self.name)
+        taken = _taken(ctx, self)
         parsed = parse_text_tool_calls(message.content, f"text_call_{ctx.turn}_", taken=taken)
         if parsed is None:
             return None

@@ -16,9 +16,9 @@ from agentfsm.engine.context import RunContext
 from agentfsm.engine.events import PolicyNoteEvent
 from agentfsm.engine.files import read_small_file
 from agentfsm.engine.policy import Notice, Retry
-from agentfsm.engine.process import CommandSandbox, run_command
-from agentfsm.engine.sandbox import PROTECTED_DIR, detect_sandbox
 from agentfsm.engine.steps import run_step
+from agentfsm.sandbox.bubblewrap import PROTECTED_DIR, detect_sandbox
+from agentfsm.sandbox.process import CommandSandbox, run_command
 
 from .definition_files import MAKE_NAMES, command_files
 
@@ -211,10 +211,10 @@ class verify:
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
             (``Agent(sandbox=…)``), else the one found on this machine
-            (:func:`~agentfsm.engine.sandbox.detect_sandbox`), hiding what the workspace
+            (:func:`~agentfsm.sandbox.bubblewrap.detect_sandbox`), hiding what the workspace
             tools hide: ``.agentfsm`` and the run's ``protected_paths`` inside the workspace
             (the ``Agent``'s session folder). When none works, the gate
-            raises :class:`~agentfsm.engine.process.SandboxUnavailable` at the run's first
+            raises :class:`~agentfsm.sandbox.process.SandboxUnavailable` at the run's first
             turn, before the model acts, rather than ever run the command unconfined;
             ``Unsandboxed()`` opts out explicitly.
     """

@@ -22,9 +22,9 @@ from agentfsm.adapters.tools import (
     detect_sandbox,
     workspace_tools,
 )
-from agentfsm.engine import sandbox as sandbox_module
-from agentfsm.engine.process import run_command, sandbox_environ, scrubbed_environ
-from agentfsm.engine.seccomp import setuid_filter
+from agentfsm.sandbox import bubblewrap as sandbox_module
+from agentfsm.sandbox.process import run_command, sandbox_environ, scrubbed_environ
+from agentfsm.sandbox.seccomp import setuid_filter
 
 from ...security.sandboxing import alive, kill_all, require_bubblewrap
 

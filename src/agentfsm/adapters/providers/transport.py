@@ -20,13 +20,14 @@ import httpx
 from attrs import field, frozen
 from httpx_sse import ServerSentEvent
 
+from agentfsm.engine.errors import AbortError
 from agentfsm.engine.protocols import SupportsAbort
 
 from .errors import ProviderError, classify_error_body, redact
 from .keys import KeyRefused, Secret
 from .limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from .sse import SSEDecoder
-from .steps import Aborted, Expired, step
+from .steps import Expired, step
 
 __all__ = ["Timeouts", "TransportContext", "iter_events", "read_error", "send"]
 
@@ -226,7 +227,7 @@ async def _send_once(
             timeouts.first_byte,
             deadline,
         )
-    except Aborted:
+    except AbortError:
         raise _aborted(ctx, False) from None
     except Expired:
         raise expired(ctx, deadline) from None
@@ -323,7 +324,7 @@ async def _chunks(
                 chunk = await step(iterator.__anext__(), signal, limit, deadline)
             except StopAsyncIteration:
                 return
-            except Aborted:
+            except AbortError:
                 raise _aborted(ctx, begun) from None
             except (Expired, TimeoutError) as exc:
                 if quiet:

@@ -1,12 +1,12 @@
 """Tools: Python functions as tools, the workspace tools, batching and MCP servers."""
 
 from agentfsm.engine.batching import plan_tool_batches
-from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, Unsandboxed
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
+from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from .builtin import WorkspaceTools, workspace_tools
 from .fs import PathRefused, SafeRoot
 from .mcp import McpConnectionError, McpServer, McpTools
-from .sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
 from .settings import (
     SandboxSettings,
     Settings,

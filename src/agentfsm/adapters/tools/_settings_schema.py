@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
-from agentfsm.engine.limits import ResourceLimits
+from agentfsm.sandbox.limits import ResourceLimits
 
 __all__ = [
     "LimitsModel",

@@ -22,10 +22,10 @@ from typing import Any
 from attrs import define
 
 from agentfsm.engine.context import RunContext, current_run
-from agentfsm.engine.install_paths import agent_install_paths
 from agentfsm.engine.messages import ToolCall, ToolMessage, ToolResult
-from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.text import utf8_bytes
+from agentfsm.sandbox.install_paths import agent_install_paths
+from agentfsm.sandbox.process import CommandSandbox
 
 from .fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from .listing import SKIPPED_DIRS, FolderTools, fail, why
@@ -56,7 +56,7 @@ def _is_binary(data: bytes) -> bool:
 
 
 READS_KEY = "agentfsm.read_file"
-"""The ``RunContext.run_state`` entry holding the reads a run has shown."""
+"""The owner, in ``RunContext.state``, of the reads a run has shown."""
 
 
 def _pruned(ctx: RunContext, call_id: str) -> bool:
@@ -86,7 +86,7 @@ def _shown(ctx: RunContext | None, key: tuple[str, int, int], digest: str) -> st
     """The call whose result, still in the run's history, holds this same read."""
     if ctx is None:
         return None
-    reads: dict[tuple[str, int, int], _Read] = ctx.run_state.get(READS_KEY) or {}
+    reads: dict[tuple[str, int, int], _Read] = ctx.state(READS_KEY, dict)
     earlier = reads.get(key)
     if earlier is None or earlier.digest != digest:
         return None
@@ -103,7 +103,7 @@ def _shown(ctx: RunContext | None, key: tuple[str, int, int], digest: str) -> st
 class WorkspaceTools(FolderTools):
     """The workspace tools of a root, their permissions and sandbox.
 
-    ``read_file`` remembers, per run (in ``RunContext.run_state``), what it has shown: an
+    ``read_file`` remembers, per run (through ``RunContext.state``), what it has shown: an
     unchanged re-read answers with a pointer to the earlier result as long as the run's
     history still holds that result whole (not pruned, not summarized away). A new run,
     even of the same engine, starts with no memory; outside a run there is none.
@@ -194,7 +194,7 @@ class WorkspaceTools(FolderTools):
                 f"[{path} is {size:,} bytes; only its first {len(data):,} bytes were read]\n" + body
             )
         if call is not None and ctx is not None:
-            reads = ctx.run_state.setdefault(READS_KEY, {})
+            reads = ctx.state(READS_KEY, dict)
             reads[key] = _Read(digest, call.id, ctx.compressions)
         return ToolResult(True, body)
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from attrs import field, frozen
 
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
-from agentfsm.engine.process import CommandSandbox
 from agentfsm.engine.protocols import SupportsAbort
+from agentfsm.sandbox.process import CommandSandbox
 
 from .mcp_process import (
     MAX_ERRLOG_BYTES,

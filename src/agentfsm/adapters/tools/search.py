@@ -1,10 +1,11 @@
 """Bounded searches on descriptors: glob patterns, a folder walk and a streaming grep.
 
-Glob patterns are translated here (``**`` crosses folders, ``*``, ``?`` and ``[...]`` do
-not cross ``/``) and matched with RE2, like grep patterns, so no pattern can take more
-than linear time. The walk opens every folder relative to its parent's descriptor with
-``O_NOFOLLOW`` (symlinked folders are never descended) and stops at an entry budget or a
-deadline. Files are searched line by line through a bounded buffer.
+Glob patterns are translated by :mod:`~agentfsm.adapters.tools.globs` (``**`` crosses
+folders, ``*``, ``?`` and ``[...]`` do not cross ``/``) and matched with RE2, like grep
+patterns, so no pattern can take more than linear time. The walk opens every folder
+relative to its parent's descriptor with ``O_NOFOLLOW`` (symlinked folders are never
+descended) and stops at an entry budget or a deadline. Files are searched line by line
+through a bounded buffer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 import re2
 
 from .fs import open_subdir
+from .globs import segment_regex
 
 __all__ = [
     "Budget",
@@ -57,43 +59,6 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> Any:
         ) from None
 
 
-def _segment(text: str) -> str:
-    """One path segment of a glob as a regex (``*`` and ``?`` stop at ``/``)."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char == "*":
-            while i + 1 < len(text) and text[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = i + 1
-            if end < len(text) and text[end] in "!^":
-                end += 1
-            if end < len(text) and text[end] == "]":
-                end += 1
-            end = text.find("]", end)
-            if end < 0:
-                out.append(re2.escape(char))
-            else:
-                body = text[i + 1 : end]
-                negate = body[:1] in ("!", "^")
-                body = body[1:] if negate else body
-                body = "".join("\\" + c if c in "\\[]^" else c for c in body if c != "/")
-                if negate:
-                    out.append(f"[^/{body}]")
-                else:
-                    out.append(f"[{body}]" if body else r"\b\B")  # an empty class: no match
-                i = end
-        else:
-            out.append(re2.escape(char))
-        i += 1
-    return "".join(out)
-
-
 class GlobPattern:
     """A glob over paths relative to a base folder, e.g. ``src/**/*.py``.
 
@@ -116,13 +81,13 @@ class GlobPattern:
             if segment == "**":
                 regex.append(".*" if last else "(?:[^/]+/)*")
             else:
-                regex.append(_segment(segment) + ("" if last else "/"))
+                regex.append(segment_regex(segment) + ("" if last else "/"))
         self._regex = self._compile("".join(regex))
         self._prefix = []
         for segment in segments:
             if segment == "**":
                 break
-            self._prefix.append(self._compile(_segment(segment)))
+            self._prefix.append(self._compile(segment_regex(segment)))
         self._deep = "**" in segments
 
     @staticmethod

@@ -24,7 +24,7 @@ wire lacks when the run builds its provider.
 
 ``sandbox.env`` names the variables sandboxed commands get beyond the fixed allow-list
 (``PATH``, ``LANG``, ``LC_*``…); ``sandbox.limits`` sets the resource limits of each
-command (:class:`~agentfsm.engine.limits.ResourceLimits`; a key left out keeps its default).
+command (:class:`~agentfsm.sandbox.limits.ResourceLimits`; a key left out keeps its default).
 ``/`` is refused as a read or write path.
 """
 
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 from attrs import field, frozen
 
 from agentfsm.engine.files import read_small_file
-from agentfsm.engine.limits import ResourceLimits
-from agentfsm.engine.process import env_names
+from agentfsm.sandbox.limits import ResourceLimits
+from agentfsm.sandbox.process import env_names
 
 from .workspace import SETTINGS_FILE, PermissionRule, Permissions
 

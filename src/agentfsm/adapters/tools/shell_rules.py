@@ -41,13 +41,13 @@ script — and the model may have written all of those. The OS sandbox is what b
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from attrs import evolve, frozen
 
+from .globs import rule_matches
 from .shell_tables import (
     ASSIGNERS,
     EVALUATORS,
@@ -142,7 +142,7 @@ class CommandLine:
         """Whether an **allow** pattern admits the whole line (one vetted simple command)."""
         if self.refusal() is not None:
             return False
-        return pattern is None or fnmatch.fnmatchcase(self.commands[0].text(), pattern)
+        return pattern is None or rule_matches(self.commands[0].text(), pattern)
 
     def touches(self, pattern: str | None) -> bool:
         """Whether a **deny** pattern may apply: any command matches it, or the line runs
@@ -160,11 +160,9 @@ class CommandLine:
             # `rm *` is meant to cover `rm` run with arguments it cannot see (`xargs rm`):
             # the trailing space makes a bare name match such a pattern.
             for text in (command.text(), command.text(bare=True)):
-                if fnmatch.fnmatchcase(text, pattern) or fnmatch.fnmatchcase(text + " ", pattern):
+                if rule_matches(text, pattern) or rule_matches(text + " ", pattern):
                     return ""
-            named = fnmatch.fnmatchcase(command.words[0], head) or fnmatch.fnmatchcase(
-                command.name, head
-            )
+            named = rule_matches(command.words[0], head) or rule_matches(command.name, head)
             if named and command.expanded:
                 return (
                     f"the arguments of {command.name} are expanded when the line runs, "

@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm.engine.limits import ResourceLimits, explain_limit
 from agentfsm.engine.messages import ToolResult
-from agentfsm.engine.process import CommandSandbox, SandboxUnavailable, run_command
 from agentfsm.engine.protocols import SupportsAbort
+from agentfsm.sandbox import detect_sandbox
+from agentfsm.sandbox.limits import ResourceLimits, explain_limit
+from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, run_command
 
-from .sandbox import detect_sandbox
 from .toolbox import FunctionTool
 from .workspace import PROTECTED_DIR, Permissions
 

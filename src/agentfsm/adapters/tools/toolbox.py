@@ -21,7 +21,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentfsm.engine.errors import AbortError
-from agentfsm.engine.interrupt import active_interrupter, cancel_on_abort
+from agentfsm.engine.interrupt import active_interrupter, cancel_on_abort, race_abort
 from agentfsm.engine.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.engine.protocols import SupportsAbort
 
@@ -356,35 +356,18 @@ class ToolBox:
         if signal is None:
             return await work
         interrupter = active_interrupter(signal)  # the run's: armed once, not per call
-        if interrupter is not None:
-            if interrupter.depth:  # inside one of its calls: that one ends the work
-                return await work
-            try:
-                return await interrupter.call(work, "cancelled")
-            except AbortError:
-                raise _Cancelled from None
-        add_callback = getattr(signal, "add_callback", None)
-        current = asyncio.current_task()
-        if callable(add_callback) and current is not None:
-            try:
-                return await cancel_on_abort(work, add_callback, current, "cancelled")
-            except AbortError:
-                raise _Cancelled from None
-        wait = getattr(signal, "wait", None)
-        if not callable(wait):
-            return await work
-        task = asyncio.ensure_future(work)
-        waiter = asyncio.ensure_future(wait())
+        if interrupter is not None and interrupter.depth:  # inside one of its calls
+            return await work  # that one ends the work
         try:
-            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            if not task.done():
-                task.cancel()
-                await asyncio.wait((task,))
-        if task.cancelled():
-            raise _Cancelled
-        return task.result()
+            if interrupter is not None:
+                return await interrupter.call(work, "cancelled")
+            add_callback = getattr(signal, "add_callback", None)
+            current = asyncio.current_task()
+            if callable(add_callback) and current is not None:
+                return await cancel_on_abort(work, add_callback, current, "cancelled")
+            return await race_abort(work, signal, "cancelled")
+        except AbortError:
+            raise _Cancelled from None
 
     def _fit(self, result: ToolResult, name: str) -> ToolResult:
         return fit_result(

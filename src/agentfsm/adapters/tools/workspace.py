@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from attrs import frozen
 
-from agentfsm.engine.sandbox import PROTECTED_DIR
+from agentfsm.sandbox.bubblewrap import PROTECTED_DIR
 
+from .globs import rule_matches
 from .shell_rules import CommandLine, parse_command_line
 
 __all__ = [
@@ -109,7 +109,7 @@ class PermissionRule:
             return False
         if self.pattern is None:
             return True
-        return subject is not None and fnmatch.fnmatchcase(subject, self.pattern)
+        return subject is not None and rule_matches(subject, self.pattern)
 
     def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
         """As an allow rule: a shell command line must be one simple command, vetted by the

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, overload
 
-from .machine import AgentLoopMachine
-from .policy import PolicySet, policy_name
+from agentfsm.engine.machine import AgentLoopMachine
+from agentfsm.engine.policy import PolicySet, policy_name
 
 __all__ = [
     "DiagramDirection",

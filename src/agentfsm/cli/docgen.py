@@ -14,23 +14,35 @@ Four Markdown tables are generated, each between ``<!-- BEGIN GENERATED: <name> 
   the event's order guarantee.
 
 Nothing about the states, guards or events is written here: a state, transition, guard or
-event added to the code shows up in the tables at the next ``make diagrams``
-(``python -m agentfsm.engine docs``), and ``tests/engine/test_docgen.py`` fails until then.
-A runner effect, guard or event without a docstring is an error (:class:`DocgenError`).
+event added to the code shows up in the tables at the next ``make diagrams``, and
+``tests/engine/test_docgen.py`` fails until then. A runner effect, guard or event without a
+docstring is an error (:class:`DocgenError`).
+
+``python -m agentfsm.cli.docgen`` (what ``make diagrams`` runs) regenerates what is rendered
+from the machine:
+
+- ``diagrams [OUTDIR]`` writes ``agent_loop.mmd`` and ``agent_loop.svg`` (default
+  ``diagrams``), laid out top to bottom so that the SVG reads at README width (about
+  700 px); a lone OUTDIR that is not a subcommand does the same.
+- ``docs [--check] [PAGE]`` rewrites the generated tables of ``docs/engine.md`` (or PAGE);
+  with ``--check`` it writes nothing and exits 1 when the page is stale.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import events as events_module
-from .machine import AgentLoopMachine, LoopGuards
-from .runner import LoopRunner
+from agentfsm.engine import events as events_module
+from agentfsm.engine.machine import AgentLoopMachine, LoopGuards
+from agentfsm.engine.runner import LoopRunner
+
+from .diagram_cmd import DiagramDirection, DiagramUnavailable, write_diagram
 
 __all__ = [
     "SECTIONS",
@@ -39,6 +51,7 @@ __all__ = [
     "TransitionDoc",
     "event_docs",
     "guard_names",
+    "main",
     "render_events",
     "render_guards",
     "render_sections",
@@ -285,3 +298,55 @@ def write_docs(path: Path, *, check: bool = False) -> bool:
     if not check:
         path.write_text(updated, "utf-8")
     return True
+
+
+# -- the command ------------------------------------------------------------------------------
+
+DEFAULT_PAGE = Path("docs/engine.md")
+COMMITTED_DIRECTION: DiagramDirection = "TB"
+"""The layout of the committed diagrams (the README embeds the SVG)."""
+
+
+def _diagrams(argv: list[str]) -> int:
+    outdir = Path(argv[0] if argv else "diagrams")
+    outdir.mkdir(parents=True, exist_ok=True)
+    print(write_diagram(outdir / "agent_loop.mmd", direction=COMMITTED_DIRECTION))
+    try:
+        print(write_diagram(outdir / "agent_loop.svg", direction=COMMITTED_DIRECTION))
+    except DiagramUnavailable as exc:
+        print(f"agent_loop.svg not written: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _docs(argv: list[str]) -> int:
+    check = "--check" in argv
+    rest = [a for a in argv if a != "--check"]
+    page = Path(rest[0]) if rest else DEFAULT_PAGE
+    try:
+        changed = write_docs(page, check=check)
+    except DocgenError as exc:
+        print(f"{page}: {exc}", file=sys.stderr)
+        return 1
+    if check:
+        if changed:
+            print(f"{page} is stale: run `make diagrams`", file=sys.stderr)
+            return 1
+        print(f"{page} is current")
+        return 0
+    print(f"{page} {'regenerated' if changed else 'already current'}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python -m agentfsm.cli.docgen docs|diagrams …`` (see the module docstring); the exit
+    code."""
+    if argv and argv[0] == "docs":
+        return _docs(argv[1:])
+    if argv and argv[0] == "diagrams":
+        return _diagrams(argv[1:])
+    return _diagrams(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
