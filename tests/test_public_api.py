@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import types
 from pathlib import Path
 
@@ -204,3 +205,17 @@ def test_the_names_a_newcomer_looks_for_are_at_the_top() -> None:
         "WorkspacePreamble",
     ):
         assert name in agentfsm.__all__, name
+
+
+def test_the_architecture_page_matches_the_tree() -> None:
+    """docs/architecture.md's package table lists every part with the parts it may import
+    (the layers above), and nothing that is not in the tree."""
+    page = (SRC.parents[1] / "docs" / "architecture.md").read_text("utf-8")
+    rows = re.findall(r"^\| `agentfsm\.(\w+)`\s*\|[^|]*\|([^|]*)\|", page, re.MULTILINE)
+    listed = {part: set(re.findall(r"`(\w+)`", imports)) for part, imports in rows}
+    parts = {path.name for path in SRC.iterdir() if (path / "__init__.py").is_file()}
+    assert set(listed) == parts - {"runtime"}  # runtime: the deprecated alias of agent
+    for part, imports in listed.items():
+        if part != "cli":
+            assert imports == LAYERS[part] - {part}, part
+    print(f"architecture page: {len(listed)} packages checked against the tree")
