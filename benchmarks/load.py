@@ -161,7 +161,7 @@ async def measure(mode: str, runs: int, port: int) -> dict[str, Any]:
 
     from agentfsm import Agent
     from agentfsm.adapters.providers import OpenAIChat
-    from agentfsm.adapters.providers.http_adapter import MAX_KEEPALIVE, default_pool_size
+    from agentfsm.adapters.providers._http_adapter import MAX_KEEPALIVE, default_pool_size
 
     base_url = f"http://127.0.0.1:{port}/v1"
     fds_before = _fds()
@@ -282,9 +282,9 @@ def _reads(body: bytes) -> list[bytes]:
 
 
 def decode_agentfsm(reads: list[bytes]) -> tuple[str, str]:
-    from agentfsm.adapters.providers.limits import Limits, loads_bounded
-    from agentfsm.adapters.providers.openai_wire import StreamAccumulator
-    from agentfsm.adapters.providers.sse import SSEDecoder
+    from agentfsm.adapters.providers._limits import Limits, loads_bounded
+    from agentfsm.adapters.providers._openai_wire import StreamAccumulator
+    from agentfsm.adapters.providers._sse import SSEDecoder
 
     limits = Limits()
     decoder = SSEDecoder(

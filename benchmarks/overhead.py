@@ -57,10 +57,10 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.context import RunContext
-from agentfsm.engine.machine import LoopGuards
-from agentfsm.engine.policy import Policy
-from agentfsm.engine.stepper import StatechartStepper, StepperKind
+from agentfsm.engine._context import RunContext
+from agentfsm.engine._machine import LoopGuards
+from agentfsm.engine._policy import Policy
+from agentfsm.engine._stepper import StatechartStepper, StepperKind
 from agentfsm.policies import presets
 from benchmarks._results import merge_results
 

@@ -34,7 +34,7 @@ else:
 
 PARTS = (
     ("policies", "/agentfsm/policies/"),
-    ("policy hooks (engine/policy.py)", "/agentfsm/engine/policy"),
+    ("policy hooks (engine/_policy.py)", "/agentfsm/engine/policy"),
     ("session recording", "/agentfsm/adapters/sessions/"),
     ("tools (ToolBox, pydantic)", "/agentfsm/adapters/tools/"),
     ("tools (ToolBox, pydantic)", "/pydantic"),

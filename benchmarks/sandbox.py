@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentfsm.adapters.tools import SandboxUnavailable, Unsandboxed, detect_sandbox
-from agentfsm.sandbox.process import CommandSandbox, run_command
+from agentfsm.sandbox._process import CommandSandbox, run_command
 from benchmarks._results import merge_results
 
 WARMUP = 5

@@ -16,12 +16,12 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from agentfsm.adapters.providers import OpenAIQuirks
-from agentfsm.adapters.providers.local import (
+from agentfsm.adapters.providers import (
     LOCAL_CONTEXT_TOKENS,
     LOCAL_MODEL_NAME,
     LOCAL_QUIRKS,
     LocalModel,
+    OpenAIQuirks,
 )
 from agentfsm.conformance import (
     Capabilities,

@@ -12,7 +12,7 @@ import shutil
 import hypothesis  # noqa: F401
 import pytest
 
-from agentfsm.engine.stepper import StepperKind
+from agentfsm.engine._stepper import StepperKind
 
 from .helpers import Recorder
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm import AgentEmitter, AgentEvent
-from agentfsm.engine import events as events_module
-from agentfsm.engine.errors import error_name
-from agentfsm.engine.events import (
+from agentfsm.engine import _events as events_module
+from agentfsm.engine._errors import error_name
+from agentfsm.engine._events import (
     BudgetExhaustedEvent,
     CompressEndEvent,
     CompressStartEvent,
@@ -35,7 +35,7 @@ from agentfsm.engine.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from agentfsm.engine.stepper import DEFAULT_STEPPER
+from agentfsm.engine._stepper import DEFAULT_STEPPER
 from agentfsm.testing import EventRecorder
 
 

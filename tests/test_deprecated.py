@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 
@@ -10,7 +11,7 @@ import agentfsm
 from agentfsm import Agent, Compressor, WorkspacePreamble
 from agentfsm._deprecated import AgentfsmDeprecationWarning
 from agentfsm.agent import PreambleProvider, is_preamble_message, preamble_message
-from agentfsm.engine.compression import compress_messages
+from agentfsm.engine._compression import compress_messages
 from agentfsm.testing import ScriptedChat
 
 RENAMED = [
@@ -26,7 +27,6 @@ RENAMED = [
     ("agentfsm.runtime", "is_context_message", is_preamble_message),
     ("agentfsm.engine", "Compactor", Compressor),
     ("agentfsm.engine.policy", "Compactor", Compressor),
-    ("agentfsm.engine.compaction", "compress_messages", compress_messages),
 ]
 
 
@@ -60,3 +60,10 @@ def test_unknown_names_still_raise_attribute_error() -> None:
     for module in ("agentfsm", "agentfsm.agent", "agentfsm.runtime", "agentfsm.engine"):
         with pytest.raises(AttributeError):
             _ = importlib.import_module(module).NoSuchName
+
+
+def test_an_old_module_path_is_the_private_module_and_warns() -> None:
+    sys.modules.pop("agentfsm.engine.compaction", None)
+    with pytest.warns(AgentfsmDeprecationWarning, match=r"agentfsm\.engine\.compaction"):
+        module = importlib.import_module("agentfsm.engine.compaction")
+    assert module.compress_messages is compress_messages

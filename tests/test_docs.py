@@ -64,8 +64,8 @@ def test_embedding_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 async def test_policies_guide_custom_stop_policy() -> None:
-    from agentfsm.engine.events import PolicyWarnEvent
-    from agentfsm.engine.params import StopInfo
+    from agentfsm.engine._events import PolicyWarnEvent
+    from agentfsm.engine._params import StopInfo
 
     from .helpers import Recorder
 
@@ -94,7 +94,7 @@ async def test_policies_guide_custom_stop_policy() -> None:
 def test_policies_guide_custom_stop_policy_is_incremental() -> None:
     """It reads only the previous turn's calls and its own state, never the history."""
     from agentfsm import Stop, ToolCall, ToolResult, Warn
-    from agentfsm.engine.context import ToolOutcome
+    from agentfsm.engine._context import ToolOutcome
 
     policy = run_block(DOCS / "policies.md", "StopOnRepeatedFetch")["StopOnRepeatedFetch"]()
     states: dict[int, Any] = {}

@@ -6,10 +6,14 @@ import ast
 import importlib
 import pkgutil
 import re
+import sys
 import types
 from pathlib import Path
 
+import pytest
+
 import agentfsm
+from agentfsm import AgentfsmDeprecationWarning
 
 CONTRACT = {
     "SystemMessage",
@@ -81,7 +85,6 @@ LAYERS = {
     "policies": {"sandbox", "engine", "policies"},
     "adapters": {"sandbox", "engine", "adapters"},
     "agent": {"sandbox", "engine", "adapters", "agent"},
-    "runtime": {"agent"},
     "testing": {"sandbox", "engine", "adapters", "agent", "testing"},
     "conformance": {"sandbox", "engine", "adapters", "testing", "conformance"},
 }
@@ -131,26 +134,25 @@ def test_the_sandbox_package_is_a_leaf() -> None:
     assert len(paths) >= 6
     for path in paths:
         assert _imported_parts(path) <= {"sandbox"}, path
-    for old in ("sandbox", "process"):  # thin re-exports of the old public paths
-        tree = ast.parse((SRC / "engine" / f"{old}.py").read_text("utf-8"))
-        defined = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        assert not defined, old
+    for old in ("sandbox", "process"):  # the old paths are served by agentfsm._deprecated
+        assert not (SRC / "engine" / f"{old}.py").exists(), old
     for gone in ("seccomp", "limits", "install_paths"):
         assert not (SRC / "engine" / f"{gone}.py").exists(), gone
 
 
-def test_the_old_sandbox_paths_re_export_the_same_objects() -> None:
+def test_the_old_sandbox_paths_give_the_same_objects() -> None:
     moved = {
-        "agentfsm.engine.sandbox": "agentfsm.sandbox.bubblewrap",
-        "agentfsm.engine.process": "agentfsm.sandbox.process",
-        "agentfsm.adapters.tools.sandbox": "agentfsm.sandbox",
+        "agentfsm.engine.sandbox": ("agentfsm.sandbox._bubblewrap", "BubblewrapSandbox"),
+        "agentfsm.engine.process": ("agentfsm.sandbox._process", "run_command"),
+        "agentfsm.adapters.tools.sandbox": ("agentfsm.sandbox", "ResourceLimits"),
     }
-    for old, new in moved.items():
-        before, after = importlib.import_module(old), importlib.import_module(new)
-        assert before.__all__, old
-        assert "Deprecated" in (before.__doc__ or ""), old
-        for name in before.__all__:
-            assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
+    for old, (new, name) in moved.items():
+        sys.modules.pop(old, None)
+        with pytest.warns(AgentfsmDeprecationWarning, match=old):
+            before = importlib.import_module(old)
+        after = importlib.import_module(new)
+        assert before is after, old
+        assert getattr(before, name) is getattr(agentfsm.sandbox, name), f"{old}.{name}"
 
 
 def _packages() -> list[str]:
@@ -214,7 +216,7 @@ def test_the_architecture_page_matches_the_tree() -> None:
     rows = re.findall(r"^\| `agentfsm\.(\w+)`\s*\|[^|]*\|([^|]*)\|", page, re.MULTILINE)
     listed = {part: set(re.findall(r"`(\w+)`", imports)) for part, imports in rows}
     parts = {path.name for path in SRC.iterdir() if (path / "__init__.py").is_file()}
-    assert set(listed) == parts - {"runtime"}  # runtime: the deprecated alias of agent
+    assert set(listed) == parts
     for part, imports in listed.items():
         if part != "cli":
             assert imports == LAYERS[part] - {part}, part

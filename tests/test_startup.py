@@ -67,8 +67,8 @@ def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
         "import agentfsm\nprint(agentfsm.Agent.__module__, agentfsm.render_diagram.__module__)",
         tmp_path,
     )
-    assert output.split() == ["agentfsm.agent.agent", "agentfsm.cli.diagram_cmd"]
-    assert "agentfsm.agent.agent" in modules
+    assert output.split() == ["agentfsm.agent._agent", "agentfsm.cli._diagram_cmd"]
+    assert "agentfsm.agent._agent" in modules
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"]])
@@ -88,8 +88,8 @@ def test_help_imports_no_command(argv: list[str], tmp_path: Path) -> None:
         "agentfsm",
         "agentfsm._deprecated",
         "agentfsm.cli",
-        "agentfsm.cli.app",
-        "agentfsm.cli.parser",
+        "agentfsm.cli._app",
+        "agentfsm.cli._parser",
     }
     assert not tops(modules) & {*HEAVY, "asyncio", "attrs", "cattrs", "statemachine"}
 
@@ -102,7 +102,7 @@ def test_building_an_agent_loads_neither_bashlex_nor_telemetry(tmp_path: Path) -
         "Agent(ScriptedChat([]), workspace_tools('.'))",
         tmp_path,
     )
-    assert "agentfsm.agent.agent" in modules
+    assert "agentfsm.agent._agent" in modules
     assert not tops(modules) & {"bashlex", "dbos", "opentelemetry", "rich", "httpx"}
     assert SETTINGS_SCHEMA not in modules  # no settings file in the workspace
 
@@ -113,8 +113,8 @@ def test_bashlex_and_the_settings_schema_load_when_used(tmp_path: Path) -> None:
         '{"permissions": {"deny": ["shell(rm *)"]}}', "utf-8"
     )
     modules, output = loaded_by(
-        "from agentfsm.adapters.tools.settings import load_settings\n"
-        "from agentfsm.adapters.tools.shell_rules import parse_command_line\n"
+        "from agentfsm.adapters.tools._settings import load_settings\n"
+        "from agentfsm.adapters.tools._shell_rules import parse_command_line\n"
         "print(load_settings('.').permissions.deny[0].pattern)\n"
         "print([c.words for c in parse_command_line('ls -l && rm -rf x').commands])",
         tmp_path,

@@ -40,8 +40,8 @@ from agentfsm import (
     run_conversation,
 )
 from agentfsm.adapters.tools import ToolBox
-from agentfsm.engine.policy_check import HOOK_NAMES
-from agentfsm.engine.stepper import StepperKind
+from agentfsm.engine._policy_check import HOOK_NAMES
+from agentfsm.engine._stepper import StepperKind
 from agentfsm.policies import loop_health, presets
 
 if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it

@@ -10,12 +10,13 @@ it is used (PEP 562), so the command line and a program that needs one part star
 """
 
 from ._deprecated import AgentfsmDeprecationWarning
-from ._deprecated import deprecated_getattr as _deprecated_getattr
+from ._deprecated import install_module_aliases as _install_module_aliases
+from ._deprecated import package_getattr as _package_getattr
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-    from .cli.diagram_cmd import render_diagram
+    from .cli._diagram_cmd import render_diagram
     from .engine import (
         AbortController,
         AbortError,
@@ -126,19 +127,11 @@ _LAZY = dict.fromkeys(__all__, "agentfsm.engine")
 _LAZY.update(
     dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
 )
-_LAZY["render_diagram"] = "agentfsm.cli.diagram_cmd"
+_LAZY["render_diagram"] = "agentfsm.cli._diagram_cmd"
 del _LAZY["AgentfsmDeprecationWarning"]
 
-_renamed = _deprecated_getattr(
-    __name__,
-    {
-        "Engine": ("agentfsm.Agent", lambda: __getattr__("Agent")),
-        "WorkspaceContext": (
-            "agentfsm.WorkspacePreamble",
-            lambda: __getattr__("WorkspacePreamble"),
-        ),
-    },
-)
+_renamed = _package_getattr(__name__)
+_install_module_aliases()  # old module paths (agentfsm.engine.machine, ...) keep importing
 
 
 def __getattr__(name: str) -> object:

@@ -20,8 +20,8 @@ import pytest
 
 from agentfsm import Agent, AssistantMessage, ToolCall, UserMessage
 from agentfsm.adapters.sessions import SessionHandle, SessionRecorder, SessionStore
-from agentfsm.engine.events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
-from agentfsm.engine.messages import ChatResult, Message, Usage
+from agentfsm.engine._events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
+from agentfsm.engine._messages import ChatResult, Message, Usage
 from agentfsm.testing import ScriptedTools
 
 from ..helpers import fd_open_on
@@ -173,10 +173,10 @@ def test_a_kill_loses_no_reply_warning_or_note(tmp_path: Path) -> None:
 import os, signal, sys
 from agentfsm import AssistantMessage, ToolCall
 from agentfsm.adapters.sessions import SessionRecorder, SessionStore
-from agentfsm.engine.events import (
+from agentfsm.engine._events import (
     AgentEmitter, LlmEndEvent, PolicyNoteEvent, PolicyWarnEvent, RedirectSkippedEvent,
 )
-from agentfsm.engine.messages import ChatResult
+from agentfsm.engine._messages import ChatResult
 handle = SessionStore(sys.argv[1]).new_handle()
 emitter = AgentEmitter()
 SessionRecorder(handle).start(emitter, messages=[], input_chars=0, history_size=0)

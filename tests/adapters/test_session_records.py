@@ -33,10 +33,10 @@ from agentfsm import (
     UserMessage,
 )
 from agentfsm.adapters.sessions import SessionRecorder, SessionStore
-from agentfsm.adapters.sessions.store import SessionHandle, utc_timestamp
-from agentfsm.engine.events import AgentEmitter, ToolCallStartEvent
-from agentfsm.engine.messages import ImagePart
-from agentfsm.engine.serialization import to_jsonable
+from agentfsm.adapters.sessions._store import SessionHandle, utc_timestamp
+from agentfsm.engine._events import AgentEmitter, ToolCallStartEvent
+from agentfsm.engine._messages import ImagePart
+from agentfsm.engine._serialization import to_jsonable
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 generic = json.JSONEncoder(separators=(",", ":")).encode

@@ -27,13 +27,12 @@ from agentfsm import (
 from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
-    answer_open_tool_calls,
     read_session_messages,
-    read_session_policy_state,
     resolve_session,
 )
-from agentfsm.engine.cancellation import UNRECORDED_BEFORE_TOOL, UNRECORDED_DURING_TOOL
-from agentfsm.engine.serialization import to_jsonable
+from agentfsm.adapters.sessions._reader import answer_open_tool_calls, read_session_policy_state
+from agentfsm.engine._cancellation import UNRECORDED_BEFORE_TOOL, UNRECORDED_DURING_TOOL
+from agentfsm.engine._serialization import to_jsonable
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 

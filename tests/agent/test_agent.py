@@ -34,10 +34,10 @@ from agentfsm import (
 )
 from agentfsm.adapters.sessions import read_session_messages
 from agentfsm.agent import PromptSubmit, RunStop, SessionStart, is_preamble_message
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent
-from agentfsm.engine.policy import Policy
-from agentfsm.engine.protocols import ChatDelta, DeltaHandler
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._events import TextDeltaEvent, ToolCallEndEvent
+from agentfsm.engine._policy import Policy
+from agentfsm.engine._protocols import ChatDelta, DeltaHandler
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -477,7 +477,7 @@ async def test_tool_call_ids_survive_the_session(tmp_path: Path) -> None:
 
 async def test_interrupt_cuts_a_running_final_gate(tmp_path: Path) -> None:
     from agentfsm.policies import verify
-    from agentfsm.sandbox.process import Unsandboxed
+    from agentfsm.sandbox._process import Unsandboxed
 
     marker = tmp_path / "finished"
     chat = ScriptedChat([tool_reply(("write", {})), "done"])

@@ -21,8 +21,8 @@ from agentfsm import (
 )
 from agentfsm.adapters.sessions import read_session_messages
 from agentfsm.agent import is_preamble_message
-from agentfsm.engine.cancellation import CANCELLED_BEFORE_TOOL, CANCELLED_DURING_TOOL
-from agentfsm.engine.events import ErrorEvent, ToolCallEndEvent
+from agentfsm.engine._cancellation import CANCELLED_BEFORE_TOOL, CANCELLED_DURING_TOOL
+from agentfsm.engine._events import ErrorEvent, ToolCallEndEvent
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

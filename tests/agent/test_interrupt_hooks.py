@@ -10,9 +10,9 @@ import attrs
 import pytest
 
 from agentfsm import Agent, LoopOutcome, RunContext, ToolResult
-from agentfsm.engine.compression import CompressionResult
-from agentfsm.engine.params import StopInfo
-from agentfsm.engine.policy import Policy
+from agentfsm.engine._compression import CompressionResult
+from agentfsm.engine._params import StopInfo
+from agentfsm.engine._policy import Policy
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

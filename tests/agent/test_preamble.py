@@ -9,7 +9,7 @@ import pytest
 
 from agentfsm.adapters.tools import Permissions
 from agentfsm.agent import WorkspacePreamble
-from agentfsm.agent.preamble import GitIgnore
+from agentfsm.agent._preamble import GitIgnore
 
 
 def _touch(root: Path, *paths: str) -> None:

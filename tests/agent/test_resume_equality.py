@@ -18,8 +18,8 @@ import pytest
 
 from agentfsm import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.adapters.sessions import SessionHandle
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.reminders import RETRY_TURN
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._reminders import RETRY_TURN
 from agentfsm.policies import prune_tool_results, require, text_matches, wrap_up
 from agentfsm.testing import ChatRequest, ScriptedChat, ScriptedTools, ScriptItem, tool_reply
 

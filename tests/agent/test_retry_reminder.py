@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentfsm import Agent, ToolResult, UserMessage
 from agentfsm.adapters.sessions import read_session_messages
-from agentfsm.engine.reminders import RETRY_TURN
+from agentfsm.engine._reminders import RETRY_TURN
 from agentfsm.policies import require, text_matches
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.tools import detect_sandbox
-from agentfsm.sandbox.process import SandboxUnavailable
+from agentfsm.sandbox._process import SandboxUnavailable
 
 
 @pytest.fixture(autouse=True)

@@ -12,10 +12,10 @@ import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Usage
-from agentfsm.engine.protocols import ChatFn
-from agentfsm.engine.serialization import structure_event
+from agentfsm.conformance._frames import DONE, chunk, openai_url, tool_delta
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
+from agentfsm.engine._protocols import ChatFn
+from agentfsm.engine._serialization import structure_event
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
 
 from .conftest import sandbox_options

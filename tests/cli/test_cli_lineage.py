@@ -13,8 +13,8 @@ import pytest
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
-from agentfsm.engine.protocols import ChatFn
+from agentfsm.conformance._frames import DONE, chunk, openai_url, tool_delta
+from agentfsm.engine._protocols import ChatFn
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
 
 from .conftest import sandbox_options

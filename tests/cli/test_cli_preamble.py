@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk
+from agentfsm.conformance._frames import DONE, chunk
 from agentfsm.testing import FakeProviderServer, Reply
 
 

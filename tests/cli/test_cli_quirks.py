@@ -11,7 +11,7 @@ import pytest
 from attrs import evolve
 
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk, completion, event, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, completion, event, tool_delta
 from agentfsm.testing import FakeProviderServer, Reply
 
 from .conftest import sandbox_options
@@ -206,9 +206,9 @@ def test_the_model_cannot_change_the_profile(workspace: Path) -> None:
 
 
 def test_the_local_model_profile_is_the_base_for_local_runs(workspace: Path) -> None:
-    from agentfsm.adapters.providers.local import LOCAL_QUIRKS
-    from agentfsm.adapters.tools.settings import load_settings
-    from agentfsm.cli.run_cmd import add_arguments, quirks
+    from agentfsm.adapters.providers._local import LOCAL_QUIRKS
+    from agentfsm.adapters.tools._settings import load_settings
+    from agentfsm.cli._run_cmd import add_arguments, quirks
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -19,8 +19,8 @@ import pytest
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
-from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Usage
+from agentfsm.conformance._frames import DONE, chunk, openai_url, tool_delta
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat, tool_reply
 
 from .conftest import sandbox_options
@@ -42,7 +42,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries of an unreachable server without the backoff sleeps."""
     monkeypatch.setattr(
-        "agentfsm.adapters.providers.retry._waiter",
+        "agentfsm.adapters.providers._retry._waiter",
         lambda policy: lambda state: 0.0,
         raising=False,
     )
@@ -250,7 +250,7 @@ def test_connection_refused_names_host_and_port(
 
 
 def test_the_default_api_root_is_named_when_unreachable() -> None:
-    from agentfsm.cli.report import Endpoint
+    from agentfsm.cli._report import Endpoint
 
     assert Endpoint("openai", "https://api.openai.com/v1").address() == "api.openai.com:443"
     assert Endpoint("x", "http://[::1]/v1").address() == "[::1]:80"
@@ -328,8 +328,8 @@ def test_the_plain_summary_of_a_failed_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without rich: the error and its hint once on stderr, the summary on stdout."""
-    from agentfsm.cli.render import HumanRenderer
-    from agentfsm.cli.report import Endpoint, RunTally, describe_failure, run_end
+    from agentfsm.cli._render import HumanRenderer
+    from agentfsm.cli._report import Endpoint, RunTally, describe_failure, run_end
 
     error = ProviderError("connection", "could not connect", provider="127.0.0.1")
     end = run_end(
@@ -359,7 +359,7 @@ def test_the_plain_summary_of_a_failed_run(
 
 
 def test_a_failure_message_never_shows_the_key() -> None:
-    from agentfsm.cli.report import describe_failure
+    from agentfsm.cli._report import describe_failure
 
     error = RuntimeError(f"policy broke near {KEY}\nsecond line")
     described = describe_failure(error, None, (KEY,))

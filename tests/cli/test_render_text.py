@@ -11,11 +11,11 @@ import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
-from agentfsm.cli.render import HumanRenderer, JsonRenderer, QuietRenderer, last_words
-from agentfsm.engine.events import TextDeltaEvent, ToolCallEndEvent, ToolCallStartEvent
-from agentfsm.engine.messages import AssistantMessage, ToolCall, ToolResult, UserMessage
-from agentfsm.engine.params import LoopOutcome
-from agentfsm.engine.serialization import structure_event
+from agentfsm.cli._render import HumanRenderer, JsonRenderer, QuietRenderer, last_words
+from agentfsm.engine._events import TextDeltaEvent, ToolCallEndEvent, ToolCallStartEvent
+from agentfsm.engine._messages import AssistantMessage, ToolCall, ToolResult, UserMessage
+from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine._serialization import structure_event
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .conftest import sandbox_options

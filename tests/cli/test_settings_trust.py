@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.tools.settings import Settings, SettingsError, load_settings
-from agentfsm.cli.settings_trust import (
+from agentfsm.adapters.tools._settings import Settings, SettingsError, load_settings
+from agentfsm.cli._settings_trust import (
     RunSettings,
     check_submitted,
     consent,
@@ -168,7 +168,7 @@ async def test_a_worker_refuses_a_file_changed_after_submission(
     """The durable agent factory (what ``agentfsm worker`` and ``runs resume`` run)."""
     pytest.importorskip("dbos")
     from agentfsm.adapters.durable import RunSpec
-    from agentfsm.cli.durable_cmd import _OPTIONS, CLI_FACTORY, SETTINGS_DIGEST, _cli_agent
+    from agentfsm.cli._durable_cmd import _OPTIONS, CLI_FACTORY, SETTINGS_DIGEST, _cli_agent
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     workspace = tmp_path / "ws"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm.cli.terminal import StreamSanitizer, json_safe, sanitize
+from agentfsm.cli._terminal import StreamSanitizer, json_safe, sanitize
 
 FORBIDDEN = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {
     chr(c) for c in range(0x7F, 0xA0)
@@ -82,7 +82,7 @@ def test_library_warnings_reach_stderr_sanitized() -> None:
     handler; under ``main`` they are sanitized."""
     code = (
         "import logging, sys\n"
-        "from agentfsm.cli.terminal import sanitized_logging\n"
+        "from agentfsm.cli._terminal import sanitized_logging\n"
         "with sanitized_logging():\n"
         "    logging.getLogger('agentfsm.engine.x').warning('w %s', '\\x1b]0;t\\x07\\x9b2Jok')\n"
     )
@@ -93,7 +93,7 @@ def test_library_warnings_reach_stderr_sanitized() -> None:
 
 
 def test_configured_logging_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
-    from agentfsm.cli.terminal import sanitized_logging
+    from agentfsm.cli._terminal import sanitized_logging
 
     library = logging.getLogger("agentfsm")
     before = list(library.handlers)

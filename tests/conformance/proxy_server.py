@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm.conformance.frames import DONE, chunk, completion, event, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, completion, event, tool_delta
 from agentfsm.testing import Reply
-from agentfsm.testing.fake_server import RecordedRequest
+from agentfsm.testing._fake_server import RecordedRequest
 
 __all__ = ["Proxy", "TOOL_TOKENS", "answer"]
 

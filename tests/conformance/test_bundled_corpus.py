@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy, load_wire_fixture
-from agentfsm.adapters.providers.replay import fixture_wire
+from agentfsm.adapters.providers._replay import fixture_wire
 from agentfsm.cli import main
 from agentfsm.conformance import RecordedTarget, run_corpus
-from agentfsm.conformance import bundled as bundled_module
-from agentfsm.conformance.bundled import (
+from agentfsm.conformance import _bundled as bundled_module
+from agentfsm.conformance._bundled import (
     CorpusMissingError,
     bundled_corpus,
     corpus_index,

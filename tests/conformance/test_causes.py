@@ -12,11 +12,11 @@ import pytest
 
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, OpenAIQuirks, RetryPolicy
 from agentfsm.conformance import CheckResult, LiveTarget, RecordedTarget, run_check, run_corpus
-from agentfsm.conformance.checks import by_id
-from agentfsm.conformance.checks.tools.fixtures import SYSTEM_PROMPT
-from agentfsm.conformance.context import LiveContext, Wire
-from agentfsm.conformance.frames import event
-from agentfsm.conformance.model import Capabilities
+from agentfsm.conformance._checks import by_id
+from agentfsm.conformance._checks.tools.fixtures import SYSTEM_PROMPT
+from agentfsm.conformance._context import LiveContext, Wire
+from agentfsm.conformance._frames import event
+from agentfsm.conformance._model import Capabilities
 from agentfsm.testing import FakeProviderServer
 
 from .proxy_server import TOOL_TOKENS, Proxy, answer

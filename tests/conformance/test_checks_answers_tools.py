@@ -20,13 +20,13 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Timeouts,
 )
-from agentfsm.conformance.checks.answers import CHECKS as ANSWER_CHECKS
-from agentfsm.conformance.checks.tools import CHECKS as TOOL_CHECKS
-from agentfsm.conformance.context import RecordedTarget, Wire
-from agentfsm.conformance.model import Capabilities, Check
-from agentfsm.conformance.runner import run_check
-from agentfsm.engine.messages import ChatResult, ToolCall
-from agentfsm.engine.protocols import ChatDelta, ChatFn
+from agentfsm.conformance._checks.answers import CHECKS as ANSWER_CHECKS
+from agentfsm.conformance._checks.tools import CHECKS as TOOL_CHECKS
+from agentfsm.conformance._context import RecordedTarget, Wire
+from agentfsm.conformance._model import Capabilities, Check
+from agentfsm.conformance._runner import run_check
+from agentfsm.engine._messages import ChatResult, ToolCall
+from agentfsm.engine._protocols import ChatDelta, ChatFn
 
 from .wrappers import Wrapper
 

@@ -23,13 +23,13 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Timeouts,
 )
-from agentfsm.adapters.providers.errors import classify_status
-from agentfsm.conformance.checks import control, errors, usage
-from agentfsm.conformance.context import RecordedTarget, Wire
-from agentfsm.conformance.model import Check
-from agentfsm.conformance.runner import run_check
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolSpec, Usage
-from agentfsm.engine.protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
+from agentfsm.adapters.providers._errors import classify_status
+from agentfsm.conformance._checks import control, errors, usage
+from agentfsm.conformance._context import RecordedTarget, Wire
+from agentfsm.conformance._model import Check
+from agentfsm.conformance._runner import run_check
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolSpec, Usage
+from agentfsm.engine._protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
 
 from .wrappers import Wrapper
 

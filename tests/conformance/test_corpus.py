@@ -18,11 +18,11 @@ from agentfsm.conformance import (
     report_markdown,
     run_corpus,
 )
-from agentfsm.conformance.bundled import bundled_corpus, corpus_index
-from agentfsm.conformance.checks import ALL_CHECKS
-from agentfsm.conformance.context import Wire
-from agentfsm.engine.messages import AssistantMessage, ChatResult
-from agentfsm.engine.protocols import ChatFn
+from agentfsm.conformance._bundled import bundled_corpus, corpus_index
+from agentfsm.conformance._checks import ALL_CHECKS
+from agentfsm.conformance._context import Wire
+from agentfsm.engine._messages import AssistantMessage, ChatResult
+from agentfsm.engine._protocols import ChatFn
 
 from .wrappers import Wrapper
 

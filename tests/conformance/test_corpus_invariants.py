@@ -12,9 +12,9 @@ from attrs import evolve
 
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy
 from agentfsm.conformance import RecordedExchange, RecordedTarget, Verdict, run_corpus
-from agentfsm.conformance import corpus as corpus_module
-from agentfsm.conformance.checks import ALL_CHECKS, by_id
-from agentfsm.conformance.model import Check
+from agentfsm.conformance import _corpus as corpus_module
+from agentfsm.conformance._checks import ALL_CHECKS, by_id
+from agentfsm.conformance._model import Check
 
 WITH_INVARIANT = {
     "W1", "W2", "W3", "W4", "W5", "A1", "A2", "A3", "T1", "T2", "T3", "T5", "T6", "T8", "T11",

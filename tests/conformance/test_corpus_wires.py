@@ -12,15 +12,15 @@ import httpx
 import pytest
 
 from agentfsm.adapters.providers import OpenAIChat, ReplayTransport, load_wire_fixture
-from agentfsm.adapters.providers.replay import fixture_wire
+from agentfsm.adapters.providers._replay import fixture_wire
 from agentfsm.cli import main
 from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_corpus
-from agentfsm.conformance.checks import by_id
-from agentfsm.conformance.context import LiveContext, Wire
-from agentfsm.conformance.corpus import corpus_wires
-from agentfsm.conformance.frames import DONE, chunk, completion
-from agentfsm.conformance.record import save_recordings
-from agentfsm.engine.messages import UserMessage
+from agentfsm.conformance._checks import by_id
+from agentfsm.conformance._context import LiveContext, Wire
+from agentfsm.conformance._corpus import corpus_wires
+from agentfsm.conformance._frames import DONE, chunk, completion
+from agentfsm.conformance._record import save_recordings
+from agentfsm.engine._messages import UserMessage
 from agentfsm.testing import FakeProviderServer, Pause, RecordedRequest, Reply
 
 from .test_record import FAST, anthropic_answer, openai_answer

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.providers import load_wire_fixture
-from agentfsm.conformance.bundled import corpus_index, index_problems
-from agentfsm.conformance.corpus import corpus_files
+from agentfsm.conformance._bundled import corpus_index, index_problems
+from agentfsm.conformance._corpus import corpus_files
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "import_wire.py"
 

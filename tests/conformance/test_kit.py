@@ -33,9 +33,9 @@ from agentfsm.conformance import (
     run_check,
     run_checks,
 )
-from agentfsm.conformance.checks import ALL_CHECKS, by_id
-from agentfsm.conformance.frames import DONE, chunk
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolSpec, UserMessage
+from agentfsm.conformance._checks import ALL_CHECKS, by_id
+from agentfsm.conformance._frames import DONE, chunk
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.testing import FakeProviderServer, Reply
 
 FAST = Timeouts(connect=2, first_byte=5, idle=5, terminal_grace=0.3)

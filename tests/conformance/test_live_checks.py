@@ -6,11 +6,11 @@ from typing import Any
 
 from agentfsm.adapters.providers import OpenAIQuirks
 from agentfsm.conformance import CheckResult, LiveTarget, run_check
-from agentfsm.conformance.checks import by_id
-from agentfsm.conformance.context import LiveContext
-from agentfsm.conformance.frames import DONE, chunk, completion, tool_delta
+from agentfsm.conformance._checks import by_id
+from agentfsm.conformance._context import LiveContext
+from agentfsm.conformance._frames import DONE, chunk, completion, tool_delta
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.fake_server import RecordedRequest
+from agentfsm.testing._fake_server import RecordedRequest
 
 CALL = {
     "id": "call_1",

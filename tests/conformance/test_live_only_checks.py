@@ -16,12 +16,12 @@ import pytest
 
 from agentfsm.adapters.providers import OpenAIQuirks
 from agentfsm.conformance import CheckResult, LiveTarget, run_check
-from agentfsm.conformance.checks import by_id
-from agentfsm.conformance.context import LiveContext
-from agentfsm.conformance.frames import DONE, chunk, completion, tool_delta
-from agentfsm.conformance.model import Capabilities
+from agentfsm.conformance._checks import by_id
+from agentfsm.conformance._context import LiveContext
+from agentfsm.conformance._frames import DONE, chunk, completion, tool_delta
+from agentfsm.conformance._model import Capabilities
 from agentfsm.testing import FakeProviderServer, Frame, Reply
-from agentfsm.testing.fake_server import RecordedRequest
+from agentfsm.testing._fake_server import RecordedRequest
 
 WINDOW = 200
 ESTIMATE = int(WINDOW * 1.3) + 64

@@ -13,9 +13,9 @@ from attrs import evolve
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
 from agentfsm.cli import main
 from agentfsm.conformance import LiveContext, LiveTarget
-from agentfsm.conformance.context import TOOL_WEATHER
+from agentfsm.conformance._context import TOOL_WEATHER
 from agentfsm.testing import FakeProviderServer
-from agentfsm.testing.fake_server import RecordedRequest
+from agentfsm.testing._fake_server import RecordedRequest
 
 from .proxy_server import Proxy, answer
 

@@ -7,12 +7,12 @@ import socket
 import pytest
 
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
-from agentfsm.adapters.providers.endpoints import WireName
-from agentfsm.adapters.providers.profiles import QuirkProfile
+from agentfsm.adapters.providers._endpoints import WireName
+from agentfsm.adapters.providers._profiles import QuirkProfile
 from agentfsm.cli import main
-from agentfsm.conformance.probe import ProbeError, probe
+from agentfsm.conformance._probe import ProbeError, probe
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.fake_server import ReplyHandler
+from agentfsm.testing._fake_server import ReplyHandler
 
 from .probe_servers import AnthropicServer, OpenAIServer
 

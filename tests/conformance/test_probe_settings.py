@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
-from agentfsm.adapters.tools.settings import load_settings
+from agentfsm.adapters.tools._settings import load_settings
 from agentfsm.cli import main
-from agentfsm.conformance.probe_verify import write_settings
+from agentfsm.conformance._probe_verify import write_settings
 from agentfsm.testing import FakeProviderServer
 
 from .probe_servers import OpenAIServer

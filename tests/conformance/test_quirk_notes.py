@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentfsm.conformance.checks import ALL_CHECKS
-from agentfsm.conformance.model import QUIRK_NOTES
+from agentfsm.conformance._checks import ALL_CHECKS
+from agentfsm.conformance._model import QUIRK_NOTES
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIRK = re.compile(r"\bQ[1-9][0-9]*\b")

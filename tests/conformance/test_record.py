@@ -14,12 +14,12 @@ from attrs import evolve
 from agentfsm.adapters.providers import ProviderError, Timeouts
 from agentfsm.cli import main
 from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_corpus
-from agentfsm.conformance.checks import by_id
-from agentfsm.conformance.context import LiveContext
-from agentfsm.conformance.exchange import RecordedExchange, Verdict
-from agentfsm.conformance.frames import DONE, chunk, completion
-from agentfsm.conformance.model import Check
-from agentfsm.conformance.record import REQUEST_HEADERS, RESPONSE_HEADERS, save_recordings
+from agentfsm.conformance._checks import by_id
+from agentfsm.conformance._context import LiveContext
+from agentfsm.conformance._exchange import RecordedExchange, Verdict
+from agentfsm.conformance._frames import DONE, chunk, completion
+from agentfsm.conformance._model import Check
+from agentfsm.conformance._record import REQUEST_HEADERS, RESPONSE_HEADERS, save_recordings
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
 
 KEY = "sk-test-RECORDING-0123456789abcdef"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.engine.messages import ChatResult, Message, ToolSpec
-from agentfsm.engine.protocols import ChatFn, DeltaHandler, SupportsAbort
+from agentfsm.engine._messages import ChatResult, Message, ToolSpec
+from agentfsm.engine._protocols import ChatFn, DeltaHandler, SupportsAbort
 
 __all__ = ["Wrapper"]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.sessions import read_session_messages
-from agentfsm.conformance.frames import DONE, chunk, tool_delta
-from agentfsm.engine.messages import AssistantMessage, ToolMessage
+from agentfsm.conformance._frames import DONE, chunk, tool_delta
+from agentfsm.engine._messages import AssistantMessage, ToolMessage
 from agentfsm.testing import FakeProviderServer, Pause, RecordedRequest, Reply
 
 pytestmark = pytest.mark.crash

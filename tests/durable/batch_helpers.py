@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from agentfsm.conformance.frames import DONE, chunk, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, tool_delta
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
 
 

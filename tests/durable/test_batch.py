@@ -16,12 +16,11 @@ from agentfsm.adapters.durable import (
     RunSpec,
     TaskWorker,
     enqueue,
-    executor_slot,
-    gather_results,
     open_client,
-    parse_rate,
     register_agent_factory,
 )
+from agentfsm.adapters.durable._queue import gather_results, parse_rate
+from agentfsm.adapters.durable._worker import executor_slot
 from agentfsm.cli import main
 from agentfsm.testing import FakeProviderServer, ScriptedChat, ScriptedTools, tool_reply
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentfsm.conformance.frames import DONE, chunk, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, tool_delta
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
 
 TURNS = 4

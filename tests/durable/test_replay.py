@@ -23,7 +23,7 @@ from agentfsm.adapters.durable import (
     result,
     submit,
 )
-from agentfsm.engine.events import AgentEvent
+from agentfsm.engine._events import AgentEvent
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 DELTAS = ("text_delta", "thinking_delta")

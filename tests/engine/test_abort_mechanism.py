@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from agentfsm.adapters.providers.steps import race
+from agentfsm.adapters.providers._steps import race
 from agentfsm.adapters.tools import ToolBox, tool
-from agentfsm.engine.abort import AbortController, AbortSignal
-from agentfsm.engine.errors import AbortError
-from agentfsm.engine.interrupt import Interrupter, interrupt
-from agentfsm.engine.messages import ToolCall
+from agentfsm.engine._abort import AbortController, AbortSignal
+from agentfsm.engine._errors import AbortError
+from agentfsm.engine._interrupt import Interrupter, interrupt
+from agentfsm.engine._messages import ToolCall
 
 
 class WaitOnly:

@@ -8,9 +8,10 @@ from pathlib import Path
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, LoopParams, ToolCall, ToolResult, UserMessage, run_conversation
-from agentfsm.adapters.tools import ToolBox, plan_tool_batches, tool, workspace_tools
-from agentfsm.engine.events import ToolCallEndEvent
-from agentfsm.engine.messages import ImagePart, ToolSpec
+from agentfsm.adapters.tools import ToolBox, tool, workspace_tools
+from agentfsm.engine._batching import plan_tool_batches
+from agentfsm.engine._events import ToolCallEndEvent
+from agentfsm.engine._messages import ImagePart, ToolSpec
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from ..helpers import Recorder

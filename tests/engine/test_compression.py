@@ -21,7 +21,7 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.compression import (
+from agentfsm.engine._compression import (
     COMPRESSION_SYSTEM_PROMPT,
     KEEP_RECENT_TURNS,
     TRANSCRIPT_MAX_CHARS,
@@ -29,9 +29,9 @@ from agentfsm.engine.compression import (
     render_transcript,
     should_compress,
 )
-from agentfsm.engine.events import CompressEndEvent, CompressStartEvent
-from agentfsm.engine.stepper import StepperKind
-from agentfsm.engine.tokens import (
+from agentfsm.engine._events import CompressEndEvent, CompressStartEvent
+from agentfsm.engine._stepper import StepperKind
+from agentfsm.engine._tokens import (
     estimate_message_tokens,
     estimate_messages_tokens,
     estimate_text_tokens,

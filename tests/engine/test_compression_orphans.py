@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.compression import (
+from agentfsm.engine._compression import (
     COMPRESSION_SYSTEM_PROMPT,
     SUMMARY_PREFIX,
     compress_messages,
     detach_orphaned_results,
 )
-from agentfsm.engine.messages import (
+from agentfsm.engine._messages import (
     AssistantMessage,
     Message,
     SystemMessage,

@@ -9,7 +9,7 @@ from typing import assert_type
 
 import pytest
 
-from agentfsm.cli.diagram_cmd import DiagramFormat, render_diagram
+from agentfsm.cli._diagram_cmd import DiagramFormat, render_diagram
 
 
 def test_text_formats_are_str() -> None:

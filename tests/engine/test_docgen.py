@@ -9,10 +9,10 @@ from typing import get_args
 
 import pytest
 
-from agentfsm.cli import docgen
-from agentfsm.cli.docgen import main
-from agentfsm.engine.events import EventType
-from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine
+from agentfsm.cli import _docgen as docgen
+from agentfsm.cli._docgen import main
+from agentfsm.engine._events import EventType
+from agentfsm.engine._machine import GUARD_NAMES, AgentLoopMachine
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
 STALE = "docs/engine.md is stale: run `make diagrams` and commit"

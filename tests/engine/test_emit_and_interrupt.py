@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from agentfsm.engine.abort import AbortController
-from agentfsm.engine.errors import AbortError
-from agentfsm.engine.events import AgentEmitter, ErrorEvent, TurnStartEvent
-from agentfsm.engine.interrupt import (
+from agentfsm.engine._abort import AbortController
+from agentfsm.engine._errors import AbortError
+from agentfsm.engine._events import AgentEmitter, ErrorEvent, TurnStartEvent
+from agentfsm.engine._interrupt import (
     Interrupter,
     activate,
     active_interrupter,

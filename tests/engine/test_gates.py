@@ -5,8 +5,8 @@ from __future__ import annotations
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import LoopParams, Retry, RunContext, Stop, UserMessage, run_conversation
-from agentfsm.engine.reminders import RETRY_TURN
-from agentfsm.engine.stepper import StepperKind
+from agentfsm.engine._reminders import RETRY_TURN
+from agentfsm.engine._stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder, one_snapshot_for_both_drivers

@@ -24,8 +24,8 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.events import ErrorEvent, ToolCallEndEvent
-from agentfsm.engine.stepper import StepperKind
+from agentfsm.engine._events import ErrorEvent, ToolCallEndEvent
+from agentfsm.engine._stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder, one_snapshot_for_both_drivers

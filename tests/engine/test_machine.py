@@ -12,11 +12,11 @@ from statemachine.engines.sync import SyncEngine
 from statemachine.exceptions import TransitionNotAllowed
 
 from agentfsm import LoopParams, UserMessage
-from agentfsm.cli.diagram_cmd import render_diagram
-from agentfsm.engine.context import RunContext
-from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine, LoopGuards
-from agentfsm.engine.runner import LoopRunner
-from agentfsm.engine.stepper import (
+from agentfsm.cli._diagram_cmd import render_diagram
+from agentfsm.engine._context import RunContext
+from agentfsm.engine._machine import GUARD_NAMES, AgentLoopMachine, LoopGuards
+from agentfsm.engine._runner import LoopRunner
+from agentfsm.engine._stepper import (
     DEFAULT_STEPPER,
     CompiledStepper,
     StatechartStepper,

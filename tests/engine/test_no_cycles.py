@@ -12,7 +12,7 @@ import pytest
 
 from agentfsm import Agent, AssistantMessage, ChatResult, LoopParams, ToolCall, UserMessage
 from agentfsm.adapters.tools import ToolBox
-from agentfsm.engine.loop import run_conversation
+from agentfsm.engine._loop import run_conversation
 from agentfsm.policies import presets
 from agentfsm.testing import ScriptedChat, Streamed
 

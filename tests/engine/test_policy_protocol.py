@@ -22,8 +22,8 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.events import ErrorEvent, GateEvent
-from agentfsm.engine.policy import HOOK_NAMES, PolicySet, check_policies
+from agentfsm.engine._events import ErrorEvent, GateEvent
+from agentfsm.engine._policy import HOOK_NAMES, PolicySet, check_policies
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

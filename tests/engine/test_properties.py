@@ -27,10 +27,10 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.errors import ContextOverflowUnresolved
-from agentfsm.engine.events import ToolCallEndEvent
-from agentfsm.engine.policy import Policy
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._errors import ContextOverflowUnresolved
+from agentfsm.engine._events import ToolCallEndEvent
+from agentfsm.engine._policy import Policy
 from agentfsm.policies import compress
 from agentfsm.testing import ScriptedChat, ScriptedTools
 

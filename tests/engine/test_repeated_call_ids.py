@@ -10,13 +10,13 @@ import pytest
 
 from agentfsm import AbortController, ToolCall, ToolMessage
 from agentfsm.agent import Agent
-from agentfsm.engine.cancellation import (
+from agentfsm.engine._cancellation import (
     CANCELLED_BEFORE_TOOL,
     CANCELLED_DURING_TOOL,
     open_calls,
 )
-from agentfsm.engine.context import ToolOutcome
-from agentfsm.engine.messages import ToolResult, ToolSpec
+from agentfsm.engine._context import ToolOutcome
+from agentfsm.engine._messages import ToolResult, ToolSpec
 from agentfsm.testing import EventRecorder, ScriptedChat, ScriptedTools, tool_reply
 
 

@@ -14,9 +14,9 @@ from statemachine.exceptions import TransitionNotAllowed
 
 from agentfsm import AgentEmitter, AssistantMessage, ChatResult, LoopParams, ToolCall, UserMessage
 from agentfsm.adapters.tools import ToolBox
-from agentfsm.engine.loop import run_conversation
-from agentfsm.engine.machine import GUARD_NAMES, AgentLoopMachine
-from agentfsm.engine.stepper import StatechartStepper, compile_machine, make_stepper
+from agentfsm.engine._loop import run_conversation
+from agentfsm.engine._machine import GUARD_NAMES, AgentLoopMachine
+from agentfsm.engine._stepper import StatechartStepper, compile_machine, make_stepper
 from agentfsm.testing import ScriptedChat
 
 

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from agentfsm import Agent, LoopParams, Message, UserMessage, run_conversation
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.steps import current_step_runner
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._steps import current_step_runner
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ async def test_without_a_step_runner_effects_just_run() -> None:
 
 
 async def test_a_step_inside_a_step_is_part_of_it() -> None:
-    from agentfsm.engine.steps import run_step
+    from agentfsm.engine._steps import run_step
 
     steps = Recording()
 
@@ -75,7 +75,7 @@ async def test_a_step_inside_a_step_is_part_of_it() -> None:
 async def test_the_preamble_and_the_verify_gate_read_the_workspace_in_steps(tmp_path: Any) -> None:
     from agentfsm.adapters.tools import Unsandboxed
     from agentfsm.agent import WorkspacePreamble
-    from agentfsm.engine.messages import ToolResult, ToolSpec
+    from agentfsm.engine._messages import ToolResult, ToolSpec
     from agentfsm.policies import verify
 
     (tmp_path / "Makefile").write_text("check:\n\ttrue\n", "utf-8")
@@ -112,7 +112,7 @@ async def test_the_preamble_and_the_verify_gate_read_the_workspace_in_steps(tmp_
 def test_a_recorded_error_pickles() -> None:
     import pickle
 
-    from agentfsm.engine.errors import RecordedError
+    from agentfsm.engine._errors import RecordedError
 
     error = RecordedError("ProviderError", "boom")
     back = pickle.loads(pickle.dumps(error))

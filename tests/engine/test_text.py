@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import json
 
-from agentfsm.engine.messages import AssistantMessage, Message
-from agentfsm.engine.serialization import dumps, loads
-from agentfsm.engine.text import encodable, escape_surrogates, printable, utf8_bytes
+from agentfsm.engine._messages import AssistantMessage, Message
+from agentfsm.engine._serialization import dumps, loads
+from agentfsm.engine._text import encodable, escape_surrogates, printable, utf8_bytes
 
 ODD = 'a\udcff\\\ud800"é\u2028'
 

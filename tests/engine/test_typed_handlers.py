@@ -14,8 +14,8 @@ import ast
 from pathlib import Path
 
 from agentfsm import AgentEmitter, AgentEvent, LoopParams, UserMessage, run_conversation
-from agentfsm.engine import events as events_module
-from agentfsm.engine.events import (
+from agentfsm.engine import _events as events_module
+from agentfsm.engine._events import (
     FinalEvent,
     LlmEndEvent,
     TextDeltaEvent,

@@ -30,8 +30,8 @@ from agentfsm import (
     format_tool_result_content,
     seed_system_prompt,
 )
-from agentfsm.engine.errors import RecordedError
-from agentfsm.engine.events import (
+from agentfsm.engine._errors import RecordedError
+from agentfsm.engine._events import (
     BudgetExhaustedEvent,
     CompressEndEvent,
     CompressStartEvent,
@@ -48,8 +48,8 @@ from agentfsm.engine.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from agentfsm.engine.history import tool_message_from_result
-from agentfsm.engine.serialization import dumps, structure_event, structure_message
+from agentfsm.engine._history import tool_message_from_result
+from agentfsm.engine._serialization import dumps, structure_event, structure_message
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),

@@ -35,13 +35,14 @@ from agentfsm import (
     seed_system_prompt,
 )
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.sessions import iter_session_records, read_session_messages
+from agentfsm.adapters.sessions import read_session_messages
+from agentfsm.adapters.sessions._lines import iter_session_records
 from agentfsm.adapters.tools import FunctionTool, ToolBox, tool
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.policy import Policy
-from agentfsm.engine.protocols import SupportsAbort
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._policy import Policy
+from agentfsm.engine._protocols import SupportsAbort
 from agentfsm.policies import presets
-from agentfsm.sandbox.process import Unsandboxed
+from agentfsm.sandbox._process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
 from .strategies import Reply, Scenario

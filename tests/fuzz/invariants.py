@@ -20,16 +20,16 @@ from agentfsm import (
     seed_system_prompt,
 )
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.sessions import drop_trailing_user_messages
-from agentfsm.engine.errors import MAX_OVERFLOW_COMPACTIONS, ContextOverflowUnresolved
-from agentfsm.engine.events import (
+from agentfsm.adapters.sessions._reader import drop_trailing_user_messages
+from agentfsm.engine._errors import MAX_OVERFLOW_COMPACTIONS, ContextOverflowUnresolved
+from agentfsm.engine._events import (
     ErrorEvent,
     LlmEndEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from agentfsm.engine.history import tool_message_from_result
-from agentfsm.engine.serialization import dumps, loads
+from agentfsm.engine._history import tool_message_from_result
+from agentfsm.engine._serialization import dumps, loads
 
 from .harness import Observation
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from agentfsm import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm import Usage as Usage
-from agentfsm.adapters.providers.errors import ErrorKind
-from agentfsm.engine.stepper import StepperKind
+from agentfsm.adapters.providers._errors import ErrorKind
+from agentfsm.engine._stepper import StepperKind
 
 __all__ = [
     "ERROR_KINDS",

@@ -16,7 +16,7 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Timeouts,
 )
-from agentfsm.engine.messages import ChatResult
+from agentfsm.engine._messages import ChatResult
 from agentfsm.testing import FakeProviderServer
 
 from .table import CaseRow, measure

@@ -17,9 +17,9 @@ import pytest
 from agentfsm import UserMessage
 from agentfsm.adapters.providers import ProviderError, RetryPolicy, Router, Timeouts
 from agentfsm.cli import main
-from agentfsm.conformance.frames import chunk, event
+from agentfsm.conformance._frames import chunk, event
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
-from agentfsm.testing.hostile import deep_json, echo_key_error
+from agentfsm.testing._hostile import deep_json, echo_key_error
 
 from ._provider import Wire, adapter, measured
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from agentfsm.adapters.providers import Limits, ProviderError, Timeouts
-from agentfsm.conformance.frames import DONE, chunk, event, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, event, tool_delta
 from agentfsm.testing import FakeProviderServer, Filler, Repeat, Reply
-from agentfsm.testing.hostile import gzip_bomb, huge_line, many_tool_calls
+from agentfsm.testing._hostile import gzip_bomb, huge_line, many_tool_calls
 
 from ._provider import Wire, assert_kind, chat_case
 

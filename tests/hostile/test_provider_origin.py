@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.conformance.frames import DONE, chunk, completion, event
+from agentfsm.conformance._frames import DONE, chunk, completion, event
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ._provider import Wire, adapter, ask, assert_bounded, assert_kind, chat_case, measured

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.providers import ProviderError, RetryPolicy, Router
-from agentfsm.conformance.frames import DONE, chunk, completion, data, event, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, completion, data, event, tool_delta
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.hostile import WRONG_TYPES_ANTHROPIC, WRONG_TYPES_OPENAI, deep_json
+from agentfsm.testing._hostile import WRONG_TYPES_ANTHROPIC, WRONG_TYPES_OPENAI, deep_json
 
 from ._provider import Wire, adapter, assert_bounded, assert_kind, chat_case, measured
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentfsm.conformance.frames import chunk, event
+from agentfsm.conformance._frames import chunk, event
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.hostile import keep_alive
+from agentfsm.testing._hostile import keep_alive
 
 from ._provider import TOTAL, Wire, assert_kind, chat_case
 

@@ -17,15 +17,14 @@ import pytest
 
 from agentfsm import Agent
 from agentfsm.adapters.sessions import (
-    MAX_LINE_BYTES,
-    MAX_SESSION_BYTES,
     SessionNotFound,
     SessionStore,
     read_session_messages,
-    read_session_policy_state,
     resolve_session,
     trace_session,
 )
+from agentfsm.adapters.sessions._lines import MAX_LINE_BYTES, MAX_SESSION_BYTES
+from agentfsm.adapters.sessions._reader import read_session_policy_state
 from agentfsm.cli import main
 from agentfsm.testing import ScriptedChat
 

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.tools import OutputStore, ToolBox, tool
-from agentfsm.adapters.tools.mcp import MAX_GARBAGE_REPORTS, McpServer, McpTools
-from agentfsm.adapters.tools.mcp_process import MAX_ERRLOG_BYTES
-from agentfsm.adapters.tools.truncate import DEFAULT_MODEL_OUTPUT_CHARS, MAX_STORE_BYTES
-from agentfsm.engine.messages import ToolCall, ToolResult
+from agentfsm.adapters.tools._mcp import MAX_GARBAGE_REPORTS, McpServer, McpTools
+from agentfsm.adapters.tools._mcp_process import MAX_ERRLOG_BYTES
+from agentfsm.adapters.tools._truncate import DEFAULT_MODEL_OUTPUT_CHARS, MAX_STORE_BYTES
+from agentfsm.engine._messages import ToolCall, ToolResult
 
 from .table import measure
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from agentfsm.adapters.providers.local import _die_with_parent, _free_port, _stop_group
+from agentfsm.adapters.providers._local import _die_with_parent, _free_port, _stop_group
 
 __all__ = [
     "CONFIG",
@@ -152,7 +152,7 @@ async def litellm_proxy(
 
 
 async def _serve() -> None:  # pragma: no cover - manual use
-    from agentfsm.adapters.providers.local import LOCAL_MODEL_NAME, LocalModel
+    from agentfsm.adapters.providers._local import LOCAL_MODEL_NAME, LocalModel
 
     key = os.environ.get("LITELLM_MASTER_KEY")
     if not key:

@@ -328,7 +328,7 @@ async def _kit(proxy: LiteLLMProxy, wire: str, work: Path, env: dict[str, str]) 
 
 
 async def _run_everything(work: Path) -> LiteLLMRun:
-    from agentfsm.adapters.providers.local import LocalModel
+    from agentfsm.adapters.providers._local import LocalModel
 
     async with LocalModel() as model, litellm_proxy(model.base_url) as proxy:
         env = {**os.environ, KEY_ENV: proxy.master_key}

@@ -39,7 +39,7 @@ def outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 async def test_the_kit_on_the_local_server(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp", reason="needs the local extra: make test-live installs it")
-    from agentfsm.adapters.providers.local import LOCAL_MODEL_NAME, LocalModel
+    from agentfsm.adapters.providers._local import LOCAL_MODEL_NAME, LocalModel
 
     out, markdown, record = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "wire"
     async with LocalModel() as model:
@@ -119,8 +119,8 @@ async def test_the_kit_on_the_local_server(tmp_path: Path) -> None:
 
 async def test_probe_suggests_the_local_profile() -> None:
     pytest.importorskip("llama_cpp", reason="needs the local extra: make test-live installs it")
-    from agentfsm.adapters.providers.local import LOCAL_MODEL_NAME, LOCAL_QUIRKS, LocalModel
-    from agentfsm.conformance.probe import probe
+    from agentfsm.adapters.providers._local import LOCAL_MODEL_NAME, LOCAL_QUIRKS, LocalModel
+    from agentfsm.conformance._probe import probe
 
     async with LocalModel() as model:
         findings, quirks = await probe(model.base_url, LOCAL_MODEL_NAME)

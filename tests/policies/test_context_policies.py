@@ -12,9 +12,9 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm._deprecated import AgentfsmDeprecationWarning
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.errors import ContextOverflowUnresolved
-from agentfsm.engine.messages import (
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._errors import ContextOverflowUnresolved
+from agentfsm.engine._messages import (
     AssistantMessage,
     ChatResult,
     Message,
@@ -25,12 +25,12 @@ from agentfsm.engine.messages import (
 from agentfsm.policies import (
     compress,
     presets,
-    prune_marker,
     prune_tool_results,
     remind_when,
     text_tool_calls,
     turns_at_least,
 )
+from agentfsm.policies._prune import prune_marker
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 
 from agentfsm import AgentEmitter, LoopParams, UserMessage, run_conversation
-from agentfsm.engine.messages import ToolResult, ToolSpec
+from agentfsm.engine._messages import ToolResult, ToolSpec
 from agentfsm.policies import verify
-from agentfsm.policies.definition_files import UNREADABLE, command_files, command_tools
-from agentfsm.policies.verify import VerifyDefinition, resolve_verify_definition
-from agentfsm.sandbox.process import Unsandboxed
+from agentfsm.policies._definition_files import UNREADABLE, command_files, command_tools
+from agentfsm.policies._verify import VerifyDefinition, resolve_verify_definition
+from agentfsm.sandbox._process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 

@@ -13,7 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, LoopParams, UserMessage, run_conversation
-from agentfsm.engine.messages import (
+from agentfsm.engine._messages import (
     AssistantMessage,
     ChatResult,
     Message,
@@ -23,9 +23,10 @@ from agentfsm.engine.messages import (
     ToolSpec,
     Usage,
 )
-from agentfsm.policies import parse_verdict, resolve_verify_command, verifier, verify
-from agentfsm.policies.verifier import VERIFIER_SYSTEM_PROMPT
-from agentfsm.sandbox.process import SandboxUnavailable, Unsandboxed, run_command
+from agentfsm.policies import verifier, verify
+from agentfsm.policies._verifier import VERIFIER_SYSTEM_PROMPT, parse_verdict
+from agentfsm.policies._verify import resolve_verify_command
+from agentfsm.sandbox._process import SandboxUnavailable, Unsandboxed, run_command
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -302,7 +303,7 @@ async def test_verifier_garbled_or_failing_never_passes_falsely(tmp_path: Path) 
 
 
 async def test_read_only_tools_refuse_writes(tmp_path: Path) -> None:
-    from agentfsm.policies import ReadOnlyTools
+    from agentfsm.policies._verifier import ReadOnlyTools
 
     wrapped = ReadOnlyTools(tools(tmp_path))
     assert [s.name for s in wrapped.specs()] == ["read"]
@@ -348,8 +349,8 @@ async def test_the_verify_gate_hooks_are_coroutines_checking_the_first_turns_com
     turn."""
     import inspect
 
-    from agentfsm.engine.context import RunContext
-    from agentfsm.engine.policy import Notice, Retry
+    from agentfsm.engine._context import RunContext
+    from agentfsm.engine._policy import Notice, Retry
 
     assert inspect.iscoroutinefunction(verify.check_turn)
     assert inspect.iscoroutinefunction(verify.check_final)

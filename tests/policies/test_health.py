@@ -11,8 +11,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.events import PolicyWarnEvent, RedirectEvent, RedirectSkippedEvent
-from agentfsm.engine.messages import (
+from agentfsm.engine._events import PolicyWarnEvent, RedirectEvent, RedirectSkippedEvent
+from agentfsm.engine._messages import (
     AssistantMessage,
     ChatResult,
     Message,
@@ -23,7 +23,7 @@ from agentfsm.engine.messages import (
     Usage,
 )
 from agentfsm.policies import loop_health, redirect
-from agentfsm.policies.redirect import SUPERVISOR_PROMPT, build_evidence, parse_directions
+from agentfsm.policies._redirect import SUPERVISOR_PROMPT, build_evidence, parse_directions
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
 from ..helpers import Recorder
@@ -113,7 +113,7 @@ def test_a_identical_calls_whatever_their_key_order() -> None:
     """Identical is the same name and the same arguments, whatever their key order; a call is
     kept as it was when seen, so changing its arguments dict afterwards changes nothing."""
     from agentfsm import RunContext
-    from agentfsm.engine.context import ToolOutcome
+    from agentfsm.engine._context import ToolOutcome
 
     policy = loop_health()
     ctx = RunContext(params=LoopParams(max_turns=100), history=[])
@@ -249,7 +249,7 @@ async def test_c_no_op_failed_and_unrelated_edits_never_count(recorder: Recorder
 
 async def test_c_oscillation_score_falls_as_reverts_leave_the_window() -> None:
     from agentfsm import RunContext
-    from agentfsm.engine.context import ToolOutcome
+    from agentfsm.engine._context import ToolOutcome
 
     policy = loop_health()
     ctx = RunContext(params=LoopParams(max_turns=100), history=[])
@@ -458,7 +458,7 @@ async def test_redirect_capped_per_run(recorder: Recorder, snapshot: SnapshotAss
 
 
 def test_evidence_is_bounded_and_pure() -> None:
-    from agentfsm.engine.events import LlmEndEvent, ToolCallEndEvent
+    from agentfsm.engine._events import LlmEndEvent, ToolCallEndEvent
 
     events = [
         (

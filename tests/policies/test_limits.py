@@ -10,10 +10,11 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import AbortController, LoopParams, Policy, UserMessage, run_conversation
 from agentfsm._deprecated import AgentfsmDeprecationWarning
-from agentfsm.cli.render import last_words
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
-from agentfsm.policies import WRAP_UP_REMINDER, max_turns, presets, spend_limit, wrap_up
+from agentfsm.cli._render import last_words
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
+from agentfsm.policies import presets, spend_limit, wrap_up
+from agentfsm.policies._limits import WRAP_UP_REMINDER, max_turns
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

@@ -9,10 +9,9 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import LoopParams, RunContext, UserMessage, run_conversation
-from agentfsm.engine.messages import AssistantMessage, ChatResult, Usage
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
 from agentfsm.policies import (
     StopCondition,
-    as_condition,
     elapsed_over,
     require,
     stop_all,
@@ -24,6 +23,7 @@ from agentfsm.policies import (
     tool_called,
     turns_at_least,
 )
+from agentfsm.policies._stop import as_condition
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder

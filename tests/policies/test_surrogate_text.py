@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.messages import Message, ToolCall, ToolMessage
+from agentfsm.engine._messages import Message, ToolCall, ToolMessage
 from agentfsm.policies import presets, prune_tool_results
-from agentfsm.policies.prune import prune_marker
+from agentfsm.policies._prune import prune_marker
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 ODD = "caf\udcff.txt\u2028"

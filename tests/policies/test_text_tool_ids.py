@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from agentfsm import LoopParams, UserMessage, run_conversation
-from agentfsm.engine.messages import AssistantMessage, Message, ToolCall, ToolMessage
+from agentfsm.engine._messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.policies import text_tool_calls
-from agentfsm.policies.text_tools import parse_text_tool_calls
+from agentfsm.policies._text_tools import parse_text_tool_calls
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentfsm.conformance.frames import openai_url
+from agentfsm.conformance._frames import openai_url
 from agentfsm.testing import FakeProviderServer
 
 __all__ = ["provider_options", "run_argv"]

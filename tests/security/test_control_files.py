@@ -18,9 +18,9 @@ from agentfsm import (
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.adapters.tools import Permissions, ToolBox, workspace_tools
 from agentfsm.cli import main
-from agentfsm.engine.events import PolicyNoteEvent
+from agentfsm.engine._events import PolicyNoteEvent
 from agentfsm.policies import verify
-from agentfsm.sandbox.process import Unsandboxed
+from agentfsm.sandbox._process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptItem, tool_reply
 
 from .sandboxing import require_bubblewrap

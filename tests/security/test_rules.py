@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.tools import Permissions, ResourceLimits
-from agentfsm.adapters.tools.settings import SettingsError, load_settings, parse_settings
+from agentfsm.adapters.tools._settings import SettingsError, load_settings, parse_settings
 
 from .tally import AttackTally
 

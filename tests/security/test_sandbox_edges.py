@@ -28,8 +28,8 @@ from agentfsm.adapters.tools import (
     detect_sandbox,
     workspace_tools,
 )
-from agentfsm.sandbox import bubblewrap as sandbox_module
-from agentfsm.sandbox.install_paths import agent_install_paths
+from agentfsm.sandbox import _bubblewrap as sandbox_module
+from agentfsm.sandbox._install_paths import agent_install_paths
 
 from .tally import AttackTally
 

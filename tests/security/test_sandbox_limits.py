@@ -19,7 +19,7 @@ from agentfsm.adapters.tools import (
     ToolBox,
     workspace_tools,
 )
-from agentfsm.sandbox.limits import explain_limit
+from agentfsm.sandbox._limits import explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .sandboxing import alive, kill_all

@@ -43,8 +43,8 @@ from agentfsm.adapters.providers import (
     SecretsFilter,
     Timeouts,
 )
-from agentfsm.conformance.frames import event
-from agentfsm.engine.protocols import ChatFn
+from agentfsm.conformance._frames import event
+from agentfsm.engine._protocols import ChatFn
 from agentfsm.testing import Drop, FakeProviderServer, Reply
 
 from .tally import AttackTally

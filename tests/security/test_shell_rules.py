@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm.adapters.tools import Permissions
-from agentfsm.adapters.tools.shell_rules import parse_command_line
-from agentfsm.adapters.tools.shell_tables import sed_script
+from agentfsm.adapters.tools._shell_rules import parse_command_line
+from agentfsm.adapters.tools._shell_tables import sed_script
 
 from .tally import AttackTally
 

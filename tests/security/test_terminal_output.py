@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
-from agentfsm.conformance.frames import DONE, chunk, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, tool_delta
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ..cli.conftest import sandbox_options

@@ -16,7 +16,7 @@ from attrs import frozen
 
 from agentfsm import Agent, AgentEmitter, LoopOutcome, LoopParams, UserMessage, run_conversation
 from agentfsm.adapters.tools import BubblewrapSandbox, workspace_tools
-from agentfsm.engine.events import PolicyNoteEvent
+from agentfsm.engine._events import PolicyNoteEvent
 from agentfsm.policies import verify
 from agentfsm.testing import ScriptedChat, tool_reply
 

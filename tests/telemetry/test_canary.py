@@ -20,9 +20,9 @@ from agentfsm.adapters.providers import (
     Timeouts,
 )
 from agentfsm.adapters.telemetry import CAPTURE_CONTENT_ENV
-from agentfsm.conformance.frames import completion
+from agentfsm.conformance._frames import completion
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.hostile import echo_key_error
+from agentfsm.testing._hostile import echo_key_error
 
 from .conftest import Otel
 from .receiver import OtlpReceiver

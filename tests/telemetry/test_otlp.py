@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentfsm.cli import main
-from agentfsm.conformance.frames import completion
+from agentfsm.conformance._frames import completion
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
 
 from .receiver import OtlpReceiver, attributes_of

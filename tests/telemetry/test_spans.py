@@ -12,9 +12,9 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, AssistantMessage, Message, ToolSpec, UserMessage
 from agentfsm.adapters.providers import OpenAIChat, ProviderError, RetryPolicy, Router, Timeouts
-from agentfsm.conformance.frames import completion, openai_url
-from agentfsm.engine.context import RunContext
-from agentfsm.engine.policy import Stop, Warn
+from agentfsm.conformance._frames import completion, openai_url
+from agentfsm.engine._context import RunContext
+from agentfsm.engine._policy import Stop, Warn
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedTools
 
 from .conftest import Otel, span_tree

@@ -255,7 +255,7 @@ def test_a_malformed_request_gets_a_400(server: FakeProviderServer) -> None:
 
 def test_hostile_frames_and_replies(server: FakeProviderServer) -> None:
     from agentfsm.testing import Filler, Repeat
-    from agentfsm.testing.hostile import gzip_bomb
+    from agentfsm.testing._hostile import gzip_bomb
 
     server.enqueue(
         Reply.sse([Repeat("id: 1\n\n", times=3), Filler(10, b"ab")]),

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm import AgentEmitter, LoopParams, UserMessage, run_conversation
-from agentfsm.engine.events import FinalEvent, ToolCallEndEvent, TurnStartEvent
+from agentfsm.engine._events import FinalEvent, ToolCallEndEvent, TurnStartEvent
 from agentfsm.testing import EventRecorder, ScriptedChat, ScriptedTools, tool_reply
-from agentfsm.testing import recorder as recorder_module
+from agentfsm.testing import _recorder as recorder_module
 
 from ..helpers import event_type_literals
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable
 import pytest
 
 from agentfsm import Agent, AssistantMessage, ChatResult, ToolCall, ToolResult, Usage, UserMessage
-from agentfsm.engine.protocols import ChatDelta
+from agentfsm.engine._protocols import ChatDelta
 from agentfsm.testing import ScriptedChat, ScriptedTools, ScriptExhausted, tool_reply
 
 

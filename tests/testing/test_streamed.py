@@ -20,8 +20,8 @@ from agentfsm import (
     UserMessage,
     run_conversation,
 )
-from agentfsm.engine.events import TextDeltaEvent, ThinkingDeltaEvent
-from agentfsm.engine.protocols import ChatDelta
+from agentfsm.engine._events import TextDeltaEvent, ThinkingDeltaEvent
+from agentfsm.engine._protocols import ChatDelta
 from agentfsm.testing import (
     ChatRequest,
     EventRecorder,

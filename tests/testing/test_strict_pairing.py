@@ -10,7 +10,7 @@ import pytest
 from agentfsm import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError
 from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing.pairing import (
+from agentfsm.testing._pairing import (
     anthropic_pairing_problem,
     openai_pairing_problem,
     pairing_problem,

@@ -1,6 +1,6 @@
 """The provider conformance kit: does a provider honour what the agent loop needs?
 
-Checks (``agentfsm.conformance.checks``) run in two modes: recorded, on the bytes a scripted
+Checks (:data:`ALL_CHECKS`) run in two modes: recorded, on the bytes a scripted
 server sends, against any adapter (:class:`RecordedTarget`); and live, against a live URL
 through the project's adapters (:class:`LiveTarget`). ``run_corpus`` replays recorded
 provider exchanges (by default the corpus that ships with agentfsm) through any adapter and
@@ -9,12 +9,14 @@ to subclass; ``agentfsm conformance`` runs them from the command line and merges
 into a matrix.
 """
 
-from agentfsm._deprecated import warn_renamed as _warn_renamed
+from agentfsm._deprecated import package_getattr as _package_getattr
 
-from .context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
-from .corpus import corpus_files, run_corpus
-from .exchange import RecordedExchange, Verdict
-from .model import (
+from ._bundled import CorpusMissingError, bundled_corpus, index_problems
+from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
+from ._corpus import corpus_files, run_corpus
+from ._exchange import RecordedExchange, Verdict
+from ._frames import DONE, chunk, tool_delta
+from ._model import (
     Capabilities,
     Check,
     CheckFailed,
@@ -23,15 +25,18 @@ from .model import (
     Normalized,
     Report,
 )
-from .report import matrix_markdown, report_markdown
-from .runner import run_check, run_checks
+from ._report import matrix_markdown, report_markdown
+from ._runner import run_check, run_checks
 
 __all__ = [
+    "ALL_CHECKS",
     "Capabilities",
     "Check",
     "CheckFailed",
     "CheckResult",
     "CheckSkipped",
+    "CorpusMissingError",
+    "DONE",
     "LiveContext",
     "LiveTarget",
     "Normalized",
@@ -41,26 +46,29 @@ __all__ = [
     "RecordedTarget",
     "Report",
     "Verdict",
+    "bundled_corpus",
+    "chunk",
     "corpus_files",
+    "index_problems",
     "matrix_markdown",
     "report_markdown",
     "run_check",
     "run_checks",
     "run_corpus",
+    "tool_delta",
 ]
 
-_RENAMED = {"AdapterTarget": "RecordedTarget", "EndpointTarget": "LiveTarget"}
-"""Deprecated names (the modes are called recorded and live): old name -> new name."""
+_deprecated = _package_getattr(__name__)
 
 
 def __getattr__(name: str) -> object:
     # The pytest base class needs pytest; import it only when asked for.
+    if name == "ALL_CHECKS":  # imports every check module
+        from ._checks import ALL_CHECKS
+
+        return ALL_CHECKS
     if name == "ProviderConformance":
-        from .pytest_plugin import ProviderConformance
+        from ._pytest_plugin import ProviderConformance
 
         return ProviderConformance
-    if name in _RENAMED:
-        new = _RENAMED[name]
-        _warn_renamed(f"{__name__}.{name}", f"{__name__}.{new}")
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _deprecated(name)

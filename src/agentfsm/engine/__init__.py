@@ -3,31 +3,20 @@
 Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`.
 """
 
-from agentfsm._deprecated import deprecated_getattr as _deprecated_getattr
+from agentfsm._deprecated import package_getattr as _package_getattr
 
-from .abort import AbortController, AbortSignal
-from .compression import (
-    COMPRESSION_SYSTEM_PROMPT,
-    KEEP_RECENT_TURNS,
-    TRANSCRIPT_MAX_CHARS,
-    Compression,
+from ._abort import AbortController, AbortSignal
+from ._compression import (
     CompressionResult,
-    compress_messages,
-    render_transcript,
-    should_compress,
 )
-from .context import RunContext, ToolOutcome
-from .errors import (
-    AGENT_LOOP_ABORTED,
-    MAX_OVERFLOW_COMPACTIONS,
+from ._context import RunContext, ToolOutcome
+from ._errors import (
     AbortError,
     ContextOverflowUnresolved,
     PolicyError,
     PolicyVerdictError,
-    RecordedError,
-    is_context_overflow,
 )
-from .events import (
+from ._events import (
     AgentEmitter,
     AgentEvent,
     BudgetExhaustedEvent,
@@ -50,15 +39,13 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from .history import (
-    TURN_BUDGET_EXHAUSTED,
+from ._history import (
     format_tool_result_content,
     seed_system_prompt,
-    tool_message_from_result,
 )
-from .loop import build_run, run_conversation
-from .machine import AgentLoopMachine, LoopGuards
-from .messages import (
+from ._loop import run_conversation
+from ._machine import AgentLoopMachine
+from ._messages import (
     AssistantMessage,
     ChatResult,
     Message,
@@ -70,15 +57,14 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
-from .policy import (
+from ._params import LoopOutcome, LoopParams, StopInfo, StoppedReason
+from ._policy import (
     Compressor,
     FinalGate,
     LlmObserver,
     Notice,
     OutcomeShaper,
     Policy,
-    PolicySet,
     Remind,
     ReplyShaper,
     RequestShaper,
@@ -90,17 +76,12 @@ from .policy import (
     TurnObserver,
     TurnVerdict,
     Warn,
-    policy_name,
 )
-from .protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunner
-from .runner import LoopRunner
-from .serialization import converter
-from .stepper import StepperKind
-from .steps import StepRunner, current_step_runner, run_step
-from .tokens import estimate_message_tokens, estimate_messages_tokens, estimate_text_tokens
+from ._protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunner
+from ._serialization import converter
+from ._steps import StepRunner, current_step_runner, run_step
 
 __all__ = [
-    "AGENT_LOOP_ABORTED",
     "AbortController",
     "AbortError",
     "AbortSignal",
@@ -109,13 +90,11 @@ __all__ = [
     "AgentLoopMachine",
     "AssistantMessage",
     "BudgetExhaustedEvent",
-    "COMPRESSION_SYSTEM_PROMPT",
     "ChatDelta",
     "ChatFn",
     "ChatResult",
     "CompressEndEvent",
     "CompressStartEvent",
-    "Compression",
     "CompressionResult",
     "Compressor",
     "ContextOverflowUnresolved",
@@ -125,26 +104,20 @@ __all__ = [
     "FinalEvent",
     "FinalGate",
     "GateEvent",
-    "KEEP_RECENT_TURNS",
     "LlmEndEvent",
     "LlmObserver",
     "LlmStartEvent",
-    "LoopGuards",
     "LoopOutcome",
     "LoopParams",
-    "LoopRunner",
-    "MAX_OVERFLOW_COMPACTIONS",
     "Message",
     "Notice",
     "OutcomeShaper",
     "Policy",
     "PolicyError",
     "PolicyNoteEvent",
-    "PolicySet",
     "PolicyStopEvent",
     "PolicyVerdictError",
     "PolicyWarnEvent",
-    "RecordedError",
     "Remind",
     "ReminderEvent",
     "ReplyShaper",
@@ -152,14 +125,11 @@ __all__ = [
     "Retry",
     "RunContext",
     "StepRunner",
-    "StepperKind",
     "Stop",
     "StopInfo",
     "StoppedReason",
     "SupportsAbort",
     "SystemMessage",
-    "TRANSCRIPT_MAX_CHARS",
-    "TURN_BUDGET_EXHAUSTED",
     "TextDeltaEvent",
     "ThinkingDeltaEvent",
     "ToolCall",
@@ -180,25 +150,13 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Warn",
-    "build_run",
-    "compress_messages",
     "converter",
     "current_step_runner",
-    "estimate_message_tokens",
-    "estimate_messages_tokens",
-    "estimate_text_tokens",
     "format_tool_result_content",
-    "is_context_overflow",
-    "policy_name",
-    "render_transcript",
     "run_conversation",
     "run_step",
     "seed_system_prompt",
-    "should_compress",
-    "tool_message_from_result",
 ]
 
 
-__getattr__ = _deprecated_getattr(
-    __name__, {"Compactor": ("agentfsm.engine.Compressor", lambda: Compressor)}
-)
+__getattr__ = _package_getattr(__name__)

@@ -1,21 +1,22 @@
 """Policies: plain objects consulted at fixed states of the machine.
 
-Each implements any subset of the hooks in :mod:`agentfsm.engine.policy`; pass them as
-``policies=[...]`` to ``run_conversation`` or ``Agent``.
+Each implements any subset of the hook protocols of :mod:`agentfsm.engine` (``TurnGate``,
+``FinalGate``, ...); pass them as ``policies=[...]`` to ``run_conversation`` or ``Agent``.
 """
 
+from agentfsm._deprecated import package_getattr as _package_getattr
+
 from . import presets
-from .compression import compress
-from .health import loop_health
-from .limits import WRAP_UP_REMINDER, max_turns, wrap_up
-from .prune import TOOL_RESULT_BUDGET_CHARS, prune_marker, prune_tool_results
-from .redirect import build_evidence, parse_directions, redirect
-from .reminders import remind_when
-from .spend import spend_limit
-from .stop import (
+from ._compression import compress
+from ._health import loop_health
+from ._limits import wrap_up
+from ._prune import prune_tool_results
+from ._redirect import redirect
+from ._reminders import remind_when
+from ._spend import spend_limit
+from ._stop import (
     Condition,
     StopCondition,
-    as_condition,
     elapsed_over,
     require,
     stop_all,
@@ -27,32 +28,25 @@ from .stop import (
     tool_called,
     turns_at_least,
 )
-from .text_tools import parse_text_tool_calls, text_tool_calls
-from .verifier import ReadOnlyTools, parse_verdict, verifier
-from .verify import resolve_verify_command, verify
+from ._text_tools import text_tool_calls
+from ._verifier import (
+    parse_verdict,
+    verifier,
+)
+from ._verify import verify
 
 __all__ = [
     "Condition",
-    "ReadOnlyTools",
     "StopCondition",
-    "TOOL_RESULT_BUDGET_CHARS",
-    "WRAP_UP_REMINDER",
-    "as_condition",
-    "build_evidence",
     "compress",
     "elapsed_over",
     "loop_health",
-    "max_turns",
-    "parse_directions",
-    "parse_text_tool_calls",
     "parse_verdict",
     "presets",
-    "prune_marker",
     "prune_tool_results",
     "redirect",
     "remind_when",
     "require",
-    "resolve_verify_command",
     "spend_limit",
     "stop_all",
     "stop_any",
@@ -67,3 +61,5 @@ __all__ = [
     "verify",
     "wrap_up",
 ]
+
+__getattr__ = _package_getattr(__name__)

@@ -7,28 +7,27 @@ allow-list); :func:`run_command` runs it with a timeout and capped output and le
 process behind.
 """
 
-from .bubblewrap import PROTECTED_DIR, BubblewrapSandbox, detect_sandbox
-from .errors import RunRefused
-from .limits import ResourceLimits
-from .process import (
+from agentfsm._deprecated import package_getattr as _package_getattr
+
+from ._bubblewrap import BubblewrapSandbox, detect_sandbox
+from ._errors import RunRefused
+from ._limits import ResourceLimits
+from ._process import (
     CommandSandbox,
     SandboxUnavailable,
     Unsandboxed,
     run_command,
-    sandbox_environ,
-    scrubbed_environ,
 )
 
 __all__ = [
     "BubblewrapSandbox",
     "CommandSandbox",
-    "PROTECTED_DIR",
     "ResourceLimits",
     "RunRefused",
     "SandboxUnavailable",
     "Unsandboxed",
     "detect_sandbox",
     "run_command",
-    "sandbox_environ",
-    "scrubbed_environ",
 ]
+
+__getattr__ = _package_getattr(__name__)

@@ -1,6 +1,6 @@
 """Test doubles for agents built on agentfsm."""
 
-from .fake_server import (
+from ._fake_server import (
     Drop,
     FakeProviderServer,
     Filler,
@@ -11,8 +11,8 @@ from .fake_server import (
     Reply,
     ReplyHandler,
 )
-from .recorder import EventRecorder
-from .scripted import (
+from ._recorder import EventRecorder
+from ._scripted import (
     ChatRequest,
     ScriptedChat,
     ScriptedTools,

@@ -17,8 +17,8 @@ from agentfsm import (
     UserMessage,
 )
 from agentfsm.adapters.providers import AnthropicChat, ProviderError, RetryPolicy, Timeouts
-from agentfsm.conformance.frames import event
-from agentfsm.engine.protocols import ChatDelta
+from agentfsm.conformance._frames import event
+from agentfsm.engine._protocols import ChatDelta
 from agentfsm.testing import FakeProviderServer, Reply
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)

@@ -27,9 +27,9 @@ from agentfsm.adapters.providers import (
     Router,
     Timeouts,
 )
-from agentfsm.adapters.providers.anthropic_wire import MAX_TOOL_USE_ID, build_request
+from agentfsm.adapters.providers._anthropic_wire import MAX_TOOL_USE_ID, build_request
 from agentfsm.agent import Agent
-from agentfsm.conformance.frames import event
+from agentfsm.conformance._frames import event
 from agentfsm.testing import FakeProviderServer, Reply, ScriptedTools
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)

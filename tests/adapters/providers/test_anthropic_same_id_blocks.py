@@ -11,7 +11,7 @@ from typing import Any
 
 from agentfsm import ToolSpec, UserMessage
 from agentfsm.adapters.providers import AnthropicChat, RetryPolicy, Timeouts
-from agentfsm.conformance.frames import event
+from agentfsm.conformance._frames import event
 from agentfsm.testing import FakeProviderServer, Reply
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)

@@ -16,9 +16,9 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     load_wire_fixture,
 )
-from agentfsm.adapters.providers.replay import RecordedResponse
-from agentfsm.adapters.providers.usage import openai_usage
-from agentfsm.conformance.bundled import bundled_corpus, corpus_index
+from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.adapters.providers._usage import openai_usage
+from agentfsm.conformance._bundled import bundled_corpus, corpus_index
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev-only dependency")
 

@@ -7,7 +7,7 @@ import time
 
 from agentfsm import Agent, ToolSpec
 from agentfsm.adapters.providers import OpenAIChat, RetryPolicy, Timeouts
-from agentfsm.conformance.frames import DONE, chunk, openai_url, tool_delta
+from agentfsm.conformance._frames import DONE, chunk, openai_url, tool_delta
 from agentfsm.testing import FakeProviderServer, Pause, Reply, ScriptedTools
 
 from ...helpers import Recorder

@@ -6,10 +6,10 @@ import pytest
 
 from agentfsm import UserMessage
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy, endpoint_url
-from agentfsm.adapters.providers.endpoints import WireName
+from agentfsm.adapters.providers._endpoints import WireName
 from agentfsm.conformance import LiveTarget
-from agentfsm.conformance.context import LiveContext
-from agentfsm.conformance.frames import completion
+from agentfsm.conformance._context import LiveContext
+from agentfsm.conformance._frames import completion
 from agentfsm.testing import FakeProviderServer, Reply
 
 ANTHROPIC_ANSWER = {

@@ -19,11 +19,14 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Router,
     Timeouts,
-    is_overflow_message,
 )
-from agentfsm.adapters.providers.errors import classify_error_body, parse_retry_after
-from agentfsm.conformance.frames import DONE, chunk, completion, openai_url
-from agentfsm.engine.serialization import dumps
+from agentfsm.adapters.providers._errors import (
+    classify_error_body,
+    is_overflow_message,
+    parse_retry_after,
+)
+from agentfsm.conformance._frames import DONE, chunk, completion, openai_url
+from agentfsm.engine._serialization import dumps
 from agentfsm.testing import FakeProviderServer, Pause, Reply
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)

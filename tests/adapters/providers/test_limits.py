@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentfsm.adapters.providers import Limits, ProviderError
-from agentfsm.adapters.providers.errors import parse_retry_after
-from agentfsm.adapters.providers.limits import BadShape, TooLarge, check_depth, loads_bounded
-from agentfsm.adapters.providers.sse import SSEDecoder
+from agentfsm.adapters.providers._errors import parse_retry_after
+from agentfsm.adapters.providers._limits import BadShape, TooLarge, check_depth, loads_bounded
+from agentfsm.adapters.providers._sse import SSEDecoder
 
 STREAM = (
     "data: a\u2028b\r\n\r\nevent: x\rdata: 1\r\r: comment\nid: 5\n\ndata: q\ndata: r\n\n"
@@ -80,7 +80,7 @@ def test_retry_after_ms_falls_back_to_retry_after() -> None:
 
 
 def test_tool_call_ids_with_lone_surrogates_are_made_safe() -> None:
-    from agentfsm.adapters.providers.openai_wire import safe_tool_call_id
+    from agentfsm.adapters.providers._openai_wire import safe_tool_call_id
 
     made = safe_tool_call_id("\udcff" * 50)
     assert made.startswith("call_")

@@ -24,8 +24,8 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     Timeouts,
 )
-from agentfsm.conformance.frames import DONE, chunk, completion, data, openai_url, tool_delta
-from agentfsm.engine.protocols import ChatDelta
+from agentfsm.conformance._frames import DONE, chunk, completion, data, openai_url, tool_delta
+from agentfsm.engine._protocols import ChatDelta
 from agentfsm.testing import Drop, FakeProviderServer, Pause, Reply
 
 TOOLS = [

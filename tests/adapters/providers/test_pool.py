@@ -13,7 +13,7 @@ import pytest
 
 from agentfsm import Agent, UserMessage
 from agentfsm.adapters.providers import OpenAIChat, default_http_client
-from agentfsm.adapters.providers.http_adapter import (
+from agentfsm.adapters.providers._http_adapter import (
     KEEPALIVE_EXPIRY,
     MAX_KEEPALIVE,
     default_pool_size,

@@ -19,9 +19,9 @@ from agentfsm.adapters.providers import (
     RetryPolicy,
     load_wire_fixture,
 )
-from agentfsm.adapters.providers.errors import classify_error_body
-from agentfsm.adapters.providers.replay import fixture_wire
-from agentfsm.conformance.bundled import bundled_corpus, corpus_index
+from agentfsm.adapters.providers._errors import classify_error_body
+from agentfsm.adapters.providers._replay import fixture_wire
+from agentfsm.conformance._bundled import bundled_corpus, corpus_index
 
 CORPUS = bundled_corpus()  # a missing corpus fails the collection; it is never skipped
 FILES = [CORPUS / entry["file"] for entry in corpus_index(CORPUS)["exchanges"]]

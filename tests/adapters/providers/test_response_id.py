@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm import UserMessage
 from agentfsm.adapters.providers import AnthropicChat, OpenAIChat
-from agentfsm.conformance.frames import DONE, chunk, completion, event
+from agentfsm.conformance._frames import DONE, chunk, completion, event
 from agentfsm.testing import FakeProviderServer, Reply
 
 

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm
-from agentfsm.adapters.tools.globs import rule_matches, segment_regex
-from agentfsm.adapters.tools.search import GlobPattern
-from agentfsm.agent.preamble import GitIgnore
+from agentfsm.adapters.tools._globs import rule_matches, segment_regex
+from agentfsm.adapters.tools._search import GlobPattern
+from agentfsm.agent._preamble import GitIgnore
 
 SRC = Path(agentfsm.__file__).parent
 
@@ -78,7 +78,7 @@ def test_gitignore_rules_read_backslash_as_an_escape() -> None:
 def test_no_other_module_translates_or_matches_globs() -> None:
     found = []
     for path in SRC.rglob("*.py"):
-        if path.name == "globs.py":
+        if path.name == "_globs.py":
             continue
         text = path.read_text("utf-8")
         tree = ast.parse(text)

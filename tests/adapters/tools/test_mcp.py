@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools.mcp import McpConnectionError, McpServer, McpTools
-from agentfsm.engine.abort import AbortController
-from agentfsm.engine.messages import ToolCall
+from agentfsm.adapters.tools._mcp import McpConnectionError, McpServer, McpTools
+from agentfsm.engine._abort import AbortController
+from agentfsm.engine._messages import ToolCall
 
 MARKER_VAR = "AGENTFSM_MCP_TEST"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm.adapters.tools import workspace_tools
-from agentfsm.engine.compression import COMPRESSION_SYSTEM_PROMPT
-from agentfsm.engine.messages import AssistantMessage, Message, ToolCall, ToolMessage
+from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
+from agentfsm.engine._messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.testing import ScriptedChat, tool_reply
 
 UNCHANGED = "unchanged since you read it"

@@ -22,9 +22,9 @@ from agentfsm.adapters.tools import (
     detect_sandbox,
     workspace_tools,
 )
-from agentfsm.sandbox import bubblewrap as sandbox_module
-from agentfsm.sandbox.process import run_command, sandbox_environ, scrubbed_environ
-from agentfsm.sandbox.seccomp import setuid_filter
+from agentfsm.sandbox import _bubblewrap as sandbox_module
+from agentfsm.sandbox._process import run_command, sandbox_environ, scrubbed_environ
+from agentfsm.sandbox._seccomp import setuid_filter
 
 from ...security.sandboxing import alive, kill_all, require_bubblewrap
 

@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from agentfsm import AbortController, ToolCall, ToolResult
-from agentfsm.adapters.tools import OutputStore, ToolBox, tool, truncate_for_model
+from agentfsm.adapters.tools import OutputStore, ToolBox, tool
+from agentfsm.adapters.tools._truncate import truncate_for_model
 
 
 class Unit(enum.Enum):

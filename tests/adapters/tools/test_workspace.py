@@ -19,8 +19,8 @@ from agentfsm.adapters.tools import (
     Unsandboxed,
     workspace_tools,
 )
-from agentfsm.adapters.tools.builtin import WorkspaceTools, sha
-from agentfsm.adapters.tools.fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
+from agentfsm.adapters.tools._builtin import WorkspaceTools, sha
+from agentfsm.adapters.tools._fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
 
 from ...security.sandboxing import require_bubblewrap
 
@@ -121,7 +121,7 @@ async def test_edit_file_is_an_exact_unique_replacement(root: Path) -> None:
 
 async def test_rereading_an_unchanged_file(root: Path) -> None:
     from agentfsm import LoopParams, RunContext
-    from agentfsm.engine.context import current_run
+    from agentfsm.engine._context import current_run
 
     box = workspace_tools(root)
     outside = await box.run(ToolCall("r0", "read_file", {"path": "README.md"}))
@@ -145,7 +145,7 @@ async def test_rereading_an_unchanged_file(root: Path) -> None:
 
 async def test_rereading_after_the_earlier_read_was_pruned(root: Path) -> None:
     from agentfsm import LoopParams, RunContext
-    from agentfsm.engine.context import current_run
+    from agentfsm.engine._context import current_run
 
     box = workspace_tools(root)
     ctx = RunContext(params=LoopParams(max_turns=5), history=[])

@@ -5,22 +5,21 @@ Needs the ``durable`` extra (``pip install 'agentfsm[durable]'``). Importing thi
 registers the durable run's DBOS workflow.
 """
 
-from .queue import (
+from agentfsm._deprecated import package_getattr as _package_getattr
+
+from ._queue import (
     APPLICATION_VERSION,
-    QUEUE_NAME,
     WORKFLOW_FORMAT,
     BatchProgress,
     TaskResult,
-    declare_queue,
     enqueue,
     gather_results,
     open_client,
-    parse_rate,
     progress,
     results,
 )
-from .runtime import DurableRuntime, default_database_url
-from .spec import (
+from ._runtime import DurableRuntime, default_database_url
+from ._spec import (
     AgentFactory,
     DurableAgent,
     DurableEvent,
@@ -30,19 +29,18 @@ from .spec import (
     agent_factory,
     register_agent_factory,
 )
-from .steps import DbosStepRunner, StepFailed
-from .worker import TaskWorker, executor_slot, requeue_executor
-from .workflow import (
-    UNFINISHED,
-    WORKFLOW_NAME,
-    durable_run,
+from ._steps import DbosStepRunner, StepFailed
+from ._worker import (
+    TaskWorker,
+    requeue_executor,
+)
+from ._workflow import (
     fork,
     gather,
     list_runs,
     listen,
     result,
     resume,
-    spec_of,
     submit,
 )
 
@@ -54,35 +52,29 @@ __all__ = [
     "DurableAgent",
     "DurableEvent",
     "DurableRuntime",
-    "QUEUE_NAME",
     "RunInfo",
     "RunSpec",
     "StepFailed",
     "StepPreamble",
     "TaskResult",
     "TaskWorker",
-    "UNFINISHED",
     "WORKFLOW_FORMAT",
-    "WORKFLOW_NAME",
     "agent_factory",
-    "declare_queue",
     "default_database_url",
-    "durable_run",
     "enqueue",
-    "executor_slot",
     "fork",
     "gather",
     "gather_results",
     "list_runs",
     "listen",
     "open_client",
-    "parse_rate",
     "progress",
     "register_agent_factory",
     "requeue_executor",
     "result",
     "results",
     "resume",
-    "spec_of",
     "submit",
 ]
+
+__getattr__ = _package_getattr(__name__)

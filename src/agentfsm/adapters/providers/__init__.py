@@ -1,29 +1,42 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
-from .anthropic import AnthropicChat
-from .anthropic_wire import AnthropicQuirks
-from .endpoints import endpoint_url
-from .errors import RETRYABLE_KINDS, ErrorKind, ProviderError, is_overflow_message
-from .http_adapter import default_http_client
-from .keys import Secret
-from .limits import Limits
-from .log_filter import SecretsFilter
-from .openai_chat import OpenAIChat
-from .openai_wire import OpenAIQuirks
-from .replay import ReplayTransport, WireFixture, load_wire_fixture
-from .retry import RetryPolicy
-from .router import Router
-from .transport import Timeouts
+from agentfsm._deprecated import package_getattr as _package_getattr
+
+from ._anthropic import AnthropicChat
+from ._anthropic_wire import AnthropicQuirks
+from ._endpoints import endpoint_url
+from ._errors import ErrorKind, ProviderError
+from ._http_adapter import default_http_client
+from ._keys import Secret
+from ._limits import Limits
+from ._local import (
+    LOCAL_CONTEXT_TOKENS,
+    LOCAL_MODEL_NAME,
+    LOCAL_QUIRKS,
+    LocalModel,
+    LocalModelUnavailable,
+)
+from ._log_filter import SecretsFilter
+from ._openai_chat import OpenAIChat
+from ._openai_wire import OpenAIQuirks
+from ._replay import ReplayTransport, WireFixture, load_wire_fixture
+from ._retry import RetryPolicy
+from ._router import Router
+from ._transport import Timeouts
 
 __all__ = [
     "AnthropicChat",
     "AnthropicQuirks",
     "ErrorKind",
+    "LOCAL_CONTEXT_TOKENS",
+    "LOCAL_MODEL_NAME",
+    "LOCAL_QUIRKS",
     "Limits",
+    "LocalModel",
+    "LocalModelUnavailable",
     "OpenAIChat",
     "OpenAIQuirks",
     "ProviderError",
-    "RETRYABLE_KINDS",
     "ReplayTransport",
     "RetryPolicy",
     "Router",
@@ -33,6 +46,7 @@ __all__ = [
     "WireFixture",
     "default_http_client",
     "endpoint_url",
-    "is_overflow_message",
     "load_wire_fixture",
 ]
+
+__getattr__ = _package_getattr(__name__)

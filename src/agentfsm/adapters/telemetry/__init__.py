@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 if _TYPE_CHECKING:
-    from .content import CAPTURE_CONTENT_ENV
-    from .instrumentation import Instrumentation
-    from .run import RunTelemetry
+    from ._content import CAPTURE_CONTENT_ENV
+    from ._instrumentation import Instrumentation
+    from ._run import RunTelemetry
 
 __all__ = ["CAPTURE_CONTENT_ENV", "Instrumentation", "RunTelemetry"]
 
 _WHERE = {
-    "CAPTURE_CONTENT_ENV": "content",
-    "Instrumentation": "instrumentation",
-    "RunTelemetry": "run",
+    "CAPTURE_CONTENT_ENV": "_content",
+    "Instrumentation": "_instrumentation",
+    "RunTelemetry": "_run",
 }
 
 

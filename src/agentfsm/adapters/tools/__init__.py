@@ -1,23 +1,23 @@
 """Tools: Python functions as tools, the workspace tools, batching and MCP servers."""
 
-from agentfsm.engine.batching import plan_tool_batches
+from agentfsm._deprecated import package_getattr as _package_getattr
+from agentfsm.engine._batching import plan_tool_batches
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
-from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, Unsandboxed
+from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
-from .builtin import WorkspaceTools, workspace_tools
-from .fs import PathRefused, SafeRoot
-from .mcp import McpConnectionError, McpServer, McpTools
-from .settings import (
+from ._builtin import WorkspaceTools, workspace_tools
+from ._fs import PathRefused, SafeRoot
+from ._mcp import McpConnectionError, McpServer, McpTools
+from ._settings import (
     SandboxSettings,
     Settings,
     SettingsError,
     load_settings,
     parse_settings,
-    read_settings_file,
 )
-from .toolbox import FunctionTool, ToolBox, tool
-from .truncate import OutputStore, truncate_for_model
-from .workspace import OutsideWorkspace, PermissionRule, Permissions, Workspace
+from ._toolbox import FunctionTool, ToolBox, tool
+from ._truncate import OutputStore
+from ._workspace import OutsideWorkspace, PermissionRule, Permissions, Workspace
 
 __all__ = [
     "BubblewrapSandbox",
@@ -45,8 +45,8 @@ __all__ = [
     "load_settings",
     "parse_settings",
     "plan_tool_batches",
-    "read_settings_file",
     "tool",
-    "truncate_for_model",
     "workspace_tools",
 ]
+
+__getattr__ = _package_getattr(__name__)

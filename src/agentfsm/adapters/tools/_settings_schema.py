@@ -1,7 +1,7 @@
 """The schema of ``.agentfsm/settings.json`` as pydantic models (strict: unknown keys and
 wrong types are refused).
 
-:func:`agentfsm.adapters.tools.settings.load_settings` imports this module when there is a
+:func:`agentfsm.adapters.tools._settings.load_settings` imports this module when there is a
 file to check, so that building the tools does not load pydantic.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
-from agentfsm.sandbox.limits import ResourceLimits
+from agentfsm.sandbox._limits import ResourceLimits
 
 __all__ = [
     "LimitsModel",

@@ -1,0 +1,320 @@
+"""Durable runs on a shared DBOS queue: enqueue many tasks, let any number of workers run
+them, read their progress and results from the system database.
+
+A task is one durable run (the workflow :data:`~.workflow.WORKFLOW_NAME`) enqueued on the
+queue :data:`QUEUE_NAME` under the task's id as its workflow id: enqueuing an id that is
+already known does nothing (a finished task is not run again, a running one not twice).
+Enqueuing and reading go through a ``dbos.DBOSClient``, so a process that only submits
+or watches does not launch DBOS; workers (:mod:`.worker`) launch it and dequeue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import field, frozen
+from dbos import DBOS, DBOSClient, EnqueueOptions
+from dbos._queue import QueueRateLimit
+
+from agentfsm import __version__
+from agentfsm.engine._messages import AssistantMessage, Usage
+from agentfsm.engine._params import LoopOutcome
+
+from ._runtime import DEFAULT_APP_NAME, default_database_url
+from ._spec import RunSpec
+from ._workflow import WORKFLOW_NAME
+
+__all__ = [
+    "APPLICATION_VERSION",
+    "BatchProgress",
+    "FAILED",
+    "QUEUE_NAME",
+    "TaskResult",
+    "WORKFLOW_FORMAT",
+    "declare_queue",
+    "enqueue",
+    "gather_results",
+    "open_client",
+    "parse_rate",
+    "progress",
+    "results",
+]
+
+QUEUE_NAME = "agentfsm.tasks"
+"""The DBOS queue of ``agentfsm batch`` / ``agentfsm worker`` tasks."""
+WORKFLOW_FORMAT = 1
+"""Bumped when the durable run's recorded steps change shape: runs recorded under another
+format are not recovered by this code (DBOS recovers only its own application version)."""
+APPLICATION_VERSION = f"agentfsm-{__version__}-wf{WORKFLOW_FORMAT}"
+"""The DBOS application version every runtime of the CLI pins: workers on several machines,
+and a later resume after an upgrade that keeps the format, agree on it (DBOS's default, a
+hash of the workflow source, would strand unfinished runs after any code change)."""
+FAILED = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+"""DBOS statuses of a task that ended without an outcome."""
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*(s|sec|m|min|h|hour)?\s*$")
+_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
+
+
+def parse_rate(text: str) -> QueueRateLimit:
+    """``"10/60"`` or ``"10/min"`` (at most 10 task starts per rolling minute), ``"2/s"``,
+    ``"100/h"``: DBOS's queue limiter. Raises ``ValueError``."""
+    match = _RATE.match(text)
+    if match is None:
+        raise ValueError(f"a rate is LIMIT/PERIOD, e.g. 10/min or 10/60, got {text[:50]!r}")
+    limit, amount, unit = match.groups()
+    period = (float(amount) if amount else 1.0) * _UNITS[unit]
+    if int(limit) < 1 or period <= 0:
+        raise ValueError(f"a rate needs a positive limit and period, got {text[:50]!r}")
+    return {"limit": int(limit), "period": period}
+
+
+def declare_queue(
+    *,
+    concurrency: int | None = None,
+    rate: QueueRateLimit | None = None,
+    polling_interval: float = 1.0,
+) -> None:
+    """Declare the task queue in the launched DBOS of this process (its configuration is
+    stored in the system database and shared by every worker: the last declaration wins).
+
+    ``concurrency`` is the number of tasks one worker runs at a time; ``rate`` limits task
+    starts across all workers."""
+    DBOS.register_queue(
+        QUEUE_NAME,
+        worker_concurrency=concurrency,
+        limiter=rate,
+        polling_interval_sec=polling_interval,
+        on_conflict="always_update",
+    )
+
+
+def open_client(database_url: str | None = None) -> DBOSClient:
+    """A DBOS client on the system database, created (or migrated) first if needed."""
+    url = database_url or default_database_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    DBOS.migrate(url)
+    return DBOSClient(system_database_url=url, application_name=DEFAULT_APP_NAME)
+
+
+def _known(client: DBOSClient, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The workflow statuses of those of ``run_ids`` the database knows (no inputs)."""
+    found: dict[str, Any] = {}
+    chunk = 500
+    for start in range(0, len(run_ids), chunk):
+        for status in client.list_workflows(
+            workflow_ids=list(run_ids[start : start + chunk]), load_input=False, load_output=False
+        ):
+            found[status.workflow_id] = status
+    return found
+
+
+def enqueue(
+    tasks: Mapping[str, RunSpec],
+    *,
+    client: DBOSClient,
+    app_version: str = APPLICATION_VERSION,
+) -> list[str]:
+    """Enqueue one durable run per task (``{task id: spec}``) on :data:`QUEUE_NAME`, the
+    id as its workflow id; returns the ids that were new. An id the database already knows
+    is left as it is, whatever its state: a finished task makes no new model call."""
+    known = _known(client, list(tasks))
+    new: list[str] = []
+    for run_id, spec in tasks.items():
+        if run_id in known:
+            continue
+        options: EnqueueOptions = {
+            "queue_name": QUEUE_NAME,
+            "workflow_name": WORKFLOW_NAME,
+            "workflow_id": run_id,
+            "app_version": app_version,
+            "application_name": DEFAULT_APP_NAME,
+        }
+        client.enqueue(options, spec.to_dict())
+        new.append(run_id)
+    return new
+
+
+@frozen(kw_only=True)
+class BatchProgress:
+    """Where a set of tasks stands, read from the system database."""
+
+    total: int
+    done: int
+    """Finished with an outcome (``SUCCESS``)."""
+    failed: int
+    """Ended without one (``ERROR``, ``CANCELLED`` …)."""
+    running: int
+    """Taken by a worker (``PENDING``)."""
+    queued: int
+    """Waiting on the queue (``ENQUEUED``, or not in the database yet)."""
+    input_tokens: int = 0
+    """Of the finished tasks."""
+    output_tokens: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Every task ended (with an outcome or not)."""
+        return self.done + self.failed == self.total
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def line(self) -> str:
+        """``done 3/10 · running 2 · queued 5 · failed 0 · tokens 1234``."""
+        return (
+            f"done {self.done}/{self.total} · running {self.running} · queued {self.queued} "
+            f"· failed {self.failed} · tokens {self.tokens}"
+        )
+
+
+@frozen(kw_only=True)
+class TaskResult:
+    """One task as ``agentfsm batch --out`` reports it."""
+
+    id: str
+    status: str
+    """DBOS's status of the run."""
+    stopped_reason: str | None = None
+    """The outcome's ``stopped_reason``; ``None`` when the run has none (yet)."""
+    final: str | None = None
+    """The final answer's text (or the model's last words when it stopped otherwise)."""
+    usage: Usage = field(factory=Usage)
+    session: str | None = None
+    error: str | None = None
+    executor: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--out`` line of the task."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "stopped_reason": self.stopped_reason,
+            "final": self.final,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+            "session": self.session,
+            "error": self.error,
+            "executor": self.executor,
+        }
+
+
+def _final_text(outcome: LoopOutcome) -> str | None:
+    if outcome.final is not None:
+        return outcome.final.content
+    for message in reversed(outcome.messages):
+        if isinstance(message, AssistantMessage) and message.content.strip():
+            return message.content
+    return None
+
+
+def _session(status: Any) -> str | None:
+    inputs = status.input or {}
+    args = inputs.get("args") or ()
+    spec = args[0] if args and isinstance(args[0], dict) else {}
+    session = spec.get("session_path")
+    return str(session) if session is not None else None
+
+
+def _result(run_id: str, status: Any) -> TaskResult:
+    if status is None:
+        return TaskResult(id=run_id, status="UNKNOWN", error="not in the system database")
+    outcome = status.output if isinstance(status.output, LoopOutcome) else None
+    error = None
+    if status.error is not None:
+        error = f"{type(status.error).__name__}: {status.error}"
+    return TaskResult(
+        id=run_id,
+        status=str(status.status),
+        stopped_reason=outcome.stopped_reason if outcome is not None else None,
+        final=_final_text(outcome) if outcome is not None else None,
+        usage=outcome.usage if outcome is not None else Usage(),
+        session=_session(status),
+        error=error,
+        executor=status.executor_id,
+    )
+
+
+def results(run_ids: Sequence[str], *, client: DBOSClient) -> list[TaskResult]:
+    """The tasks as the database has them now, in order (finished or not)."""
+    found: dict[str, Any] = {}
+    chunk = 200
+    for start in range(0, len(run_ids), chunk):
+        for status in client.list_workflows(workflow_ids=list(run_ids[start : start + chunk])):
+            found[status.workflow_id] = status
+    return [_result(run_id, found.get(run_id)) for run_id in run_ids]
+
+
+class _UsageCache:
+    """Token usage of finished tasks, read once each (outputs are not read every poll)."""
+
+    def __init__(self) -> None:
+        self.usage: dict[str, tuple[int, int]] = {}
+
+    def update(self, client: DBOSClient, finished: Iterable[str]) -> None:
+        missing = [run_id for run_id in finished if run_id not in self.usage]
+        for start in range(0, len(missing), 200):
+            for status in client.list_workflows(
+                workflow_ids=missing[start : start + 200], load_input=False
+            ):
+                usage = status.output.usage if isinstance(status.output, LoopOutcome) else Usage()
+                self.usage[status.workflow_id] = (usage.input_tokens, usage.output_tokens)
+
+
+def progress(
+    run_ids: Sequence[str], *, client: DBOSClient, cache: _UsageCache | None = None
+) -> BatchProgress:
+    """Counts of ``run_ids`` by state, and the tokens of the finished ones."""
+    known = _known(client, run_ids)
+    counts = {"done": 0, "failed": 0, "running": 0, "queued": 0}
+    succeeded: list[str] = []
+    for run_id in run_ids:
+        status = known.get(run_id)
+        state = str(status.status) if status is not None else "ENQUEUED"
+        if state == "SUCCESS":
+            counts["done"] += 1
+            succeeded.append(run_id)
+        elif state in FAILED:
+            counts["failed"] += 1
+        elif state == "PENDING":
+            counts["running"] += 1
+        else:
+            counts["queued"] += 1
+    cache = cache if cache is not None else _UsageCache()
+    cache.update(client, succeeded)
+    tokens = [cache.usage.get(run_id, (0, 0)) for run_id in succeeded]
+    return BatchProgress(
+        total=len(run_ids),
+        input_tokens=sum(i for i, _ in tokens),
+        output_tokens=sum(o for _, o in tokens),
+        **counts,
+    )
+
+
+async def gather_results(
+    run_ids: Sequence[str],
+    *,
+    client: DBOSClient,
+    on_progress: Callable[[BatchProgress], None] | None = None,
+    interval: float = 0.5,
+) -> list[TaskResult]:
+    """Wait until every task has ended (whichever workers run them), calling
+    ``on_progress`` on each poll; then their results, in order (bound the wait with
+    ``asyncio.timeout``)."""
+    cache = _UsageCache()
+    ids = list(run_ids)
+    while True:
+        now = await asyncio.to_thread(progress, ids, client=client, cache=cache)
+        if on_progress is not None:
+            on_progress(now)
+        if now.finished:
+            return await asyncio.to_thread(results, ids, client=client)
+        await asyncio.sleep(interval)

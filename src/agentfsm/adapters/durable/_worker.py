@@ -1,0 +1,165 @@
+"""A worker of the task queue: DBOS launched under a stable executor id, serving
+:data:`~.queue.QUEUE_NAME`.
+
+**Executor ids and recovery.** DBOS marks each running workflow with the executor id of the
+process running it; a process launched with an executor id re-enqueues that id's
+unfinished (``PENDING``) workflows at launch, back on their queue, where any worker takes
+them. :func:`executor_slot` gives each worker process of a machine the first free slot id
+(``worker-HOST-0``, ``-1``, …), held by a file lock for the life of the process: a killed
+worker's lock goes with it, so the next worker started on that machine takes over its slot
+and finishes its tasks; two live workers never share an id (which would let one recover
+the other's running tasks). Tasks of a machine that is gone for good are put back on the
+queue with :func:`requeue_executor` (``agentfsm worker --requeue EXECUTOR_ID``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import socket
+from collections.abc import Iterator
+from types import TracebackType
+from typing import IO
+
+from dbos import DBOSClient
+from dbos._queue import QueueRateLimit
+
+from agentfsm.adapters.sessions._location import state_home
+
+from ._queue import APPLICATION_VERSION, QUEUE_NAME, declare_queue
+from ._runtime import DurableRuntime, default_database_url
+from ._workflow import UNFINISHED, WORKFLOW_NAME
+
+__all__ = ["TaskWorker", "executor_slot", "requeue_executor"]
+
+MAX_SLOTS = 1024
+
+
+@contextlib.contextmanager
+def executor_slot(database_url: str, prefix: str | None = None) -> Iterator[str]:
+    """The first executor id ``PREFIX-N`` of this machine not held by a live process
+    (``PREFIX``: ``worker-HOSTNAME``), held until the block ends. Slots are per database."""
+    prefix = prefix or f"worker-{socket.gethostname()}"
+    key = hashlib.sha256(f"{database_url}\0{prefix}".encode()).hexdigest()[:16]
+    folder = state_home() / "agentfsm" / "workers"
+    folder.mkdir(parents=True, exist_ok=True)
+    for slot in range(MAX_SLOTS):
+        handle: IO[bytes] = open(folder / f"{key}-{slot}.lock", "ab")  # noqa: SIM115
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        try:
+            yield f"{prefix}-{slot}"
+        finally:
+            handle.close()
+        return
+    raise RuntimeError(f"no free worker slot among {MAX_SLOTS} on this machine")
+
+
+def requeue_executor(executor_id: str, database_url: str | None = None) -> list[str]:
+    """Put the unfinished tasks of a dead executor back on the task queue; their ids.
+
+    Only for an executor that is certainly gone: a live one would run them a second time
+    alongside the worker that takes them now."""
+    client = DBOSClient(system_database_url=database_url or default_database_url())
+    try:
+        stranded = [
+            status.workflow_id
+            for status in client.list_workflows(
+                executor_id=executor_id,
+                status=list(UNFINISHED),
+                name=WORKFLOW_NAME,
+                load_input=False,
+                load_output=False,
+            )
+            if status.status == "PENDING"
+        ]
+        if stranded:
+            client.resume_workflows(stranded, queue_name=QUEUE_NAME)
+        return stranded
+    finally:
+        client.destroy()
+
+
+class TaskWorker:
+    """Serves the task queue in this process: ``with TaskWorker(url): ...`` (or
+    ``start()`` / ``stop()``). Tasks run on DBOS's own event-loop thread.
+
+    Args:
+        database_url: The shared system database (default: SQLite in the state folder).
+        concurrency: Tasks this worker runs at a time (stored with the queue: every worker
+            of the database uses the last value declared).
+        rate: Task starts per period, across all workers (``parse_rate``).
+        executor_id: A fixed executor id; default: a free slot of this machine
+            (:func:`executor_slot`), which recovers a killed worker's tasks.
+        polling_interval: Seconds between the queue's polls (DBOS's default is 1 s).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        concurrency: int | None = 4,
+        rate: QueueRateLimit | None = None,
+        executor_id: str | None = None,
+        polling_interval: float = 1.0,
+        application_version: str = APPLICATION_VERSION,
+    ) -> None:
+        self.database_url = database_url or default_database_url()
+        self.concurrency = concurrency
+        self.rate = rate
+        self.polling_interval = polling_interval
+        self.application_version = application_version
+        self.executor_id = executor_id
+        self._slot: contextlib.ExitStack | None = None
+        self._runtime: DurableRuntime | None = None
+
+    def start(self) -> TaskWorker:
+        """Take an executor id, launch DBOS (recovering that id's unfinished tasks) and
+        declare the queue; DBOS's queue thread then dequeues and runs tasks."""
+        if self._runtime is not None:
+            return self
+        stack = contextlib.ExitStack()
+        try:
+            if self.executor_id is None:
+                self.executor_id = stack.enter_context(executor_slot(self.database_url))
+            runtime = DurableRuntime(
+                self.database_url,
+                executor_id=self.executor_id,
+                polling_interval=min(self.polling_interval, 1.0),
+                application_version=self.application_version,
+            )
+            runtime.launch()
+            stack.callback(runtime.destroy)
+            declare_queue(
+                concurrency=self.concurrency,
+                rate=self.rate,
+                polling_interval=self.polling_interval,
+            )
+        except BaseException:
+            stack.close()
+            raise
+        self._slot, self._runtime = stack, runtime
+        return self
+
+    def stop(self) -> None:
+        """Stop taking tasks and shut DBOS down; tasks still running stay ``PENDING`` under
+        this executor id (the next worker in this slot, or ``requeue_executor``, finishes
+        them)."""
+        stack, self._slot, self._runtime = self._slot, None, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> TaskWorker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,245 @@
+"""``AnthropicChat``: the Anthropic Messages API over httpx."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from agentfsm.engine._messages import ChatResult, Message, ToolSpec
+from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
+
+from ._anthropic_wire import AnthropicQuirks, EventAccumulator, build_request, parse_message
+from ._endpoints import endpoint_url
+from ._errors import ProviderError, classify_error_body
+from ._http_adapter import NOT_JSON, HttpAdapter
+from ._keys import Secret
+from ._limits import Deadline, Limits
+from ._retry import RetryPolicy
+from ._shapes import shape_guard
+from ._transport import Timeouts, bad_response, iter_events, read_error, send
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicChat(HttpAdapter):
+    """A :class:`~agentfsm.engine._protocols.ChatFn` speaking the Messages API.
+
+    Streams by default: text and thinking deltas reach ``on_delta``; ``ping`` events are
+    ignored; an ``error`` event after a 200 (e.g. ``overloaded_error``) is a
+    :class:`ProviderError` with ``in_stream=True``, never an empty success.
+
+    Args:
+        model: The model name.
+        base_url: The server root (``/v1/messages`` is appended) or the API root ending
+            in ``/v1`` (``/messages`` is appended): see
+            :func:`~agentfsm.adapters.providers.endpoint_url`.
+        api_key: Sent as ``x-api-key``; never written to errors, events or logs, nor shown
+            by a ``repr`` (see :class:`~agentfsm.adapters.providers.Secret`).
+        http_client: An ``httpx.AsyncClient`` to use; by default the adapter owns one.
+        stream: Stream responses.
+        quirks: What the server needs when it differs from Anthropic (see
+            ``AnthropicQuirks``).
+        timeouts: Connect, first-byte, idle and total limits.
+        retry: The retry policy.
+        headers: Extra request headers.
+        name: The provider name used in errors.
+        limits: Size, count and nesting bounds of a reply (see ``Limits``).
+    """
+
+    default_name = "anthropic"
+    key_header = ("x-api-key", "")
+    provider_name = "anthropic"
+    """``gen_ai.provider.name`` of its calls in traces."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.anthropic.com",
+        api_key: str | Secret | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        quirks: AnthropicQuirks | None = None,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            stream=stream,
+            timeouts=timeouts,
+            retry=retry,
+            headers=headers,
+            name=name,
+            limits=limits,
+        )
+        self.quirks = quirks if quirks is not None else AnthropicQuirks()
+
+    def _request(self, body: dict[str, Any]) -> httpx.Request:
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+            "accept": "text/event-stream" if body.get("stream") else "application/json",
+            **self._headers,
+        }
+        url = endpoint_url(self.base_url, "anthropic")
+        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
+
+    async def __call__(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        signal: SupportsAbort | None = None,
+        on_delta: DeltaHandler | None = None,
+    ) -> ChatResult:
+        body = build_request(
+            self.model,
+            messages,
+            tools,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=self.stream and (self.quirks.stream_with_tools or not tools),
+            quirks=self.quirks,
+        )
+
+        async def attempt(deadline: Deadline) -> ChatResult:
+            response = await send(
+                self.client,
+                self._request(body),
+                timeouts=self.timeouts,
+                signal=signal,
+                ctx=self._ctx,
+                deadline=deadline,
+            )
+            if response.status_code >= 400:
+                raise await read_error(
+                    response,
+                    timeouts=self.timeouts,
+                    signal=signal,
+                    ctx=self._ctx,
+                    deadline=deadline,
+                )
+            try:
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    return await self._read_stream(response, signal, on_delta, deadline)
+                return await self._read_json(response, signal, deadline)
+            finally:
+                await response.aclose()
+
+        return await self._call(attempt, signal)
+
+    async def _read_json(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> ChatResult:
+        data, text = await self._read_json_body(response, signal, deadline)
+        if not isinstance(data, dict):
+            if data is not NOT_JSON:
+                raise bad_response(
+                    self._ctx,
+                    f"the response body is a JSON {type(data).__name__}, not an object",
+                    status=response.status_code,
+                )
+            raise ProviderError(
+                "server",
+                "the response body is not a JSON object",
+                status=response.status_code,
+                provider_code="empty_stream" if not text.strip() else "malformed_response",
+                provider=self.name,
+            )
+        if data.get("type") == "error":
+            raise classify_error_body(
+                response.status_code,
+                data,
+                response.headers,
+                secrets=self._ctx.secrets,
+                provider=self.name,
+            )
+        with shape_guard(self._ctx, status=response.status_code):
+            return parse_message(data, self.limits)
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+        deadline: Deadline,
+    ) -> ChatResult:
+        acc = EventAccumulator(self.limits)
+        started = [False]
+        terminal = [False]
+        done = [False]
+        events = iter_events(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            started=started,
+            terminal=terminal,
+            deadline=deadline,
+            done=done,
+        )
+        try:
+            async for event in events:
+                if not event.data.strip():
+                    continue
+                with shape_guard(self._ctx, in_stream=True, started=started[0]):
+                    data = self._frame(event.data, started[0])
+                    if not isinstance(data, Mapping):
+                        continue
+                    kind = (
+                        event.event
+                        if event.event and event.event != "message"
+                        else str(data.get("type", ""))
+                    )
+                    if kind == "ping":
+                        continue
+                    if kind == "error" or data.get("type") == "error":
+                        raise self._stream_error(data, response.headers, started[0])
+                    text, thinking = acc.add(kind, data)
+                if on_delta is not None:
+                    if thinking:
+                        started[0] = True
+                        on_delta(ChatDelta("thinking", thinking))
+                    if text:
+                        started[0] = True
+                        on_delta(ChatDelta("text", text))
+                if acc.stopped:
+                    done[0] = True  # the rest of the body is drained; the connection kept
+                    continue
+                if acc.stop_reason is not None:
+                    terminal[0] = True
+        finally:
+            await events.aclose()
+        if acc.empty:
+            raise ProviderError(
+                "server",
+                "the stream ended without any answer (an empty 200 response)",
+                status=response.status_code,
+                in_stream=True,
+                provider_code="empty_stream",
+                provider=self.name,
+            )
+        if not acc.stopped and acc.stop_reason is None:
+            raise ProviderError(
+                "connection",
+                "the stream ended before the message was complete",
+                phase="read",
+                in_stream=True,
+                response_started=started[0],
+                provider=self.name,
+            )
+        with shape_guard(self._ctx, in_stream=True, started=started[0]):
+            return acc.result()

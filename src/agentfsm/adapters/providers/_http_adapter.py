@@ -1,0 +1,265 @@
+"""What the HTTP provider adapters share: settings, their own client, the call's deadline,
+and the boundary every error crosses (secrets scrubbed, the HTTP request let go)."""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from agentfsm.engine._messages import ChatResult
+from agentfsm.engine._protocols import SupportsAbort
+
+from ._errors import ProviderError, classify_error_body
+from ._keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
+from ._limits import BadShape, Deadline, Limits, loads_bounded
+from ._log_filter import install_secrets_filter
+from ._retry import RetryPolicy, call_with_retries
+from ._shapes import shape_guard
+from ._transport import Timeouts, TransportContext, frame_text, read_body
+
+__all__ = [
+    "KEEPALIVE_EXPIRY",
+    "MAX_CONNECTIONS",
+    "MAX_KEEPALIVE",
+    "NOT_JSON",
+    "HttpAdapter",
+    "default_http_client",
+    "default_pool_size",
+]
+
+NOT_JSON: Any = object()
+"""What :meth:`HttpAdapter._read_json_body` returns for a body that is not JSON."""
+
+MAX_CONNECTIONS = 1000
+"""Connections an adapter's own client keeps open at most, in use or idle (fewer when the
+process may open few files: see :func:`default_pool_size`)."""
+MAX_KEEPALIVE = 20
+"""Idle connections kept for the next calls (httpx's default). More is slower, not faster:
+httpcore scans every connection for each idle one on each request, so a burst over a
+thousand idle connections costs quadratic time; connections past these are closed after
+their call."""
+KEEPALIVE_EXPIRY = 15.0
+"""Seconds an idle connection stays in the pool for the next call."""
+
+
+def default_pool_size() -> int:
+    """:data:`MAX_CONNECTIONS`, or a quarter of the process's open-file limit when that is
+    lower (at least 16), so that a burst of calls queues for a connection instead of
+    failing to open sockets."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return MAX_CONNECTIONS
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_CONNECTIONS
+    return max(16, min(MAX_CONNECTIONS, soft // 4))
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~20 ms and ~1 MB per context: every default client shares
+    # one (built as httpx builds it, honouring SSL_CERT_FILE and SSL_CERT_DIR).
+    return httpx.create_ssl_context()
+
+
+def default_http_client(timeouts: Timeouts | None = None) -> httpx.AsyncClient:
+    """The client an adapter creates when given none, sized for many concurrent calls.
+
+    Up to :func:`default_pool_size` connections (1,000 by default), all kept alive for
+    :data:`KEEPALIVE_EXPIRY` seconds; a call finding them all busy waits for one without a
+    pool timeout of its own: the wait counts toward the call's ``first_byte`` and ``total``
+    timeouts. Pass the result as ``http_client=`` to several adapters to share one pool
+    (each then leaves closing it to you).
+    """
+    timeouts = timeouts if timeouts is not None else Timeouts()
+    size = default_pool_size()
+    return httpx.AsyncClient(
+        verify=_ssl_context(),
+        limits=httpx.Limits(
+            max_connections=size,
+            max_keepalive_connections=min(size, MAX_KEEPALIVE),
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+        ),
+        timeout=httpx.Timeout(connect=timeouts.connect, read=None, write=timeouts.write, pool=None),
+    )
+
+
+def _forget(error: BaseException) -> None:
+    """Drop what an error chain may hold (the ``httpx`` request and its auth header)."""
+    error.__context__ = None
+    error.__cause__ = None
+    error.__suppress_context__ = True
+
+
+def _key_headers(
+    api_key: str | Secret | None, header: tuple[str, str], extra: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, tuple[str, Secret]]]:
+    """The extra headers split into plain ones and keys (:data:`SENSITIVE_HEADERS`), with
+    ``api_key`` under ``header`` (name, prefix) last, so that it wins."""
+    plain: dict[str, str] = {}
+    keys: dict[str, tuple[str, Secret]] = {}
+    for name, value in extra.items():
+        if name.lower() in SENSITIVE_HEADERS:
+            keys[name.lower()] = ("", Secret(value))
+        else:
+            plain[name] = value
+    if isinstance(api_key, str):
+        api_key = Secret(api_key) if api_key else None
+    if api_key:
+        keys[header[0]] = (header[1], api_key)
+    return plain, keys
+
+
+class HttpAdapter:
+    """Base of :class:`OpenAIChat` and :class:`AnthropicChat`: the model, the endpoint, the
+    key, timeouts, limits, retries, extra headers, and an ``httpx.AsyncClient`` created on
+    first use unless one is given.
+
+    The key (and any extra header named in :data:`~agentfsm.adapters.providers._keys.
+    SENSITIVE_HEADERS`) is kept as a :class:`~agentfsm.adapters.providers.Secret`, put on
+    each request only while it is sent, scrubbed from errors, and redacted from the HTTP
+    libraries' log records (:class:`~agentfsm.adapters.providers.SecretsFilter`): no
+    ``repr`` of the adapter, its requests or the frames of a failed call shows it.
+
+    Whatever client is given, it never follows a redirect for the adapter (see
+    :func:`~agentfsm.adapters.providers._transport.send`), so the key reaches only the base
+    URL's origin.
+    """
+
+    default_name = "provider"
+    key_header: tuple[str, str] = ("authorization", "Bearer ")
+    """The header carrying the key, and the text before the key in it."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | Secret | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.stream = stream
+        self.timeouts = timeouts if timeouts is not None else Timeouts()
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.limits = limits if limits is not None else Limits()
+        self._headers, keys = _key_headers(api_key, self.key_header, headers or {})
+        self._api_key = keys[self.key_header[0]][1] if self.key_header[0] in keys else None
+        self._client = http_client
+        self._owns_client = http_client is None
+        self.name = name or httpx.URL(self.base_url).host or self.default_name
+        secrets = tuple(secret for _, secret in keys.values())
+        auth = KeyAuth((n, prefix, secret) for n, (prefix, secret) in keys.items())
+        self._ctx = TransportContext(self.name, secrets, self.limits, auth if keys else None)
+        for secret in secrets:
+            register(secret)
+        if secrets:
+            install_secrets_filter()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client: the one given, or :func:`default_http_client` made on first use
+        and shared by every call (and so every run) of this adapter."""
+        if self._client is None:
+            self._client = default_http_client(self.timeouts)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _call(
+        self,
+        attempt: Callable[[Deadline], Awaitable[ChatResult]],
+        signal: SupportsAbort | None,
+    ) -> ChatResult:
+        """Run ``attempt`` with retries within the total deadline; every error leaves as a
+        scrubbed :class:`ProviderError` without the chain that led to it."""
+        deadline = Deadline(self.timeouts.total)
+        secrets = self._ctx.secrets
+
+        async def guarded() -> ChatResult:
+            try:
+                return await attempt(deadline)
+            except ProviderError as error:
+                error.scrub(secrets)
+                _forget(error)
+                raise
+
+        try:
+            return await call_with_retries(
+                guarded, policy=self.retry, signal=signal, provider=self.name, deadline=deadline
+            )
+        except ProviderError as error:
+            error.scrub(secrets)
+            _forget(error)
+            raise
+
+    async def _read_json_body(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> tuple[Any, str]:
+        """A non-streamed body, decoded and bounded: the JSON value (:data:`NOT_JSON` when it
+        is not JSON) and the text."""
+        raw = await read_body(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            limit=self.limits.max_body_bytes,
+            deadline=deadline,
+            strict=True,
+        )
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            return NOT_JSON, text
+        with shape_guard(self._ctx, status=response.status_code):
+            try:
+                return loads_bounded(text, self.limits.max_json_depth), text
+            except BadShape:
+                raise
+            except ValueError:
+                return NOT_JSON, text
+
+    def _stream_error(
+        self, data: Any, headers: httpx.Headers, response_started: bool
+    ) -> ProviderError:
+        """The error an in-stream error event carries (classified, scrubbed)."""
+        error = classify_error_body(
+            200, data, headers, in_stream=True, secrets=self._ctx.secrets, provider=self.name
+        )
+        error.response_started = response_started
+        return error
+
+    def _frame(self, data: str, response_started: bool) -> Any:
+        """A stream frame's JSON; a frame that is not JSON is a ``server`` error (too deep
+        is ``bad_response``, through :class:`BadShape`)."""
+        try:
+            return loads_bounded(data, self.limits.max_json_depth)
+        except BadShape:
+            raise
+        except ValueError:
+            raise ProviderError(
+                "server",
+                f"malformed stream frame: {frame_text(data, self._ctx)}",
+                in_stream=True,
+                response_started=response_started,
+                provider_code="malformed_frame",
+                provider=self.name,
+            ) from None

@@ -1,0 +1,518 @@
+"""Chat Completions wire format: requests out, responses and stream chunks in.
+
+The stream accumulator survives the deviations real servers show (see
+``CONFORMANCE-NOTES.md`` §2): tool-call deltas without ``index``, ``id``/``name`` repeated
+in every chunk, empty ids, arguments as an object or a whole string or many fragments, a
+first fragment ``""``, no-argument tools, trailing empty deltas, ``choices: []`` chunks,
+``finish_reason: "stop"`` with tool calls, usage on every chunk, on the last one or under
+``x_groq``, and ``content: null`` versus ``""``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from attrs import define, field, frozen
+
+from agentfsm.engine._messages import (
+    AssistantMessage,
+    ChatResult,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from agentfsm.engine._text import utf8_bytes
+
+from ._limits import BadShape, Limits, TooLarge, loads_bounded
+from ._shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
+from ._usage import merge_usage_fields, openai_usage
+
+__all__ = [
+    "OpenAIQuirks",
+    "StreamAccumulator",
+    "build_request",
+    "decode_arguments",
+    "normalize_finish_reason",
+    "parse_completion",
+    "safe_tool_call_id",
+    "unique_call_id",
+]
+
+MAX_TOOL_CALL_ID = 40
+
+
+@frozen
+class OpenAIQuirks:
+    """What a server accepts, when it differs from OpenAI's own API.
+
+    The conformance kit can suggest a profile for an endpoint.
+    """
+
+    stream_options: bool = True
+    """Send ``stream_options: {"include_usage": true}`` (Groq and some Azure deployments
+    reject it)."""
+    stream_with_tools: bool = True
+    """Stream requests that offer tools; ``False`` sends those unstreamed (llama-cpp-python
+    answers a streamed automatic tool choice with an empty 200 stream)."""
+    null_assistant_content: bool = True
+    """An assistant turn with only tool calls sends ``content: null``; ``False`` sends
+    ``""`` (LM Studio and Ollama reject null)."""
+    max_tokens_field: str = "max_tokens"
+    """``max_tokens``, or ``max_completion_tokens`` for reasoning models."""
+    explicit_tool_choice: bool = False
+    """Send ``tool_choice: "auto"`` with tools (llama-cpp-python's function-calling chat
+    formats leave the tools out of the prompt without it)."""
+    tool_string_max_length: int | None = None
+    """Give every string in the tools' parameter schemas a ``maxLength`` (at most this):
+    llama-cpp-python generates tool arguments under a grammar built from the schema and
+    ignores ``max_tokens`` there, so an unbounded string can run to the context window."""
+
+
+def cap_strings(schema: Any, limit: int) -> Any:
+    """A copy of a JSON schema whose string types all carry ``maxLength <= limit``."""
+    if isinstance(schema, list):
+        return [cap_strings(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: cap_strings(value, limit) for key, value in schema.items()}
+    kinds = out.get("type")
+    if kinds == "string" or (isinstance(kinds, list) and "string" in kinds):
+        given = out.get("maxLength")
+        out["maxLength"] = min(given, limit) if isinstance(given, int) else limit
+    return out
+
+
+def safe_tool_call_id(call_id: str) -> str:
+    """An id any provider accepts: at most 40 characters, stable for the same input."""
+    if 0 < len(call_id) <= MAX_TOOL_CALL_ID:
+        return call_id
+    return "call_" + hashlib.sha256(utf8_bytes(call_id)).hexdigest()[:24]
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": safe_tool_call_id(call.id),
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        },
+    }
+
+
+def build_messages(messages: Sequence[Message], quirks: OpenAIQuirks) -> list[dict[str, Any]]:
+    """Messages in Chat Completions form. Tool results whose call is no longer in the history
+    (summarized away) are sent as user text, since servers reject orphaned tool messages."""
+    out: list[dict[str, Any]] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            if message.images:
+                parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+                parts.extend(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{image.media_type};base64,{image.data}"},
+                    }
+                    for image in message.images
+                )
+                out.append({"role": "user", "content": parts})
+            else:
+                out.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            item: dict[str, Any] = {"role": "assistant"}
+            if message.tool_calls:
+                item["content"] = message.content or (None if quirks.null_assistant_content else "")
+                item["tool_calls"] = [_tool_call_json(c) for c in message.tool_calls]
+                open_calls = {safe_tool_call_id(c.id) for c in message.tool_calls}
+            else:
+                item["content"] = message.content
+                open_calls = set()
+            out.append(item)
+        elif isinstance(message, ToolMessage):
+            call_id = safe_tool_call_id(message.tool_call_id)
+            if call_id in open_calls:
+                out.append({"role": "tool", "tool_call_id": call_id, "content": message.content})
+            else:
+                out.append(
+                    {
+                        "role": "user",
+                        "content": f"[result of tool call {call_id}]\n{message.content}",
+                    }
+                )
+    return out
+
+
+def build_request(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    temperature: float | None,
+    max_tokens: int | None,
+    stream: bool,
+    quirks: OpenAIQuirks,
+) -> dict[str, Any]:
+    """The JSON body of a ``/chat/completions`` request."""
+    body: dict[str, Any] = {"model": model, "messages": build_messages(messages, quirks)}
+    if tools:
+        if quirks.explicit_tool_choice:
+            body["tool_choice"] = "auto"
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters
+                    if quirks.tool_string_max_length is None
+                    else cap_strings(t.parameters, quirks.tool_string_max_length),
+                },
+            }
+            for t in tools
+        ]
+    if temperature is not None:
+        body["temperature"] = temperature
+    if max_tokens is not None:
+        body[quirks.max_tokens_field] = max_tokens
+    if stream:
+        body["stream"] = True
+        if quirks.stream_options:
+            body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def decode_arguments(
+    raw: Any, max_depth: int = Limits.max_json_depth, max_bytes: int | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as a dict, and the raw text when it did not decode to one.
+
+    Accepts an object (some servers send one), a JSON string, or nothing (no-argument tools).
+    Text longer than ``max_bytes`` raises ``TooLarge``; nesting past ``max_depth`` raises
+    ``BadShape``.
+    """
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    if raw is None:
+        return {}, None
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    if max_bytes is not None and len(text) > max_bytes:
+        raise TooLarge("max_argument_bytes", f"a tool call's arguments exceed {max_bytes} bytes")
+    if not text.strip():
+        return {}, None
+    try:
+        value = loads_bounded(text, max_depth)
+    except ValueError:
+        return {}, text
+    if isinstance(value, dict):
+        return value, None
+    if isinstance(value, str):  # doubly encoded
+        inner, bad = decode_arguments(value, max_depth, max_bytes)
+        return (inner, None) if bad is None else ({}, text)
+    return {}, text
+
+
+def normalize_finish_reason(reason: str | None, has_tool_calls: bool) -> str | None:
+    """``tool_calls`` whenever calls are present (some servers say ``stop``)."""
+    if has_tool_calls:
+        return "tool_calls"
+    if reason == "function_call":
+        return "tool_calls"
+    return reason
+
+
+def _text(value: Any) -> str:
+    """Message content as text: a string, ``null``, or a list of parts."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") in (None, "text"):
+                parts.append(opt_str(part.get("text"), "content[].text") or "")
+        return "".join(parts)
+    raise BadShape(f"`content` is a {type(value).__name__}, expected a string or an array")
+
+
+def _reasoning(holder: Mapping[str, Any]) -> str:
+    """Reasoning text of a message or delta (``reasoning_content``, ``reasoning``, or
+    Mistral's ``thinking`` parts)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = holder.get(key)
+        if value:
+            return opt_str(value, key) or ""
+    return _thinking(holder.get("content"))
+
+
+def _thinking(value: Any) -> str:
+    """Reasoning parts of a list content (Mistral's ``thinking`` parts)."""
+    if not isinstance(value, list):
+        return ""
+    out = []
+    for part in value:
+        if isinstance(part, Mapping) and part.get("type") == "thinking":
+            inner = part.get("thinking")
+            out.append(_text(inner) if not isinstance(inner, str) else inner)
+    return "".join(out)
+
+
+def unique_call_id(raw_id: Any, index: int, name: str, arguments: str, seen: set[str]) -> str:
+    """The id of the ``index``-th tool call of one reply: the provider's own, unless it is
+    empty or already taken in this reply (``seen``, which this adds to), then one derived
+    from the call's position, name and arguments. Ids within one reply are thus unique."""
+    call_id = raw_id if isinstance(raw_id, str) else ""
+    salt = 0
+    while not call_id or call_id in seen:
+        seed = f"{index}:{name}:{arguments}" + (f":{salt}" if salt else "")
+        call_id = f"call_{index}_{hashlib.sha256(utf8_bytes(seed)).hexdigest()[:20]}"
+        salt += 1
+    seen.add(call_id)
+    return call_id
+
+
+def _first_choice(choices: list[Any]) -> Mapping[str, Any]:
+    choice = next((c for c in choices if isinstance(c, Mapping) and c.get("index", 0) == 0), None)
+    if choice is None and choices:
+        choice = as_dict(choices[0], "choices[0]")
+    return choice or {}
+
+
+def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
+    """A non-streamed response body (``BadShape``/``TooLarge`` when it breaks the format or
+    the bounds)."""
+    limits = limits if limits is not None else Limits()
+    choice = _first_choice(opt_list(data.get("choices"), "choices"))
+    message = opt_dict(choice.get("message"), "choices[0].message")
+    raw_calls = opt_list(message.get("tool_calls"), "message.tool_calls")
+    if len(raw_calls) > limits.max_tool_calls:
+        raise TooLarge(
+            "max_tool_calls", f"the reply holds more than {limits.max_tool_calls} tool calls"
+        )
+    calls = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw_calls):
+        raw = as_dict(item, "message.tool_calls[]")
+        function = opt_dict(raw.get("function"), "tool_calls[].function")
+        name = opt_str(function.get("name"), "function.name") or ""
+        arguments, bad = decode_arguments(
+            function.get("arguments"), limits.max_json_depth, limits.max_argument_bytes
+        )
+        text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+        calls.append(
+            ToolCall(
+                unique_call_id(raw.get("id"), index, name, text, seen),
+                name,
+                arguments,
+                raw_arguments=bad,
+            )
+        )
+    content = _text(message.get("content"))
+    if not content and isinstance(message.get("refusal"), str):
+        content = message["refusal"]
+    reasoning = _reasoning(message)
+    reply = AssistantMessage(content, tool_calls=calls, reasoning=reasoning or None)
+    groq = opt_dict(data.get("x_groq"), "x_groq")
+    return ChatResult(
+        reply,
+        openai_usage(opt_dict(data.get("usage"), "usage") or groq.get("usage")),
+        normalize_finish_reason(opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)),
+        data.get("model") if isinstance(data.get("model"), str) else None,
+        data.get("id") if isinstance(data.get("id"), str) else None,
+    )
+
+
+@define
+class _PartialCall:
+    index: int | None
+    id: str = ""
+    name: str = ""
+    fragments: Buffer = field(factory=Buffer)
+    object_args: dict[str, Any] | None = None
+    last_fragment: str = ""
+    checked_at: int = 0
+    """Size of the arguments when a restart check last found them incomplete."""
+
+
+def _restarts(last: _PartialCall, raw: Mapping[str, Any]) -> bool:
+    """Whether a chunk with no index and no id, naming ``last``'s tool again, is a second call:
+    it opens new arguments while ``last``'s already form a whole JSON object (Q1 + Q8).
+
+    The whole text is parsed only when it could be complete (it ends with ``}``) and has at
+    least doubled since the last failed try, so many small fragments cost linear time."""
+    arguments = opt_dict(raw.get("function"), "function").get("arguments")
+    if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
+        return False
+    size = len(last.fragments)
+    if not size or not last.last_fragment.rstrip().endswith("}"):
+        return False
+    if last.checked_at and size < 2 * last.checked_at:
+        return False
+    try:
+        return isinstance(json.loads(last.fragments.text()), dict)
+    except (ValueError, RecursionError):
+        last.checked_at = size
+        return False
+
+
+@define
+class StreamAccumulator:
+    """Folds Chat Completions stream chunks into one :class:`ChatResult`, within ``limits``
+    (``TooLarge``/``BadShape`` when a chunk breaks them)."""
+
+    limits: Limits = field(factory=Limits)
+    text: Buffer = field(init=False)
+    reasoning: Buffer = field(init=False)
+    calls: list[_PartialCall] = field(factory=list, init=False)
+    by_index: dict[int, _PartialCall] = field(factory=dict, init=False)
+    usage: dict[str, Any] = field(factory=dict, init=False)
+    finish_reason: str | None = field(default=None, init=False)
+    model: str | None = field(default=None, init=False)
+    response_id: str | None = field(default=None, init=False)
+    chunks: int = field(default=0, init=False)
+    saw_choice: bool = field(default=False, init=False)
+    budget: list[int] = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.budget = [self.limits.max_body_bytes]
+        self.text = Buffer(self.budget)
+        self.reasoning = Buffer(self.budget)
+
+    def add(self, chunk: Mapping[str, Any]) -> tuple[str, str]:
+        """Fold one chunk in; returns the new (text, reasoning) pieces it carried."""
+        self.chunks += 1
+        if isinstance(chunk.get("model"), str) and chunk.get("model"):
+            self.model = chunk["model"]
+        if self.response_id is None and isinstance(chunk.get("id"), str) and chunk.get("id"):
+            self.response_id = chunk["id"]
+        usage = chunk.get("usage")
+        if usage is None:
+            usage = opt_dict(chunk.get("x_groq"), "x_groq").get("usage")
+        merge_usage_fields(self.usage, opt_dict(usage, "usage"))
+        new_text, new_reasoning = "", ""
+        for choice in opt_list(chunk.get("choices"), "choices"):
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue  # n > 1: the loop reads the first choice only
+            self.saw_choice = True
+            delta = opt_dict(choice.get("delta") or choice.get("message"), "choices[].delta")
+            piece = _text(delta.get("content"))
+            thought = _reasoning(delta)
+            if isinstance(delta.get("refusal"), str):
+                piece += delta["refusal"]
+            if piece:
+                self.text.append(piece)
+                new_text += piece
+            if thought:
+                self.reasoning.append(thought)
+                new_reasoning += thought
+            for raw in opt_list(delta.get("tool_calls"), "delta.tool_calls"):
+                self._add_call(as_dict(raw, "delta.tool_calls[]"))
+            finish = opt_str(choice.get("finish_reason"), "finish_reason")
+            if finish:
+                self.finish_reason = finish
+        return new_text, new_reasoning
+
+    def _new_slot(self, index: int | None) -> _PartialCall:
+        if len(self.calls) >= self.limits.max_tool_calls:
+            raise TooLarge(
+                "max_tool_calls",
+                f"the reply holds more than {self.limits.max_tool_calls} tool calls",
+            )
+        slot = _PartialCall(index, fragments=Buffer(self.budget))
+        self.calls.append(slot)
+        return slot
+
+    def _slot(self, raw: Mapping[str, Any]) -> _PartialCall:
+        index = raw.get("index")
+        raw_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+        name = opt_str(opt_dict(raw.get("function"), "function").get("name"), "name") or ""
+        if isinstance(index, int) and not isinstance(index, bool):
+            slot = self.by_index.get(index)
+            if slot is None:
+                slot = self.by_index[index] = self._new_slot(index)
+            return slot
+        last = self.calls[-1] if self.calls else None
+        starts_new = last is None or (
+            (raw_id and last.id and raw_id != last.id)
+            or (not raw_id and name and last.name and name != last.name)
+            or (name and last.name and name == last.name and last.object_args is not None)
+            or (not raw_id and name and name == last.name and _restarts(last, raw))
+        )
+        if starts_new or last is None:
+            last = self._new_slot(None)
+        return last
+
+    def _add_call(self, raw: Mapping[str, Any]) -> None:
+        slot = self._slot(raw)
+        raw_id = raw.get("id")
+        if isinstance(raw_id, str) and raw_id and not slot.id:
+            slot.id = raw_id  # later repeats of the same id are ignored, never appended
+        function = opt_dict(raw.get("function"), "function")
+        name = function.get("name")
+        if isinstance(name, str) and name and not slot.name:
+            slot.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):
+            slot.object_args = dict(arguments)
+        elif isinstance(arguments, str) and arguments:
+            if len(slot.fragments) + len(arguments) > self.limits.max_argument_bytes:
+                raise TooLarge(
+                    "max_argument_bytes",
+                    f"a tool call's arguments exceed {self.limits.max_argument_bytes} bytes",
+                )
+            slot.fragments.append(arguments)
+            slot.last_fragment = arguments
+        elif arguments is not None and not isinstance(arguments, str):
+            raise BadShape(
+                f"`function.arguments` is a {type(arguments).__name__}, expected a string"
+            )
+
+    def result(self) -> ChatResult:
+        """The accumulated answer."""
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        limits = self.limits
+        for index, slot in enumerate(
+            s for s in self.calls if s.name or s.id or s.fragments or s.object_args
+        ):
+            if slot.object_args is not None:
+                arguments, bad = slot.object_args, None
+            else:
+                arguments, bad = decode_arguments(
+                    slot.fragments.text(), limits.max_json_depth, limits.max_argument_bytes
+                )
+            text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
+            calls.append(
+                ToolCall(
+                    unique_call_id(slot.id, index, slot.name, text, seen),
+                    slot.name,
+                    arguments,
+                    raw_arguments=bad,
+                )
+            )
+        reply = AssistantMessage(
+            self.text.text(), tool_calls=calls, reasoning=self.reasoning.text() or None
+        )
+        return ChatResult(
+            reply,
+            openai_usage(self.usage),
+            normalize_finish_reason(self.finish_reason, bool(calls)),
+            self.model,
+            self.response_id,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Nothing usable arrived: no text, no calls, no finish."""
+        return not self.text and not self.calls and self.finish_reason is None

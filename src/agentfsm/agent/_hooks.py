@@ -1,0 +1,83 @@
+"""Lifecycle hooks of an :class:`~agentfsm.agent._agent.Agent` run.
+
+Each hook is an optional callable (sync or async) taking one payload object. A hook that
+raises is logged and ignored: hooks never fail a run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
+from attrs import define, frozen
+
+from agentfsm.engine._messages import Usage
+from agentfsm.engine._params import LoopOutcome
+
+__all__ = ["ExitReason", "Hooks", "PromptSubmit", "RunStop", "SessionStart", "call_hook"]
+
+logger = logging.getLogger("agentfsm.agent")
+
+ExitReason: TypeAlias = Literal["final", "budget", "aborted", "policy", "failed"]
+
+
+@frozen
+class SessionStart:
+    """A new session begins (a run with no prior history)."""
+
+    session_id: str | None
+    """The session's id, when recording."""
+    session_path: str | None
+    """The session file, when recording."""
+
+
+@frozen
+class PromptSubmit:
+    """A prompt is about to be sent; the hook may return a rewritten system text."""
+
+    system: str | None
+    """The system text the run will use."""
+    prompt: str
+    """The new user input, as text."""
+
+
+@frozen
+class RunStop:
+    """A run ended, whichever way."""
+
+    stopped_reason: ExitReason
+    """``final``, ``budget``, ``aborted``, ``policy``, or ``failed`` (the run raised)."""
+    usage: Usage
+    """Everything the run spent, on every exit path."""
+    outcome: LoopOutcome | None = None
+    """The outcome, unless the run raised."""
+    error: BaseException | None = None
+    """The error the run raised, if it did."""
+
+
+@define
+class Hooks:
+    """Callables run at fixed points of every :class:`Agent` run."""
+
+    session_start: Callable[[SessionStart], Any] | None = None
+    """Once per session: before the first run of a session with no prior history."""
+    user_prompt_submit: Callable[[PromptSubmit], Any] | None = None
+    """Before each run: sees the system text; returning a string replaces it."""
+    stop: Callable[[RunStop], Any] | None = None
+    """After each run, on every exit path (final, budget, aborted, policy stop, failure)."""
+
+
+async def call_hook(name: str, hook: Callable[[Any], Any] | None, payload: object) -> Any:
+    """Run ``hook`` (awaiting it if async); log and swallow its errors. Returns its result."""
+    if hook is None:
+        return None
+    try:
+        result = hook(payload)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    except Exception:
+        logger.warning("agentfsm: %s hook %r raised; ignored", name, hook, exc_info=True)
+        return None

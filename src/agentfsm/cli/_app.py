@@ -1,0 +1,131 @@
+"""The ``agentfsm`` command line: its dispatch (see :mod:`agentfsm.cli`).
+
+``agentfsm run PROMPT`` · ``agentfsm sessions list|show ID`` · ``agentfsm trace ID`` ·
+``agentfsm diagram``. ``python -m agentfsm`` is the same command, but
+imports ``./agentfsm/`` first when run in a workspace: prefer the console script.
+
+The parser (:mod:`agentfsm.cli._parser`) imports only :mod:`argparse`; a command's module,
+and with it the engine, the providers and the tools, is imported when the command runs, so
+``agentfsm --help`` and a usage error cost little more than starting Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._parser import build_parser
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from agentfsm.engine._protocols import ChatFn
+
+__all__ = ["main"]
+
+
+def _session_dir(args: argparse.Namespace) -> Path:
+    from pathlib import Path
+
+    from agentfsm.adapters.sessions import default_session_dir
+
+    if args.session_dir:
+        return Path(args.session_dir)
+    return default_session_dir(args.workspace)
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    """``sessions list|show`` and ``trace``: a usage error is one line and exit code 2."""
+    from agentfsm.adapters.sessions import SessionNotFound
+
+    from . import _sessions_cmd as sessions_cmd
+    from ._terminal import sanitize
+
+    command = "trace" if args.command == "trace" else f"sessions {args.action}"
+    try:
+        folder = _session_dir(args)
+        if args.command == "trace":
+            return sessions_cmd.trace(folder, args.ref, args.json)
+        if args.action == "list":
+            return sessions_cmd.list_sessions(folder, args.json)
+        return sessions_cmd.show_session(folder, args.ref)
+    except (SessionNotFound, OSError, ValueError) as error:
+        print(f"agentfsm {command}: {sanitize(sessions_cmd.describe(error))}", file=sys.stderr)
+        return 2
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentfsm.policies import presets
+
+    from ._diagram_cmd import DiagramUnavailable, render_diagram
+
+    if args.format in ("svg", "png") and not args.out:
+        print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)
+        return 2
+    policies = None
+    if args.policies:
+        policies = presets.minimal() if args.preset == "minimal" else presets.coding_agent()
+    try:
+        rendered = render_diagram(args.format, policies=policies, direction=args.direction)
+    except DiagramUnavailable as error:
+        print(f"agentfsm diagram: {error}", file=sys.stderr)
+        return 1
+    if args.out:
+        target = Path(args.out)
+        try:
+            if isinstance(rendered, bytes):
+                target.write_bytes(rendered)
+            else:
+                target.write_text(rendered, "utf-8")
+        except (OSError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            print(f"agentfsm diagram: cannot write {args.out[:200]!r}: {reason}", file=sys.stderr)
+            return 2
+        print(f"wrote {target}", file=sys.stderr)
+    elif isinstance(rendered, bytes):
+        print(f"agentfsm diagram: {args.format} is binary; give --out FILE", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.write(rendered)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> int:
+    """Entry point; returns the exit code. ``chat`` replaces the provider (for tests and
+    embedding)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["conformance"]:
+        from . import _conformance_cmd as conformance_cmd
+
+        return conformance_cmd.main(arguments[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    from ._terminal import sanitized_logging
+
+    with sanitized_logging():
+        return _dispatch(args, chat)
+
+
+def _dispatch(args: argparse.Namespace, chat: ChatFn | None) -> int:
+    if args.command == "run":
+        from . import _run_cmd as run_cmd
+
+        return run_cmd.run(args, chat)
+    if args.command == "runs":
+        from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
+
+        return durable_cmd.runs(args)
+    if args.command in ("batch", "worker"):
+        from . import _batch_cmd as batch_cmd
+
+        return batch_cmd.batch(args) if args.command == "batch" else batch_cmd.worker(args)
+    if args.command in ("sessions", "trace"):
+        return _sessions(args)
+    return _diagram(args)

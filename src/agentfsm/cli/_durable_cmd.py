@@ -1,0 +1,302 @@
+"""``agentfsm run --durable``, ``agentfsm runs list`` and ``agentfsm runs resume ID``.
+
+A durable run is a DBOS workflow recorded in the system database
+``$XDG_STATE_HOME/agentfsm/durable.sqlite`` (``--database-url`` for another): every chat
+call, tool call and verify command is a step. A run whose process died is finished by
+``agentfsm runs resume ID``, or by the next ``agentfsm run --durable`` (DBOS recovers
+the unfinished runs of this machine when it starts), without paying again for the steps
+it completed. See ``docs/durable.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOSClient
+
+from agentfsm.adapters.durable import (
+    DurableEvent,
+    DurableRuntime,
+    RunInfo,
+    RunSpec,
+    StepPreamble,
+    default_database_url,
+    list_runs,
+    register_agent_factory,
+    result,
+    resume,
+    submit,
+)
+from agentfsm.adapters.durable._queue import APPLICATION_VERSION
+from agentfsm.adapters.durable._workflow import UNFINISHED, spec_of
+from agentfsm.adapters.providers._local import LOCAL_CONTEXT_TOKENS
+from agentfsm.adapters.sessions import SessionStore
+from agentfsm.agent import Agent, WorkspacePreamble
+from agentfsm.engine._events import AgentEmitter
+from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine._text import printable
+
+from . import _run_cmd as run_cmd
+from ._agent_build import build_agent
+from ._render import QuietRenderer
+from ._report import RunTally, describe_failure, run_end
+from ._settings_trust import check_submitted, read_run_settings
+
+__all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
+
+CLI_FACTORY = "agentfsm.cli"
+"""The agent factory of durable CLI runs: the agent ``agentfsm run`` builds."""
+SETTINGS_DIGEST = "settings_sha256"
+"""The option holding the SHA-256 of the widening workspace settings agreed to at
+submission (``None``: they widen nothing); a run whose file differs when it runs fails."""
+_OPTIONS = (
+    "provider",
+    "model",
+    "base_url",
+    "api_key_env",
+    "max_turns",
+    "preset",
+    "verify_command",
+    "allow_network",
+    "no_sandbox",
+    "temperature",
+    "max_tokens",
+    "context_budget",
+    "quirk",
+)
+
+
+@contextlib.asynccontextmanager
+async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
+    """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it)."""
+    options = spec.options
+    args = argparse.Namespace(**{name: options.get(name) for name in _OPTIONS}, resume=None)
+    workspace, session_dir = Path(options["workspace"]), Path(options["session_dir"])
+    found = read_run_settings(workspace)
+    check_submitted(found, options.get(SETTINGS_DIGEST))
+    settings = found.settings
+    protected = run_cmd._protected(workspace, session_dir)
+    sandbox = run_cmd._sandbox(args, workspace, settings, protected)
+    async with contextlib.AsyncExitStack() as stack:
+        chat = await run_cmd._chat(args, QuietRenderer(), stack, settings)
+        local = run_cmd._provider(args) == "local"
+        budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
+        yield build_agent(
+            args,
+            chat=chat,
+            workspace=workspace,
+            session_dir=session_dir,
+            sandbox=sandbox,
+            protected=protected,
+            settings=settings,
+            system_prompt=run_cmd.SYSTEM_PROMPT,
+            budget=budget,
+            max_tokens=args.max_tokens or (run_cmd.LOCAL_MAX_TOKENS if local else None),
+            preamble=StepPreamble(WorkspacePreamble(workspace, exclude=protected)),
+        )
+
+
+register_agent_factory(CLI_FACTORY, _cli_agent)
+
+
+def _runtime(args: argparse.Namespace) -> DurableRuntime:
+    """DBOS for this command, under an executor id of its own: DBOS's launch then recovers
+    nothing by itself (it would run every unfinished run of the machine in this process,
+    and cut them off when the command ends); ``runs resume ID`` picks one explicitly. The
+    application version is pinned (:data:`APPLICATION_VERSION`), so a later agentfsm of the
+    same workflow format, on this machine or another, resumes the run."""
+    return DurableRuntime(
+        getattr(args, "database_url", None),
+        executor_id=f"agentfsm-cli-{uuid.uuid4().hex[:12]}",
+        application_version=APPLICATION_VERSION,
+    )
+
+
+def _unfinished_note(own: str) -> None:
+    others = [info.run_id for info in list_runs() if info.run_id != own]
+    if others:
+        print(
+            f"agentfsm run: {len(others)} unfinished durable run(s), e.g. {others[0]}: "
+            "agentfsm runs list, agentfsm runs resume ID",
+            file=sys.stderr,
+        )
+
+
+class _Shown:
+    """Forwards a durable run's events to the renderer (live ones) and the tally (all)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.renderer = run_cmd._renderer(args)
+        self.tally = RunTally()
+        self.live = AgentEmitter()
+        self.every = AgentEmitter()
+        self.renderer.attach(self.live)
+        self.tally.attach(self.every)
+        self.replayed = 0
+
+    def __call__(self, event: DurableEvent) -> None:
+        self.every.emit(event.event)
+        if event.replayed:
+            self.replayed += 1
+        else:
+            self.live.emit(event.event)
+
+    def finish(
+        self,
+        args: argparse.Namespace,
+        outcome: LoopOutcome | None,
+        error: BaseException | None,
+        session: str,
+    ) -> int:
+        if self.replayed:
+            self.renderer.progress(f"replayed {self.replayed} recorded events")
+        reason: str = outcome.stopped_reason if outcome is not None else "failed"
+        code = run_cmd.exit_code(outcome) if outcome is not None else 1
+        key_env = run_cmd._key_env(args)
+        secret = os.environ.get(key_env) if key_env else None
+        end = run_end(
+            stopped_reason=reason,
+            exit_code=code,
+            tally=self.tally,
+            outcome=outcome,
+            session=Path(session),
+            error=describe_failure(error, run_cmd._endpoint(args), (secret,) if secret else ())
+            if error is not None
+            else None,
+        )
+        self.renderer.finish(end, outcome)
+        return code
+
+
+async def _await(run_id: str) -> tuple[LoopOutcome | None, BaseException | None]:
+    try:
+        return await result(run_id), None
+    except Exception as error:
+        return None, error
+
+
+def run_durable(args: argparse.Namespace) -> int:
+    """``agentfsm run --durable``: the run as a DBOS workflow; returns the exit code."""
+    try:
+        if args.resume is not None:
+            raise run_cmd.UsageError(
+                "--durable starts a new run; resume one with `agentfsm runs resume ID`"
+            )
+        run_cmd._check_numbers(args)
+        workspace, session_dir = run_cmd._paths(args)
+        run_cmd._check_inputs(args, session_dir, None)
+        found = run_cmd.run_settings("agentfsm run", args, workspace)
+        settings = found.settings
+        protected = run_cmd._protected(workspace, session_dir)
+        run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
+        run_cmd.quirks(args, settings)  # a bad profile too
+    except run_cmd.UsageError as error:
+        print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 2
+    handle = SessionStore(session_dir).new_handle()
+    options: dict[str, Any] = {name: getattr(args, name) for name in _OPTIONS}
+    options.update(workspace=str(workspace), session_dir=str(session_dir))
+    options[SETTINGS_DIGEST] = found.digest if found.widens else None
+    spec = RunSpec(
+        prompt=args.prompt, factory=CLI_FACTORY, session_path=str(handle.path), options=options
+    )
+    shown = _Shown(args)
+
+    async def drive() -> int:
+        run_id = await submit(spec, on_event=shown)
+        if args.json is False and args.quiet is False:
+            shown.renderer.progress(f"durable run {run_id} (resume: agentfsm runs resume {run_id})")
+        outcome, error = await _await(run_id)
+        return shown.finish(args, outcome, error, spec.session_path)
+
+    try:
+        with _runtime(args):
+            _unfinished_note(spec.run_id)
+            return asyncio.run(drive())
+    except KeyboardInterrupt:
+        return 130
+
+
+def _list(args: argparse.Namespace) -> int:
+    """Reads the database with a DBOS client: launching DBOS here could pick up runs."""
+    url = args.database_url or default_database_url()
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        runs: list[RunInfo] = []
+    else:
+        client = DBOSClient(system_database_url=url)
+        try:
+            runs = list_runs(unfinished=not args.all, client=client)
+        finally:
+            client.destroy()
+    if args.json:
+        for info in runs:
+            print(json.dumps(_jsonable(info)))
+        return 0
+    if not runs:
+        print("no unfinished durable runs" if not args.all else "no durable runs")
+        return 0
+    for info in runs:
+        prompt = run_cmd._one_line(info.prompt, 60)
+        line = f"{info.run_id}  {info.status:<9} {info.steps:>4} steps  {prompt}"
+        print(printable(line, sys.stdout))
+    return 0
+
+
+def _jsonable(info: RunInfo) -> dict[str, Any]:
+    return {
+        "id": info.run_id,
+        "status": info.status,
+        "steps": info.steps,
+        "prompt": info.prompt,
+        "session": info.session_path,
+        "executor": info.executor_id,
+        "created_at": info.created_at,
+    }
+
+
+def _resume(args: argparse.Namespace) -> int:
+    spec = spec_of(args.id)
+    if spec is None:
+        print(f"agentfsm runs resume: no durable run {args.id[:200]!r}", file=sys.stderr)
+        return 2
+    [info] = list_runs(unfinished=False, run_ids=[args.id])
+    if info.status not in UNFINISHED:
+        print(
+            f"agentfsm runs resume: run {args.id} is {info.status}, not unfinished", file=sys.stderr
+        )
+        return 2
+    run_args = argparse.Namespace(
+        **{name: spec.options.get(name) for name in _OPTIONS},
+        json=args.json,
+        quiet=args.quiet,
+    )
+    shown = _Shown(run_args)
+
+    async def drive() -> int:
+        try:
+            outcome, error = await resume(args.id, on_event=shown), None
+        except Exception as failure:
+            outcome, error = None, failure
+        return shown.finish(run_args, outcome, error, spec.session_path)
+
+    return asyncio.run(drive())
+
+
+def runs(args: argparse.Namespace) -> int:
+    """``agentfsm runs list|resume``; returns the exit code."""
+    try:
+        if args.action == "list":
+            return _list(args)
+        with _runtime(args):
+            return _resume(args)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,493 @@
+"""``agentfsm run``: one agent run in a workspace, on a real or local provider."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+
+from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIChat, OpenAIQuirks
+from agentfsm.adapters.providers._endpoints import WireName
+from agentfsm.adapters.providers._local import (
+    LOCAL_CONTEXT_TOKENS,
+    LOCAL_QUIRKS,
+    LocalModel,
+    LocalModelUnavailable,
+)
+from agentfsm.adapters.providers._profiles import QuirkProfile, parse_quirk, quirk_profile
+from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
+from agentfsm.adapters.tools import detect_sandbox
+from agentfsm.adapters.tools._settings import Settings, SettingsError
+from agentfsm.adapters.tools._workspace import PROTECTED_DIR, SETTINGS_FILE
+from agentfsm.agent import Hooks
+from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine._protocols import ChatFn
+from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
+
+from ._agent_build import build_agent
+from ._parser import add_run_arguments as add_arguments
+from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
+from ._report import Endpoint, RunTally, describe_failure, run_end
+from ._settings_trust import (
+    RunSettings,
+    SettingsRefused,
+    consent,
+    interactive,
+    read_run_settings,
+)
+from ._terminal import sanitize
+
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "DEFAULT_MODELS",
+    "KEY_ENVS",
+    "SYSTEM_PROMPT",
+    "add_arguments",
+    "exit_code",
+    "quirks",
+    "run",
+    "run_settings",
+]
+
+SYSTEM_PROMPT = (
+    "You are a careful coding agent working in the project described below. Use the tools to "
+    "look at files before changing them, make the smallest change that does the task, and "
+    "finish with a short summary of what you did."
+)
+DEFAULT_MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-haiku-4-5",
+}
+"""Each hosted provider's model when ``--model`` is not given; an OpenAI-compatible server
+has none (``--model`` is required)."""
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""Where each hosted provider's key is read from unless ``--api-key-env`` says."""
+
+
+MAX_TURNS = 100_000
+"""Largest ``--max-turns``."""
+MAX_TOKENS_OPTION = 10_000_000
+"""Largest ``--max-tokens`` and ``--context-budget``."""
+
+LOCAL_MAX_TOKENS = 512
+"""Reply budget for the small local model, which otherwise rambles until its window is full."""
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+def exit_code(outcome: LoopOutcome) -> int:
+    """0 final answer, 3 budget or policy stop, 130 interrupted."""
+    return {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+
+
+def _provider(args: argparse.Namespace) -> str:
+    if args.provider:
+        return str(args.provider)
+    if args.base_url:
+        return "openai-compatible"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return "local"
+
+
+def _key_env(args: argparse.Namespace) -> str | None:
+    """The environment variable the API key is read from (``None``: no key is sent)."""
+    return args.api_key_env or KEY_ENVS.get(_provider(args))
+
+
+def _key(args: argparse.Namespace) -> str | None:
+    env = _key_env(args)
+    if env is None:
+        return None
+    value = os.environ.get(env)
+    if args.api_key_env and not value:
+        raise UsageError(f"the environment variable {env} is not set")
+    return value or None
+
+
+def _endpoint(args: argparse.Namespace) -> Endpoint:
+    """Where the calls go and which variable the key came from, to explain failures."""
+    provider = _provider(args)
+    env = _key_env(args)
+    return Endpoint(
+        provider,
+        args.base_url or DEFAULT_BASE_URLS.get(provider),
+        env,
+        key_sent=env is not None and bool(os.environ.get(env)),
+    )
+
+
+def quirks(args: argparse.Namespace, settings: Settings) -> QuirkProfile:
+    """The run's quirk profile: the provider's defaults, then the settings'
+    ``provider.quirks``, then each ``--quirk NAME=VALUE`` (the command line wins)."""
+    provider = _provider(args)
+    wire: WireName = "anthropic" if provider == "anthropic" else "openai-chat"
+    try:
+        profile = quirk_profile(
+            wire, dict(settings.provider.quirks), LOCAL_QUIRKS if provider == "local" else None
+        )
+    except ValueError as error:
+        raise UsageError(f"{SETTINGS_FILE}: provider.quirks: {error}") from None
+    try:
+        pairs = dict(parse_quirk(text) for text in getattr(args, "quirk", None) or ())
+        return quirk_profile(wire, pairs, profile)
+    except ValueError as error:
+        raise UsageError(f"--quirk: {error}") from None
+
+
+async def _chat(
+    args: argparse.Namespace,
+    renderer: Renderer,
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+) -> ChatFn:
+    provider = _provider(args)
+    profile = quirks(args, settings)
+    openai_quirks = profile if isinstance(profile, OpenAIQuirks) else None
+    if provider == "local":
+        local = LocalModel(on_progress=renderer.progress)
+        await stack.enter_async_context(local)
+        chat = local.chat(quirks=openai_quirks or LOCAL_QUIRKS)
+    elif provider == "openai":
+        chat = OpenAIChat(
+            args.model or DEFAULT_MODELS["openai"],
+            base_url=args.base_url or DEFAULT_BASE_URLS["openai"],
+            api_key=_key(args),
+            quirks=openai_quirks,
+        )
+    elif provider == "anthropic":
+        chat_a = AnthropicChat(
+            args.model or DEFAULT_MODELS["anthropic"],
+            base_url=args.base_url or DEFAULT_BASE_URLS["anthropic"],
+            api_key=_key(args),
+            quirks=profile if isinstance(profile, AnthropicQuirks) else None,
+        )
+        stack.push_async_callback(chat_a.aclose)
+        return chat_a
+    elif provider == "openai-compatible":
+        if not args.base_url:
+            raise UsageError("--provider openai-compatible needs --base-url")
+        if not args.model:
+            raise UsageError(_NEEDS_MODEL)
+        chat = OpenAIChat(
+            args.model, base_url=args.base_url, api_key=_key(args), quirks=openai_quirks
+        )
+    else:
+        raise UsageError(f"unknown provider {provider!r}")
+    stack.push_async_callback(chat.aclose)
+    return chat
+
+
+_NEEDS_MODEL = (
+    "an OpenAI-compatible server (--provider openai-compatible, or --base-url without "
+    "--provider) needs --model NAME: the name of a model the server serves"
+)
+
+
+def _renderer(args: argparse.Namespace) -> Renderer:
+    if args.json:
+        return JsonRenderer()
+    if args.quiet:
+        return QuietRenderer()
+    return HumanRenderer()
+
+
+NO_SANDBOX_WARNING = (
+    "WARNING: --no-sandbox: the commands the model runs (shell tool, verify gate) get your "
+    "full access to this machine: every file you can read or write, the network, your "
+    "processes. Use it only for a model and a workspace you trust."
+)
+
+
+def _sandbox(
+    args: argparse.Namespace, workspace: Path, settings: Settings, protected: tuple[str, ...]
+) -> CommandSandbox:
+    """The sandbox of the run's commands; without one the run does not start."""
+    if args.no_sandbox:
+        print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
+        return Unsandboxed(env=settings.sandbox.env)
+    try:
+        sandbox = detect_sandbox(
+            workspace,
+            allow_network=args.allow_network or settings.sandbox.network,
+            read_paths=settings.sandbox.read,
+            write_paths=settings.sandbox.write,
+            protected=protected,
+            env=settings.sandbox.env,
+            limits=settings.sandbox.limits,
+        )
+    except (SandboxUnavailable, ValueError) as error:
+        raise UsageError(str(error)) from None
+    bound = sandbox.describe().get("limits", {}).get("processes_bound", "")
+    if bound.startswith("NOT BOUNDED"):
+        print(f"agentfsm run: WARNING: sandboxed processes are {bound}", file=sys.stderr)
+    return sandbox
+
+
+def _protected(workspace: Path, session_dir: Path) -> tuple[str, ...]:
+    """The agent's own paths inside the workspace, hidden from the model's tools."""
+    protected = [PROTECTED_DIR]
+    resolved = session_dir.resolve()
+    if resolved.is_relative_to(workspace) and resolved != workspace:
+        protected.append(resolved.relative_to(workspace).as_posix())
+    elif workspace.is_relative_to(resolved):
+        raise UsageError("--session-dir must not contain the workspace")
+    return tuple(protected)
+
+
+async def _run(
+    args: argparse.Namespace,
+    workspace: Path,
+    session_dir: Path,
+    chat_override: ChatFn | None,
+    sandbox: CommandSandbox,
+    protected: tuple[str, ...],
+    settings: Settings,
+    parent: Path | None,
+) -> int:
+    renderer = _renderer(args)
+    tally = RunTally()
+    endpoint = _endpoint(args) if chat_override is None else None
+    key_env = _key_env(args)
+    secrets = tuple(v for v in (os.environ.get(key_env) if key_env else None,) if v)
+
+    def finish(
+        reason: str,
+        code: int,
+        outcome: LoopOutcome | None = None,
+        session: Path | None = None,
+        error: BaseException | None = None,
+    ) -> int:
+        end = run_end(
+            stopped_reason=reason,
+            exit_code=code,
+            tally=tally,
+            outcome=outcome,
+            session=session,
+            resumed_from=parent,
+            error=describe_failure(error, endpoint, secrets) if error is not None else None,
+        )
+        renderer.finish(end, outcome)
+        return code
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            chat = chat_override or await _chat(args, renderer, stack, settings)
+        except LocalModelUnavailable as error:
+            return finish("failed", 1, error=error)
+        local = _provider(args) == "local" and chat_override is None
+        budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
+        max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
+        try:
+            engine = build_agent(
+                args,
+                chat=chat,
+                workspace=workspace,
+                session_dir=session_dir,
+                sandbox=sandbox,
+                protected=protected,
+                settings=settings,
+                system_prompt=SYSTEM_PROMPT,
+                budget=budget,
+                max_tokens=max_tokens,
+                hooks=Hooks(stop=tally.on_stop),
+            )
+            # The run's own file, named before the run starts, so a failed run names it too.
+            handle = engine.new_session()
+        except (ValueError, NotADirectoryError) as error:
+            raise UsageError(str(error)) from None
+        renderer.attach(engine.events)
+        tally.attach(engine.events)
+        task = asyncio.current_task()
+        presses = {"n": 0}
+
+        def on_interrupt() -> None:
+            presses["n"] += 1
+            if presses["n"] == 1:
+                renderer.progress("interrupting … (Ctrl-C again to quit at once)")
+                engine.interrupt("ctrl-c")
+            elif task is not None:
+                task.cancel()
+
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            outcome = await engine.run(
+                args.prompt, resume=parent.name if parent else None, session=handle
+            )
+        except (SessionNotFound, NotADirectoryError) as error:
+            raise UsageError(str(error)) from None
+        except asyncio.CancelledError as error:
+            return finish("aborted", 130, session=handle.path, error=error)
+        except Exception as error:  # reported once, as a documented kind (ProviderError, …)
+            return finish("failed", 1, session=handle.path, error=error)
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle.path)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse numbers no run can use, before anything starts."""
+    if not 1 <= args.max_turns <= MAX_TURNS:
+        raise UsageError(f"--max-turns must be between 1 and {MAX_TURNS}")
+    temperature = args.temperature
+    if temperature is not None and not (math.isfinite(temperature) and 0 <= temperature <= 2):
+        raise UsageError(f"--temperature must be a number from 0 to 2, got {temperature}")
+    for option, value in (
+        ("--max-tokens", args.max_tokens),
+        ("--context-budget", args.context_budget),
+    ):
+        if value is not None and not 1 <= value <= MAX_TOKENS_OPTION:
+            raise UsageError(f"{option} must be between 1 and {MAX_TOKENS_OPTION}, got {value}")
+    if args.base_url is not None:
+        scheme, _, rest = args.base_url.partition("://")
+        if (
+            scheme not in ("http", "https")
+            or not rest.strip("/")
+            or any(c.isspace() or not c.isprintable() for c in args.base_url)
+        ):
+            raise UsageError(f"--base-url must be an http(s) URL, got {args.base_url[:200]!r}")
+
+
+def _folder(option: str, value: str) -> Path:
+    """``value`` resolved, or a usage error naming ``option``."""
+    try:
+        return Path(value).resolve()
+    except (OSError, ValueError, RuntimeError) as error:
+        raise UsageError(f"{option} {value[:200]!r} is not usable: {error}") from None
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The workspace and the session folder, checked."""
+    workspace = _folder("--workspace", args.workspace)
+    try:
+        if not workspace.is_dir():
+            raise UsageError(f"--workspace {args.workspace[:200]!r} is not a folder")
+        session_dir = (
+            _folder("--session-dir", args.session_dir)
+            if args.session_dir
+            else default_session_dir(workspace)
+        )
+        if session_dir.exists() and not session_dir.is_dir():
+            raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
+    except OSError as error:
+        raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
+    return workspace, session_dir
+
+
+def _check_inputs(
+    args: argparse.Namespace, session_dir: Path, chat_override: ChatFn | None
+) -> Path | None:
+    """Refuse a provider that cannot be built and a session that cannot be resumed; returns
+    the session file ``--resume`` names (resolved now: the run's own new file must not be
+    taken for ``latest``)."""
+    if args.api_key_env is not None and not os.environ.get(args.api_key_env):
+        raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
+    if args.provider == "openai-compatible" and not args.base_url:
+        raise UsageError("--provider openai-compatible needs --base-url")
+    if chat_override is None and _provider(args) == "openai-compatible" and not args.model:
+        raise UsageError(_NEEDS_MODEL)
+    if args.resume is None:
+        return None
+    try:
+        return resolve_session(session_dir, args.resume)
+    except SessionNotFound as error:
+        raise UsageError(str(error)) from None
+
+
+class _ReportedHere(logging.Filter):
+    """Drops the engine's log line of a failed run: ``agentfsm run`` reports it itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno >= logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg.startswith(("agentfsm: chat call failed", "agentfsm: run failed"))
+        )
+
+
+def run_settings(command: str, args: argparse.Namespace, workspace: Path) -> RunSettings:
+    """The settings of a run in ``workspace``: the user's and the workspace's, the latter
+    only if it widens nothing or the user agrees (``--trust-workspace-settings``, or yes on
+    a terminal). Raises :class:`UsageError` (exit code 2) otherwise, or when a file is
+    malformed."""
+    try:
+        found = read_run_settings(workspace)
+        consent(
+            command,
+            workspace,
+            found,
+            trust_flag=bool(getattr(args, "trust_workspace_settings", False)),
+            ask=interactive(bool(getattr(args, "json", False))),
+        )
+    except (SettingsError, SettingsRefused) as error:
+        raise UsageError(str(error)) from None
+    return found
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
+    line = " ".join(sanitize(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
+    """Run ``agentfsm run``; returns the exit code."""
+    if getattr(args, "otel", False):
+        from ._otel import run_with_otel  # needs the cli-otel extra
+
+        return run_with_otel(args, lambda args: run(args, chat_override))
+    if getattr(args, "durable", False):
+        if chat_override is not None:
+            print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
+            return 2
+        from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
+
+        return durable_cmd.run_durable(args)
+    try:
+        _check_numbers(args)
+        workspace, session_dir = _paths(args)
+        parent = _check_inputs(args, session_dir, chat_override)
+        settings = run_settings("agentfsm run", args, workspace).settings
+        quirks(args, settings)  # a bad profile stops the run before anything starts
+        protected = _protected(workspace, session_dir)
+        sandbox = _sandbox(args, workspace, settings, protected)
+        engine_log = logging.getLogger("agentfsm.engine")
+        reported = _ReportedHere()
+        engine_log.addFilter(reported)
+        try:
+            return asyncio.run(
+                _run(
+                    args,
+                    workspace,
+                    session_dir,
+                    chat_override,
+                    sandbox,
+                    protected,
+                    settings,
+                    parent,
+                )
+            )
+        finally:
+            engine_log.removeFilter(reported)
+    except UsageError as error:
+        print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

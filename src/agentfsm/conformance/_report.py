@@ -1,0 +1,73 @@
+"""Reports: JSON, Markdown, and the provider by check matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._model import CheckResult, Report
+
+__all__ = ["MARKS", "matrix_markdown", "report_markdown"]
+
+MARKS = {"pass": "✓", "fail": "✗", "pass-normalized": "⚠", "skip": "-", "xfail": "x"}
+"""One symbol per outcome, for tables."""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report_markdown(report: Report) -> str:
+    """A report as a Markdown document."""
+    counts = report.counts()
+    summary = ", ".join(
+        f"{counts[k]} {k}"
+        for k in ("pass", "pass-normalized", "fail", "xfail", "skip")
+        if k in counts
+    )
+    lines = [
+        f"# Conformance: {report.target}",
+        "",
+        f"Wire: `{report.wire}` · mode: {report.mode} · run: {report.started}",
+        "",
+        f"**{summary}**",
+        "",
+        "Legend: ✓ pass · ⚠ pass-normalized (the wire deviates, the adapter absorbs it) · "
+        "✗ fail · x xfail (known quirk) · - skip",
+        "",
+        "| check | name | outcome | notes |",
+        "|---|---|---|---|",
+    ]
+    for result in report.results:
+        note = result.message
+        if result.quirks:
+            note = (
+                f"{note} [{', '.join(result.quirks)}]" if note else f"[{', '.join(result.quirks)}]"
+            )
+        outcome = f"{MARKS[result.outcome]} {result.outcome}"
+        lines.append(f"| {result.check} | `{result.name}` | {outcome} | {_cell(note)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _index(report: Report) -> dict[str, CheckResult]:
+    return {r.check: r for r in report.results}
+
+
+def matrix_markdown(reports: Sequence[Report]) -> str:
+    """Several reports merged into one check by provider table."""
+    order: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for report in reports:
+        for result in report.results:
+            if result.check not in seen:
+                seen.add(result.check)
+                order.append((result.check, result.name))
+    indexes = [_index(r) for r in reports]
+    header = "| check | " + " | ".join(_cell(r.target) for r in reports) + " |"
+    lines = [header, "|---|" + "---|" * len(reports)]
+    for check_id, name in order:
+        cells = []
+        for index in indexes:
+            found = index.get(check_id)
+            cells.append(MARKS[found.outcome] if found else " ")
+        lines.append(f"| {check_id} `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

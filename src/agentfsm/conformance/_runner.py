@@ -1,0 +1,168 @@
+"""Running checks against a target and collecting a :class:`Report`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+
+from attrs import evolve
+
+from agentfsm.testing import FakeProviderServer
+
+from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
+from ._model import (
+    QUIRK_NOTES,
+    Check,
+    CheckFailed,
+    CheckResult,
+    CheckSkipped,
+    Mode,
+    Normalized,
+    Outcome,
+    Report,
+)
+from ._record import scrub
+
+__all__ = ["run_check", "run_checks"]
+
+
+def _text(error: BaseException, target: RecordedTarget | LiveTarget) -> str:
+    secrets = (target.api_key or "",) if isinstance(target, LiveTarget) else ()
+    return scrub(str(error), secrets)
+
+
+def _result(
+    check: Check,
+    mode: Mode,
+    outcome: Outcome,
+    seconds: float,
+    message: str = "",
+    expected: str | None = None,
+    got: str | None = None,
+    quirks: tuple[str, ...] = (),
+) -> CheckResult:
+    return CheckResult(
+        check.id,
+        check.name,
+        check.group,
+        mode,
+        outcome,
+        message=message,
+        expected=expected,
+        got=got,
+        quirks=quirks,
+        seconds=round(seconds, 3),
+    )
+
+
+def _scripted(check: Check, mode: Mode) -> tuple[str, ...]:
+    """The quirks a failure shows when it names none: in recorded mode the scripted bytes
+    are the check's quirks; live, nothing was seen, so nothing is blamed."""
+    return check.quirks if mode == "recorded" else ()
+
+
+async def run_check(
+    check: Check, target: RecordedTarget | LiveTarget, live: LiveContext | None = None
+) -> CheckResult:
+    """One check on one target; never raises. Its message, expected and got texts never
+    hold the target's API key."""
+    result = await _run_check(check, target, live)
+    secrets = (target.api_key or "",) if isinstance(target, LiveTarget) else ()
+    return evolve(
+        result,
+        message=scrub(result.message, secrets),
+        expected=scrub(result.expected, secrets) if result.expected is not None else None,
+        got=scrub(result.got, secrets) if result.got is not None else None,
+    )
+
+
+async def _run_check(
+    check: Check, target: RecordedTarget | LiveTarget, live: LiveContext | None
+) -> CheckResult:
+    mode: Mode = "recorded" if isinstance(target, RecordedTarget) else "live"
+    started = time.monotonic()
+    missing = [need for need in check.needs if not target.capabilities.has(need)]
+    if missing:
+        return _result(check, mode, "skip", 0.0, message=f"capability absent: {', '.join(missing)}")
+    procedure = check.recorded if mode == "recorded" else check.live
+    if procedure is None:
+        return _result(check, mode, "skip", 0.0, message=f"no {mode} procedure")
+    xfail_reason = target.xfail.get(check.id)
+    try:
+        if isinstance(target, RecordedTarget):
+            with FakeProviderServer() as server:
+                verdict = await procedure(RecordedContext(server, target))  # type: ignore[arg-type]
+        else:
+            assert live is not None
+            verdict = await procedure(live)  # type: ignore[arg-type]
+    except CheckSkipped as skip:
+        return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
+    except CheckFailed as failure:
+        outcome: Outcome = "xfail" if xfail_reason else "fail"
+        quirks = failure.quirks or _scripted(check, mode)
+        note = f" (known quirk: {', '.join(quirks)}; see {QUIRK_NOTES})" if quirks else ""
+        message = f"expected {failure.expected}; got {failure.got}{note}"
+        if xfail_reason:
+            message += f"; xfail: {xfail_reason}"
+        return _result(
+            check,
+            mode,
+            outcome,
+            time.monotonic() - started,
+            message=message,
+            expected=failure.expected,
+            got=failure.got,
+            quirks=quirks,
+        )
+    except Exception as error:  # an adapter that raises where it should not
+        outcome = "xfail" if xfail_reason else "fail"
+        return _result(
+            check,
+            mode,
+            outcome,
+            time.monotonic() - started,
+            message=f"unexpected {type(error).__name__}: {_text(error, target)[:300]}",
+            quirks=_scripted(check, mode),
+        )
+    seconds = time.monotonic() - started
+    if isinstance(verdict, Normalized):
+        return _result(
+            check, mode, "pass-normalized", seconds, message=verdict.note, quirks=verdict.quirks
+        )
+    message = f"passes although marked xfail ({xfail_reason})" if xfail_reason else ""
+    return _result(check, mode, "pass", seconds, message=message)
+
+
+async def run_checks(
+    target: RecordedTarget | LiveTarget,
+    checks: Iterable[Check] | None = None,
+    *,
+    groups: Sequence[str] | None = None,
+    progress: Callable[[CheckResult], object] | None = None,
+) -> Report:
+    """Run ``checks`` (all of them by default) against ``target``."""
+    from ._checks import ALL_CHECKS
+
+    chosen = list(checks) if checks is not None else list(ALL_CHECKS)
+    if groups:
+        chosen = [c for c in chosen if c.group in groups]
+    mode: Mode = "recorded" if isinstance(target, RecordedTarget) else "live"
+    chosen = [c for c in chosen if (c.recorded if mode == "recorded" else c.live) is not None]
+    label = target.name if isinstance(target, RecordedTarget) else target.label
+    report = Report(
+        label, mode, started=datetime.now(UTC).isoformat(timespec="seconds"), wire=target.wire
+    )
+    live = LiveContext(target) if isinstance(target, LiveTarget) else None
+    for check in chosen:
+        if live is not None:
+            live.check = check.id  # what its recordings are named after
+        result = await run_check(check, target, live)
+        report.results.append(result)
+        if progress is not None:
+            progress(result)
+    if live is not None and isinstance(target, LiveTarget) and target.record_dir is not None:
+        from ._record import save_recordings
+
+        save_recordings(target, live.recordings)
+    return report

@@ -1,0 +1,436 @@
+"""The OS sandbox for every process the agent starts: bubblewrap (Linux namespaces).
+
+It lives in the leaf package :mod:`agentfsm.sandbox`, beside the process runner, so that
+the engine, the policies (the verify gate) and the tools all find it in one place; users
+import it from :mod:`agentfsm.sandbox` (or :mod:`agentfsm.adapters.tools`).
+
+Policy of :class:`BubblewrapSandbox`: a fresh mount namespace where the system (``/usr``,
+``/etc``, ``/lib``…, the Python interpreter) is read-only, the workspace root is writable,
+``/tmp`` is a private tmpfs (also holding ``HOME``), and nothing else of the machine exists
+(no home folder, no other project, no ``/run``). The protected paths of the root
+(``.agentfsm``…) are hidden behind empty read-only mounts, even when they do not exist yet.
+No network namespace is shared unless ``allow_network``; capabilities are dropped and no
+further user namespace may be created. The command runs in its own PID namespace: when it
+exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
+with it. :func:`detect_sandbox` probes once per process that bubblewrap works here.
+
+Beyond that: root-only readable entries of ``/etc`` are hidden too; the agent's own
+interpreter, site-packages and package stay read-only even inside the workspace; a seccomp
+filter (:mod:`~agentfsm.sandbox._seccomp`) refuses setuid and setgid bits; the environment is
+an allow-list (:func:`~agentfsm.sandbox._process.sandbox_environ`); each command runs under
+:class:`~agentfsm.sandbox._limits.ResourceLimits`. Every hiding mount comes after the paths
+the settings open, so widening reads or writes never uncovers what is hidden.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._install_paths import agent_install_paths
+from ._limits import ResourceLimits, pids_cgroup
+from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
+from ._seccomp import setuid_filter, setuid_filter_path
+
+__all__ = ["PROTECTED_DIR", "BubblewrapSandbox", "ResourceLimits", "detect_sandbox"]
+
+PROTECTED_DIR = ".agentfsm"
+"""The agent's own folder in a workspace (settings): out of the model's reach."""
+
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Read-only in the sandbox (mirrored as symlinks where they are symlinks, merged ``/usr``)."""
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_*_key",
+    "/etc/ssl/private",
+)
+"""Hidden inside ``/etc``: a sandbox started by root still owns root's files."""
+ETC_WALK_LIMIT = 50_000
+"""At most this many entries of ``/etc`` are looked at for root-only ones (once per process)."""
+MIN_BWRAP = (0, 8)
+"""The oldest bubblewrap accepted (``--disable-userns`` came in 0.8)."""
+SANDBOX_TMP = "/tmp"
+SANDBOX_HOME = "/tmp/home"
+
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+USERNS_HINT = (
+    "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 / "
+    "kernel.apparmor_restrict_unprivileged_userns=0)"
+)
+OPT_OUT_HINT = "or pass --no-sandbox to run without one (unsafe)"
+UPGRADE_HINT = "upgrade bubblewrap (0.8 or newer)"
+PRLIMIT_HINT = "install prlimit (Debian/Ubuntu: apt-get install util-linux)"
+# Runs bwrap with the setuid filter on fd 3, after joining the pids cgroup when there is one.
+_LAUNCH = (
+    'f=$0 g=$1; shift; if [ -n "$g" ] && ! echo 0 > "$g"; then '
+    'echo "agentfsm: cannot join the pids cgroup $g" >&2; exit 126; fi; exec "$@" 3<"$f"'
+)
+
+
+def _unavailable(problem: str, *hints: str) -> SandboxUnavailable:
+    return SandboxUnavailable(
+        f"No OS sandbox for the agent's commands: {problem}. "
+        f"To fix it: {'; '.join(hints)}; {OPT_OUT_HINT}."
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _bwrap_version(bwrap: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"\d+(?:\.\d+)+", done.stdout)
+    return found.group(0) if found else None
+
+
+def _older(version: str | None) -> bool:
+    return version is not None and tuple(map(int, version.split(".")[:2])) < MIN_BWRAP
+
+
+@functools.lru_cache(maxsize=1)
+def _etc_hidden() -> tuple[tuple[str, bool], ...]:
+    """The entries of ``/etc`` that others may not read (``mode & 0o004 == 0``), files and
+    folders (a hidden folder is not looked into), as (path, is a folder); symlinks are
+    skipped (their targets are looked at where they are)."""
+    found: list[tuple[str, bool]] = []
+    folders, seen = ["/etc"], 0
+    while folders and seen < ETC_WALK_LIMIT:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            folder = stat.S_ISDIR(info.st_mode)
+            if not info.st_mode & stat.S_IROTH:
+                found.append((entry.path, folder))
+            elif folder:
+                folders.append(entry.path)
+    return tuple(sorted(found))
+
+
+def _inside(path: Path, folders: Iterable[str | Path]) -> bool:
+    return any(path == Path(f) or path.is_relative_to(f) for f in folders)
+
+
+def _absolute(paths: Iterable[str | Path], what: str) -> tuple[Path, ...]:
+    resolved = []
+    for path in paths:
+        if not Path(path).is_absolute():
+            raise ValueError(f"{what} must be absolute paths, not {str(path)!r}")
+        normal = Path(os.path.normpath(path))
+        if normal.parent == normal:
+            raise ValueError(f"{what} cannot hold / (it would open the whole machine)")
+        resolved.append(normal)
+    return tuple(resolved)
+
+
+class BubblewrapSandbox:
+    """Runs commands under ``bwrap``: see the module's docstring for the policy.
+
+    ``read_paths`` and ``write_paths`` (absolute, not ``/``) widen it; ``protected`` names
+    paths relative to ``root`` that the command can neither read nor change; ``env`` names
+    more variables the command gets (an allow-list); ``limits`` bounds each command;
+    ``install_paths`` are the folders of the agent's own code (default:
+    :func:`~agentfsm.sandbox._install_paths.agent_install_paths`), read-only where they lie
+    inside the root or a write path.
+
+    Raises:
+        SandboxUnavailable: bubblewrap is older than 0.8, no setuid filter exists for this
+            architecture, or ``prlimit`` is missing.
+    """
+
+    name = "bubblewrap"
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        allow_network: bool = False,
+        read_paths: Sequence[str | Path] = (),
+        write_paths: Sequence[str | Path] = (),
+        protected: Sequence[str] = (PROTECTED_DIR,),
+        bwrap: str = "bwrap",
+        env: Sequence[str] = (),
+        limits: ResourceLimits | None = None,
+        install_paths: Sequence[str | Path] | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        if self.root == Path("/"):
+            raise ValueError("the workspace root of a sandbox cannot be /")
+        self.allow_network = allow_network
+        self.read_paths = _absolute(read_paths, "read_paths")
+        self.write_paths = _absolute(write_paths, "write_paths")
+        self.protected = tuple(self._protected_path(p) for p in dict.fromkeys(protected))
+        self.env = env_names(env)
+        self.limits = ResourceLimits() if limits is None else limits
+        installed = agent_install_paths() if install_paths is None else install_paths
+        self.install_paths = tuple(Path(os.path.realpath(p)) for p in installed)
+        self.bwrap = shutil.which(bwrap) or bwrap
+        self.version = _bwrap_version(self.bwrap)
+        if _older(self.version):
+            raise _unavailable(
+                f"bubblewrap {self.version} ({self.bwrap}) is older than 0.8: it cannot "
+                "forbid new user namespaces inside the sandbox (--disable-userns)",
+                UPGRADE_HINT,
+            )
+        try:
+            setuid_filter()
+        except ValueError as error:
+            raise _unavailable(str(error)) from None
+        prlimit = shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        if prlimit is None:
+            raise _unavailable("prlimit (util-linux) was not found", PRLIMIT_HINT)
+        self.prlimit = prlimit
+
+    def _protected_path(self, relative: str) -> Path:
+        path = Path(os.path.normpath(self.root / relative))
+        if path == self.root or not path.is_relative_to(self.root):
+            raise ValueError(f"protected path {relative!r} is not inside {self.root}")
+        return path
+
+    def _interpreter(self) -> list[Path]:
+        """The running Python's prefixes, unless the system dirs or the root hold them."""
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        found = []
+        for prefix in sorted(prefixes):
+            path = Path(prefix).resolve()
+            if not _inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
+                found.append(path)
+        return found
+
+    def _own_code(self) -> list[Path]:
+        """The agent's own code folders that the root or a write path would make writable."""
+        writable = (self.root, *self.write_paths)
+        return [p for p in self.install_paths if _inside(p, writable)]
+
+    def _system_secrets(self) -> list[str]:
+        return sorted({p for pattern in SYSTEM_SECRETS for p in glob.glob(pattern)})
+
+    def _hidden_system(self) -> list[tuple[str, bool]]:
+        """What is hidden outside the root: the known secrets and root-only ``/etc`` entries,
+        without those beneath another hidden folder."""
+        entries = dict(_etc_hidden())
+        for secret in self._system_secrets():
+            entries.setdefault(secret, os.path.isdir(secret))
+        folders = [Path(p) for p, folder in entries.items() if folder]
+        return [
+            (path, folder)
+            for path, folder in sorted(entries.items())
+            if not any(Path(path) != f and Path(path).is_relative_to(f) for f in folders)
+        ]
+
+    def _flags(self) -> list[str]:
+        flags = ["--unshare-all", "--unshare-user", "--disable-userns"]
+        if self.allow_network:
+            flags.append("--share-net")
+        # The command is the PID namespace's init: bwrap then returns only once the namespace
+        # is gone (its own init would report the exit code first and be reaped by no one).
+        return [
+            *flags,
+            "--as-pid-1",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--seccomp",
+            "3",
+        ]
+
+    def _mounts(self) -> list[str]:
+        tmp_bytes = str(self.limits.tmp_mb << 20)
+        args = ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", SANDBOX_TMP]
+        args += ["--dir", SANDBOX_HOME]
+        for folder in SYSTEM_DIRS:
+            if os.path.islink(folder):
+                args += ["--symlink", os.readlink(folder), folder]
+            elif os.path.isdir(folder):
+                args += ["--ro-bind", folder, folder]
+        for path in (*self._interpreter(), *self.read_paths):
+            args += ["--ro-bind-try", str(path), str(path)]
+        resolv = Path("/etc/resolv.conf")
+        if self.allow_network and resolv.is_symlink():
+            target = resolv.resolve()
+            if not _inside(target, SYSTEM_DIRS):
+                args += ["--ro-bind-try", str(target), str(target)]
+        args += ["--bind", str(self.root), str(self.root)]
+        for path in self.write_paths:
+            args += ["--bind-try", str(path), str(path)]
+        for path in self._own_code():
+            args += ["--ro-bind-try", str(path), str(path)]
+        # Hiding comes last: no read or write path of the settings can uncover it.
+        for secret, is_folder in self._hidden_system():
+            if is_folder:
+                args += ["--tmpfs", secret, "--remount-ro", secret]
+            else:
+                args += ["--ro-bind", "/dev/null", secret]
+        for path in self.protected:
+            if not any(path.is_relative_to(other) for other in self.protected if other != path):
+                args += self._protect(path)
+        return [*args, "--remount-ro", "/"]
+
+    def _protect(self, path: Path) -> list[str]:
+        args = []
+        # Folders between the root and a protected path become mount points: they cannot be
+        # renamed away (and the protected path recreated in their place).
+        for ancestor in reversed(path.relative_to(self.root).parents[:-1]):
+            folder = self.root / ancestor
+            if folder.is_dir() and not folder.is_symlink():
+                args += ["--bind", str(folder), str(folder)]
+        if path.exists() and not path.is_dir():
+            return [*args, "--ro-bind", "/dev/null", str(path)]
+        # A folder, or nothing yet: an empty read-only tmpfs (bubblewrap creates the folder).
+        return [*args, "--tmpfs", str(path), "--remount-ro", str(path)]
+
+    def argv(self, command: str, cwd: Path) -> list[str]:
+        """The ``bwrap`` command line that runs ``sh -c command`` in ``cwd`` under ``prlimit``
+        (it reads the setuid filter from descriptor 3: :meth:`command` opens it)."""
+        return [
+            self.bwrap,
+            *self._flags(),
+            *self._mounts(),
+            "--chdir",
+            str(cwd),
+            "--",
+            self.prlimit,
+            *self.limits.prlimit_args(),
+            "/bin/sh",
+            "-c",
+            command,
+        ]
+
+    def _pids_cgroup(self) -> Path | None:
+        """Where root's processes are bounded (``RLIMIT_NPROC`` does not apply to root)."""
+        return pids_cgroup(self.limits.processes) if os.geteuid() == 0 else None
+
+    def environment(self) -> dict[str, str]:
+        """The allow-listed environment (:func:`sandbox_environ` with ``env``), with a private
+        ``HOME`` and ``TMPDIR``."""
+        return {**sandbox_environ(self.env), "HOME": SANDBOX_HOME, "TMPDIR": SANDBOX_TMP}
+
+    def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+        cgroup = self._pids_cgroup()
+        launch = ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), str(cgroup or "")]
+        return [*launch, *self.argv(command, cwd)], self.environment()
+
+    def _process_bound(self) -> str:
+        if os.geteuid() != 0:
+            return f"at most {self.limits.processes} (RLIMIT_NPROC)"
+        if self._pids_cgroup() is not None:
+            return f"at most {self.limits.processes} (a pids cgroup of the agent process)"
+        return "NOT BOUNDED: running as root and no pids cgroup could be made"
+
+    def describe(self) -> dict[str, Any]:
+        system = [f for f in SYSTEM_DIRS if os.path.lexists(f)]
+        hidden = [path for path, _ in self._hidden_system()]
+        return {
+            "mechanism": "bubblewrap",
+            "version": self.version,
+            "network": self.allow_network,
+            "write": [str(self.root), *map(str, self.write_paths), f"private {SANDBOX_TMP}"],
+            "read": [*system, *map(str, self._interpreter()), *map(str, self.read_paths)],
+            "read_only": [str(p) for p in self._own_code()],
+            "hidden": [*map(str, self.protected), *hidden],
+            "home": SANDBOX_HOME,
+            "environment": [*ALLOWED_ENV, "LC_*", *self.env],
+            "limits": {**self.limits.describe(), "processes_bound": self._process_bound()},
+            "setuid": "refused (seccomp filter)",
+            "processes": "own PID namespace: every process dies with the call",
+        }
+
+    def __repr__(self) -> str:
+        return f"BubblewrapSandbox({str(self.root)!r}, allow_network={self.allow_network})"
+
+
+_PROBES: dict[tuple[str, bool], str | None] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def _probe(bwrap: str, allow_network: bool) -> str | None:
+    """Why ``bwrap`` fails here with these namespaces (``None``: it works); run once."""
+    key = (bwrap, allow_network)
+    with _PROBE_LOCK:
+        if key not in _PROBES:
+            with tempfile.TemporaryDirectory(prefix="agentfsm-probe-") as folder:
+                sandbox = BubblewrapSandbox(folder, allow_network=allow_network, bwrap=bwrap)
+                argv, env = sandbox.command("true", sandbox.root)
+                try:
+                    done = subprocess.run(
+                        argv,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        text=True,
+                        timeout=30,
+                        check=False,
+                    )
+                except (OSError, subprocess.SubprocessError) as error:
+                    _PROBES[key] = str(error)
+                else:
+                    lines = done.stderr.strip().splitlines()
+                    why = lines[0] if lines else f"exit code {done.returncode}"
+                    _PROBES[key] = None if done.returncode == 0 else why
+        return _PROBES[key]
+
+
+def detect_sandbox(
+    root: str | Path,
+    *,
+    allow_network: bool = False,
+    read_paths: Sequence[str | Path] = (),
+    write_paths: Sequence[str | Path] = (),
+    protected: Sequence[str] = (PROTECTED_DIR,),
+    bwrap: str = "bwrap",
+    env: Sequence[str] = (),
+    limits: ResourceLimits | None = None,
+) -> CommandSandbox:
+    """The OS sandbox that works on this machine, for commands run in ``root``.
+
+    ``env`` and ``limits`` are those of :class:`BubblewrapSandbox`. Raises
+    :class:`SandboxUnavailable` saying what to install, upgrade or enable when none works
+    (bubblewrap older than 0.8 is refused).
+    """
+    if not sys.platform.startswith("linux"):
+        raise _unavailable(f"no sandbox is implemented for {sys.platform} yet")
+    found = shutil.which(bwrap)
+    if found is None:
+        raise _unavailable(f"{bwrap!r} (bubblewrap) was not found", INSTALL_HINT)
+    failure = _probe(found, allow_network)
+    if failure is not None:
+        hints = [USERNS_HINT]
+        if "unknown option" in failure.lower():
+            hints.insert(0, UPGRADE_HINT)
+        raise _unavailable(f"bubblewrap ({found}) does not work here: {failure}", *hints)
+    return BubblewrapSandbox(
+        root,
+        allow_network=allow_network,
+        read_paths=read_paths,
+        write_paths=write_paths,
+        protected=protected,
+        bwrap=found,
+        env=env,
+        limits=limits,
+    )

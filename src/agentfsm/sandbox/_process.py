@@ -1,0 +1,311 @@
+"""Running a shell command through a sandbox, with a timeout and capped output.
+
+Shared by the ``verify`` gate and the workspace ``shell`` tool. The command runs in its own
+process group; when it exits, times out or its caller is cancelled, the group is killed, so
+nothing of the call is left behind (a sandbox with a PID namespace also takes the processes
+that left the group, such as ``setsid`` children).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import re
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ._errors import RunRefused
+
+__all__ = [
+    "CommandSandbox",
+    "SandboxUnavailable",
+    "Unsandboxed",
+    "env_names",
+    "run_command",
+    "sandbox_environ",
+    "scrubbed_environ",
+]
+
+_SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|PRIVATE|^AWS_|^OPENAI_|^ANTHROPIC_",
+    re.IGNORECASE,
+)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What a name in an environment allow-list must look like."""
+ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ")
+"""The variables every sandboxed command gets (with ``LC_*``), when this process has them."""
+DRAIN_SECONDS = 1.0
+"""How long the output is still read after the command exited and its group was killed
+(a process outside the group may hold the pipe open; then reading stops)."""
+
+
+def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) without the variables that look like secrets.
+
+    Dropped: names containing KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH, COOKIE
+    or PRIVATE (any case), and names starting with AWS_, OPENAI_ or ANTHROPIC_. PATH, LANG,
+    LC_*, TERM, TZ and the like are kept. A deny-list misses secrets under other names
+    (``LLM_CREDS``, ``OTEL_EXPORTER_OTLP_HEADERS``, a proxy URL with a password): commands
+    get :func:`sandbox_environ`, an allow-list, instead.
+    """
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if not _SECRET_NAME.search(name)}
+
+
+def env_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` checked to be environment variable names, without duplicates.
+
+    Raises:
+        ValueError: a name is not ``[A-Za-z_][A-Za-z0-9_]*``.
+    """
+    names = tuple(dict.fromkeys(names))
+    for name in names:
+        if not isinstance(name, str) or ENV_NAME.fullmatch(name) is None:
+            raise ValueError(f"{name!r} is not an environment variable name")
+    return names
+
+
+def sandbox_environ(
+    names: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a sandboxed command: an allow-list of ``environ`` (default: this
+    process's).
+
+    Kept: ``PATH``, ``LANG``, ``LANGUAGE``, ``LC_*``, ``TERM``, ``COLORTERM``, ``TZ`` and
+    the ``names`` given (the user's ``"sandbox": {"env": [...]}``). Everything else, API
+    keys, tokens, proxy URLs with passwords, ``OTEL_*`` headers, is left out whatever its
+    name. The sandbox then sets its own ``HOME`` and ``TMPDIR``.
+    """
+    source = os.environ if environ is None else environ
+    wanted = {*ALLOWED_ENV, *env_names(names)}
+    return {
+        name: value for name, value in source.items() if name in wanted or name.startswith("LC_")
+    }
+
+
+class SandboxUnavailable(RuntimeError, RunRefused):
+    """No OS sandbox works on this machine; the message says what to install or enable."""
+
+
+@runtime_checkable
+class CommandSandbox(Protocol):
+    """Runs a shell command line confined by an OS mechanism (or, explicitly, not at all)."""
+
+    @property
+    def name(self) -> str:
+        """The mechanism: ``"bubblewrap"``, … or ``"none"`` for the explicit opt-out."""
+        ...
+
+    def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+        """The argv and environment that run ``sh -c command`` in ``cwd`` inside the sandbox."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the sandbox allows, as JSON (recorded in the session)."""
+        ...
+
+
+class Unsandboxed:
+    """The explicit opt-out: commands run as this process's user, with its full access.
+
+    Only the environment is narrowed, to the allow-list of :func:`sandbox_environ` (plus
+    ``env``) with this process's ``HOME`` and ``TMPDIR``. No resource limit and no setuid
+    filter apply: a command can make a setuid file. When the command exits its process group
+    is killed, but a process that left the group (``setsid``) survives the call; on a timeout
+    or a cancel everything still under the command is killed too.
+    """
+
+    name = "none"
+    env: tuple[str, ...] = ()
+    """More variables the commands get (a subclass that skips ``__init__`` gets none)."""
+
+    def __init__(self, *, env: Iterable[str] = ()) -> None:
+        self.env = env_names(env)
+
+    def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
+        environ = sandbox_environ(self.env)
+        for name in ("HOME", "TMPDIR"):
+            if name in os.environ:
+                environ[name] = os.environ[name]
+        return ["/bin/sh", "-c", command], environ
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "mechanism": "none",
+            "network": True,
+            "write": "everything this user may write",
+            "read": "everything this user may read",
+            "environment": [*ALLOWED_ENV, "LC_*", "HOME", "TMPDIR", *self.env],
+            "setuid": "allowed",
+            "limits": None,
+        }
+
+    def __repr__(self) -> str:
+        return "Unsandboxed()"
+
+
+class _CappedText:
+    """Decoded output; past ``limit`` characters only its head and tail are kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.half = max(limit // 2, 1)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.kept = ""
+        self.head: str | None = None
+        self.tail = ""
+        self.total = 0
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> None:
+        text = self.decoder.decode(chunk, final=final)
+        self.total += len(text)
+        if self.head is None:
+            self.kept += text
+            if len(self.kept) > self.limit:
+                kept, self.kept = self.kept, ""
+                self.head, self.tail = kept[: self.half], kept[self.half :][-self.half :]
+        else:
+            self.tail = (self.tail + text)[-self.half :]
+
+    def text(self) -> str:
+        if self.head is None:
+            return self.kept
+        cut = self.total - len(self.head) - len(self.tail)
+        return f"{self.head}\n… [{cut} characters cut] …\n{self.tail}"
+
+    async def read(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self.feed(chunk)
+        self.feed(b"", final=True)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started, from ``/proc`` (empty where the kernel does not say)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        children = _children(parents.pop())
+        found += children
+        parents += children
+    return found
+
+
+def _kill_tree(pid: int, grace: float = 0.2) -> None:
+    """Kill ``pid``'s group and every process under ``pid`` (``setsid`` children included).
+
+    A plain shell dies first, so it cannot run its next command. A sandbox's monitor (its
+    child lives in another PID namespace) dies last: killing the namespace's init first lets
+    the monitor reap it and exit by itself within ``grace`` seconds, leaving no orphan.
+    """
+    namespace = _pid_namespace(pid)
+    monitor = any(_pid_namespace(c) not in (None, namespace) for c in _children(pid))
+    descendants = _descendants(pid)
+    if not monitor:
+        _kill(pid)
+    for process in descendants:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process, signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    while monitor and _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    _kill(pid)
+
+
+async def run_command(
+    command: str,
+    cwd: str | Path,
+    *,
+    timeout: float,  # noqa: ASYNC109 - the command's own bound, enforced with a kill
+    max_output: int,
+    sandbox: CommandSandbox,
+) -> tuple[int | None, str]:
+    """Run ``sh -c command`` in ``cwd`` through ``sandbox``, in its own process group.
+
+    Returns the exit code (``None`` when it timed out and was killed) and the captured
+    output (stdout and stderr together, head and tail kept past ``max_output`` characters).
+    The group is killed when the command exits, times out or the caller is cancelled.
+    """
+    argv, env = sandbox.command(command, Path(cwd))
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        pipe.close()
+        raise
+    finally:
+        os.close(write_fd)
+    output = _CappedText(max_output)
+    transport: asyncio.BaseTransport | None = None
+    reader: asyncio.Future[None] | None = None
+    try:
+        stream = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), pipe
+        )
+        reader = asyncio.ensure_future(output.read(stream))
+        code: int | None
+        try:
+            code = await asyncio.wait_for(process.wait(), timeout)
+        except TimeoutError:
+            code = None
+            _kill_tree(process.pid)
+        _kill(process.pid)  # whatever the command left in its group dies with the call
+        await process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+    except BaseException:
+        _kill_tree(process.pid)
+        raise
+    finally:
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        if transport is not None:
+            transport.close()
+        else:
+            pipe.close()
+    return code, output.text()
