@@ -64,7 +64,7 @@ async def test_openrouter_gemini_cache_usage_through_the_adapter(stream: bool) -
                 Reply.sse(
                     [
                         chunk({"role": "assistant", "content": "ok"}),
-                        chunk({}, finish_reason="stop"),
+                        chunk({}, finish="stop"),
                         f"data: {json.dumps({'choices': [], 'usage': GEMINI_USAGE})}\n\n",
                         DONE,
                     ]

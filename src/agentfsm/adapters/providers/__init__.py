@@ -1,5 +1,6 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
+from ._finish import FINISH_REASONS
 from .anthropic import AnthropicChat
 from .anthropic_wire import AnthropicQuirks
 from .endpoints import endpoint_url
@@ -19,6 +20,7 @@ __all__ = [
     "AnthropicChat",
     "AnthropicQuirks",
     "ErrorKind",
+    "FINISH_REASONS",
     "Limits",
     "OpenAIChat",
     "OpenAIQuirks",

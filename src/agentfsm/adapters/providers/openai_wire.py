@@ -29,6 +29,7 @@ from agentfsm.engine.messages import (
 )
 from agentfsm.engine.text import utf8_bytes
 
+from ._finish import normalize_finish
 from .limits import BadShape, Limits, TooLarge, loads_bounded
 from .shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
 from .usage import merge_usage_fields, openai_usage
@@ -221,12 +222,10 @@ def decode_arguments(
 
 
 def normalize_finish_reason(reason: str | None, has_tool_calls: bool) -> str | None:
-    """``tool_calls`` whenever calls are present (some servers say ``stop``)."""
-    if has_tool_calls:
-        return "tool_calls"
-    if reason == "function_call":
-        return "tool_calls"
-    return reason
+    """``reason`` in the common vocabulary (:data:`~agentfsm.adapters.providers.
+    FINISH_REASONS`): ``tool_calls`` whenever calls are present (some servers say ``stop``),
+    ``other`` for a reason not known, ``stop`` for an empty one."""
+    return normalize_finish(reason, has_tool_calls)[0]
 
 
 def _text(value: Any) -> str:
@@ -324,12 +323,16 @@ def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> C
     reasoning = _reasoning(message)
     reply = AssistantMessage(content, tool_calls=calls, reasoning=reasoning or None)
     groq = opt_dict(data.get("x_groq"), "x_groq")
+    finish, raw_reason = normalize_finish(
+        opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)
+    )
     return ChatResult(
         reply,
         openai_usage(opt_dict(data.get("usage"), "usage") or groq.get("usage")),
-        normalize_finish_reason(opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)),
+        finish,
         data.get("model") if isinstance(data.get("model"), str) else None,
         data.get("id") if isinstance(data.get("id"), str) else None,
+        raw_reason,
     )
 
 
@@ -378,6 +381,8 @@ class StreamAccumulator:
     by_index: dict[int, _PartialCall] = field(factory=dict, init=False)
     usage: dict[str, Any] = field(factory=dict, init=False)
     finish_reason: str | None = field(default=None, init=False)
+    empty_finish: bool = field(default=False, init=False)
+    """A chunk said ``finish_reason: ""`` (read as ``stop`` when no other reason came)."""
     model: str | None = field(default=None, init=False)
     response_id: str | None = field(default=None, init=False)
     chunks: int = field(default=0, init=False)
@@ -421,6 +426,8 @@ class StreamAccumulator:
             finish = opt_str(choice.get("finish_reason"), "finish_reason")
             if finish:
                 self.finish_reason = finish
+            elif finish == "":
+                self.empty_finish = True
         return new_text, new_reasoning
 
     def _new_slot(self, index: int | None) -> _PartialCall:
@@ -504,12 +511,12 @@ class StreamAccumulator:
         reply = AssistantMessage(
             self.text.text(), tool_calls=calls, reasoning=self.reasoning.text() or None
         )
+        given = self.finish_reason
+        if given is None and self.empty_finish:
+            given = ""
+        finish, raw_reason = normalize_finish(given, bool(calls))
         return ChatResult(
-            reply,
-            openai_usage(self.usage),
-            normalize_finish_reason(self.finish_reason, bool(calls)),
-            self.model,
-            self.response_id,
+            reply, openai_usage(self.usage), finish, self.model, self.response_id, raw_reason
         )
 
     @property
