@@ -274,3 +274,14 @@ async def test_an_abort_stops_the_continuations() -> None:
             await chat([UserMessage("x")], [], signal=controller.signal, on_delta=abort_on_text)
         assert raised.value.kind == "aborted"
         assert len(server.requests) == 1
+
+
+async def test_a_paused_reply_with_calls_to_answer_is_not_sent_back() -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}
+    with FakeProviderServer() as server:
+        server.enqueue(Reply.json(message("pause_turn", [call], {"input_tokens": 1})))
+        chat = AnthropicChat("m", base_url=server.base_url, stream=False, timeouts=FAST)
+        result = await chat([UserMessage("x")], [])
+        assert len(server.requests) == 1
+    assert [c.name for c in result.message.tool_calls] == ["read"]
+    assert (result.finish_reason, result.finish_reason_raw) == ("tool_calls", "pause_turn")

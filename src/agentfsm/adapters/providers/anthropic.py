@@ -129,8 +129,9 @@ class AnthropicChat(HttpAdapter):
             content: list[list[dict[str, Any]]] = [[]]
             sent = _continued(body, paused) if paused else body
             results.append(await self._call(self._attempt(sent, signal, on_delta, content), signal))
-            if results[-1].finish_reason_raw != "pause_turn":
-                break
+            last = results[-1]
+            if last.finish_reason_raw != "pause_turn" or last.message.tool_calls:
+                break  # finished, or calls to answer first (never sent back unanswered)
             if len(results) > self.pause_continuations:
                 break
             if signal is not None and signal.aborted:
