@@ -9,7 +9,7 @@ import pytest
 
 from agentfsm import UserMessage
 from agentfsm.adapters.providers import OpenAIChat, OpenAIQuirks, Timeouts
-from agentfsm.adapters.providers._think import ThinkSplitter, split_think
+from agentfsm.adapters.providers._think import MAX_LEADING_SPACE, ThinkSplitter, split_think
 from agentfsm.adapters.providers.profiles import quirk_profile
 from agentfsm.conformance.frames import DONE, chunk, completion, openai_url
 from agentfsm.engine.protocols import ChatDelta
@@ -124,6 +124,16 @@ async def test_a_held_back_tag_start_is_text_when_the_stream_ends() -> None:
         result = await chat([UserMessage("x")], [], on_delta=deltas.append)
     assert (result.message.content, result.message.reasoning) == (" <thi", None)
     assert [(d.kind, d.text) for d in deltas] == [("text", " <thi")]
+
+
+def test_leading_whitespace_is_held_back_only_so_far() -> None:
+    splitter = ThinkSplitter()
+    held = " " * MAX_LEADING_SPACE
+    assert splitter.feed(held) == ("", "")
+    assert splitter.feed(" ") == (held + " ", "")  # past the bound: the answer is text
+    assert splitter.feed("<think>x</think>") == ("<think>x</think>", "")
+    assert split_think(held + "<think>x</think>y") == ("y", "x")
+    assert split_think(held + " <think>x</think>y") == (held + " <think>x</think>y", "")
 
 
 def test_the_quirk_is_named_like_the_others() -> None:

@@ -3,10 +3,13 @@ and their distills behind routers that pass the model's output through unparsed)
 
 from __future__ import annotations
 
-__all__ = ["OPEN_TAG", "CLOSE_TAG", "ThinkSplitter", "split_think"]
+__all__ = ["CLOSE_TAG", "MAX_LEADING_SPACE", "OPEN_TAG", "ThinkSplitter", "split_think"]
 
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
+MAX_LEADING_SPACE = 1024
+"""Whitespace held back before a possible ``<think>`` at most (characters): past it the
+answer is text, so a stream of blanks never piles up outside the reply's size bound."""
 
 
 def _held(text: str, tag: str) -> int:
@@ -20,7 +23,8 @@ def _held(text: str, tag: str) -> int:
 class ThinkSplitter:
     """Splits streamed answer text into (text, reasoning) pieces as it arrives.
 
-    Only a ``<think>`` opening the answer (after whitespace) counts; the reasoning runs to
+    Only a ``<think>`` opening the answer (after at most :data:`MAX_LEADING_SPACE`
+    characters of whitespace) counts; the reasoning runs to
     the first ``</think>``, and the whitespace right after that tag is dropped. A tag split
     across pieces is held back until it is whole. An answer whose ``<think>`` is never
     closed is all reasoning (a reply cut off while thinking has no answer text). Text
@@ -44,11 +48,12 @@ class ThinkSplitter:
         if self._state == "start":
             self._pending += piece
             stripped = self._pending.lstrip()
-            if stripped.startswith(OPEN_TAG):
+            near = len(self._pending) - len(stripped) <= MAX_LEADING_SPACE
+            if near and stripped.startswith(OPEN_TAG):
                 self._state = "inside"
                 rest, self._pending = stripped[len(OPEN_TAG) :], ""
                 return self._inside(rest)
-            if OPEN_TAG.startswith(stripped):
+            if near and OPEN_TAG.startswith(stripped):
                 return "", ""  # whitespace, or the tag's first characters: wait
             self._state = "text"
             text, self._pending = self._pending, ""
