@@ -219,7 +219,8 @@ class OpenAIChat(HttpAdapter):
                     terminal[0] = True
         finally:
             await events.aclose()
-        text, reasoning = acc.finish()  # what a possible <think> tag held back
+        with shape_guard(self._ctx, in_stream=True, started=started[0]):
+            text, reasoning = acc.finish()  # what a possible <think> tag held back
         if on_delta is not None:
             if reasoning:
                 on_delta(ChatDelta("thinking", reasoning))
