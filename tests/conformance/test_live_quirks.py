@@ -22,7 +22,7 @@ from .proxy_server import Proxy, answer
 ANTHROPIC_NAMES = "explicit_tool_choice, stream_with_tools, string_content"
 OPENAI_NAMES = (
     "stream_options, stream_with_tools, null_assistant_content, max_tokens_field, "
-    "explicit_tool_choice, tool_string_max_length"
+    "explicit_tool_choice, tool_string_max_length, think_tags"
 )
 CORRECT = Proxy(tools_need_choice=False, empty_auto_stream=False)
 

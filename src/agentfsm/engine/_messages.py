@@ -194,8 +194,13 @@ class ChatResult:
     usage: Usage | None = None
     """Tokens the call used, when the provider reported them."""
     finish_reason: str | None = None
-    """The provider's finish reason, normalized where the adapter knows better."""
+    """Why the answer ended. The bundled adapters give one of ``stop``, ``length``,
+    ``tool_calls``, ``content_filter`` or ``other`` (``None`` when the provider gave no
+    reason); see ``docs/providers.md``."""
     model: str | None = None
     """The model that answered, when the provider said."""
     response_id: str | None = None
     """The provider's id of the response (``chatcmpl-…``, ``msg_…``), when it gave one."""
+    finish_reason_raw: str | None = None
+    """The provider's own finish reason when it is not one the adapter knows (then
+    ``finish_reason`` is ``other``) or is empty; ``None`` otherwise."""

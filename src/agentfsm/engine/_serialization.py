@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar, get_args
 
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
 from ._errors import RecordedError, error_name
 from ._events import AgentEvent
-from ._messages import Message
+from ._messages import ChatResult, Message
 from ._text import escape_surrogates
 
 __all__ = [
@@ -55,6 +56,13 @@ def _structure_tagged(table: dict[str, type], key: str, what: str) -> Any:
 
 converter.register_structure_hook(Message, _structure_tagged(_MESSAGES, "role", "message"))
 converter.register_structure_hook(AgentEvent, _structure_tagged(_EVENTS, "type", "event"))
+# ``finish_reason_raw`` is written only when set, so results without it serialize as before.
+converter.register_unstructure_hook(
+    ChatResult,
+    make_dict_unstructure_fn(
+        ChatResult, converter, finish_reason_raw=override(omit_if_default=True)
+    ),
+)
 converter.register_unstructure_hook(
     BaseException, lambda e: {"name": error_name(e), "message": str(e)}
 )

@@ -6,6 +6,7 @@ from ._anthropic import AnthropicChat
 from ._anthropic_wire import AnthropicQuirks
 from ._endpoints import endpoint_url
 from ._errors import ErrorKind, ProviderError
+from ._finish import FINISH_REASONS
 from ._http_adapter import default_http_client
 from ._keys import Secret
 from ._limits import Limits
@@ -28,6 +29,7 @@ __all__ = [
     "AnthropicChat",
     "AnthropicQuirks",
     "ErrorKind",
+    "FINISH_REASONS",
     "LOCAL_CONTEXT_TOKENS",
     "LOCAL_MODEL_NAME",
     "LOCAL_QUIRKS",

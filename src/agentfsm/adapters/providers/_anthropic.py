@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolSpec
 from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from ._anthropic_wire import AnthropicQuirks, EventAccumulator, build_request, parse_message
@@ -21,9 +21,12 @@ from ._retry import RetryPolicy
 from ._shapes import shape_guard
 from ._transport import Timeouts, bad_response, iter_events, read_error, send
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicChat"]
+__all__ = ["ANTHROPIC_VERSION", "PAUSE_CONTINUATIONS", "AnthropicChat"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+PAUSE_CONTINUATIONS = 5
+"""How many times :class:`AnthropicChat` continues a turn paused with ``pause_turn``."""
 
 
 class AnthropicChat(HttpAdapter):
@@ -49,6 +52,10 @@ class AnthropicChat(HttpAdapter):
         headers: Extra request headers.
         name: The provider name used in errors.
         limits: Size, count and nesting bounds of a reply (see ``Limits``).
+        pause_continuations: How many times a reply that ends in ``pause_turn`` (a server
+            tool paused a long turn) is sent back so the model can finish it; the replies
+            come back as one merged result. After the last one the result's
+            ``finish_reason`` is ``other`` with ``finish_reason_raw`` ``pause_turn``.
     """
 
     default_name = "anthropic"
@@ -70,6 +77,7 @@ class AnthropicChat(HttpAdapter):
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
         limits: Limits | None = None,
+        pause_continuations: int = PAUSE_CONTINUATIONS,
     ) -> None:
         super().__init__(
             model,
@@ -84,6 +92,7 @@ class AnthropicChat(HttpAdapter):
             limits=limits,
         )
         self.quirks = quirks if quirks is not None else AnthropicQuirks()
+        self.pause_continuations = max(0, pause_continuations)
 
     def _request(self, body: dict[str, Any]) -> httpx.Request:
         headers = {
@@ -114,6 +123,32 @@ class AnthropicChat(HttpAdapter):
             stream=self.stream and (self.quirks.stream_with_tools or not tools),
             quirks=self.quirks,
         )
+        results: list[ChatResult] = []
+        paused: list[dict[str, Any]] = []
+        while True:
+            content: list[list[dict[str, Any]]] = [[]]
+            sent = _continued(body, paused) if paused else body
+            results.append(await self._call(self._attempt(sent, signal, on_delta, content), signal))
+            last = results[-1]
+            if last.finish_reason_raw != "pause_turn" or last.message.tool_calls:
+                break  # finished, or calls to answer first (never sent back unanswered)
+            if len(results) > self.pause_continuations:
+                break
+            if signal is not None and signal.aborted:
+                raise ProviderError(
+                    "aborted", "aborted before continuing a paused turn", provider=self.name
+                )
+            paused.extend(content[0])
+        return results[0] if len(results) == 1 else _merged(results)
+
+    def _attempt(
+        self,
+        body: dict[str, Any],
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+        content: list[list[dict[str, Any]]],
+    ) -> Callable[[Deadline], Awaitable[ChatResult]]:
+        """One request as a retryable attempt; the reply's content blocks go to ``content``."""
 
         async def attempt(deadline: Deadline) -> ChatResult:
             response = await send(
@@ -134,15 +169,19 @@ class AnthropicChat(HttpAdapter):
                 )
             try:
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    return await self._read_stream(response, signal, on_delta, deadline)
-                return await self._read_json(response, signal, deadline)
+                    return await self._read_stream(response, signal, on_delta, deadline, content)
+                return await self._read_json(response, signal, deadline, content)
             finally:
                 await response.aclose()
 
-        return await self._call(attempt, signal)
+        return attempt
 
     async def _read_json(
-        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+        self,
+        response: httpx.Response,
+        signal: SupportsAbort | None,
+        deadline: Deadline,
+        content: list[list[dict[str, Any]]],
     ) -> ChatResult:
         data, text = await self._read_json_body(response, signal, deadline)
         if not isinstance(data, dict):
@@ -168,7 +207,10 @@ class AnthropicChat(HttpAdapter):
                 provider=self.name,
             )
         with shape_guard(self._ctx, status=response.status_code):
-            return parse_message(data, self.limits)
+            result = parse_message(data, self.limits)
+        if result.finish_reason_raw == "pause_turn":
+            content[0] = [b for b in data.get("content") or [] if isinstance(b, dict)]
+        return result
 
     async def _read_stream(
         self,
@@ -176,6 +218,7 @@ class AnthropicChat(HttpAdapter):
         signal: SupportsAbort | None,
         on_delta: DeltaHandler | None,
         deadline: Deadline,
+        content: list[list[dict[str, Any]]],
     ) -> ChatResult:
         acc = EventAccumulator(self.limits)
         started = [False]
@@ -242,4 +285,41 @@ class AnthropicChat(HttpAdapter):
                 provider=self.name,
             )
         with shape_guard(self._ctx, in_stream=True, started=started[0]):
-            return acc.result()
+            result = acc.result()
+            if result.finish_reason_raw == "pause_turn":
+                content[0] = acc.content()
+        return result
+
+
+def _continued(body: dict[str, Any], paused: list[dict[str, Any]]) -> dict[str, Any]:
+    """``body`` with the paused reply's content as the last assistant turn, as the Messages
+    API asks, so the model carries on where it paused."""
+    turns = list(body["messages"])
+    if turns and turns[-1]["role"] == "assistant":  # a prefilled assistant turn: extend it
+        given = turns[-1]["content"]
+        blocks = [{"type": "text", "text": given}] if isinstance(given, str) else list(given)
+        turns[-1] = {"role": "assistant", "content": blocks + paused}
+    else:
+        turns.append({"role": "assistant", "content": list(paused)})
+    return {**body, "messages": turns}
+
+
+def _merged(results: list[ChatResult]) -> ChatResult:
+    """One result for a turn answered in several replies (``pause_turn`` continuations):
+    their text, reasoning and calls in order, their usage summed, the last one's finish."""
+    reasoning = "".join(r.message.reasoning or "" for r in results)
+    message = AssistantMessage(
+        "".join(r.message.content for r in results),
+        tool_calls=[call for r in results for call in r.message.tool_calls],
+        reasoning=reasoning or None,
+    )
+    usages = [r.usage for r in results if r.usage is not None]
+    last = results[-1]
+    return ChatResult(
+        message,
+        sum(usages[1:], usages[0]) if usages else None,
+        last.finish_reason,
+        last.model,
+        last.response_id,
+        last.finish_reason_raw,
+    )

@@ -23,6 +23,7 @@ from agentfsm.engine._messages import (
 )
 from agentfsm.engine._text import utf8_bytes
 
+from ._finish import normalize_finish
 from ._limits import BadShape, Limits, TooLarge
 from ._openai_wire import decode_arguments, unique_call_id
 from ._shapes import Buffer, opt_dict, opt_list, opt_str
@@ -63,22 +64,13 @@ class AnthropicQuirks:
     front of llama-cpp-python renders text blocks into the prompt as a Python ``repr``)."""
 
 
-_STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "refusal": "content_filter",
-}
-
-
 def normalize_stop_reason(reason: str | None, has_tool_calls: bool) -> str | None:
-    """Anthropic stop reasons in the common vocabulary (``stop``, ``tool_calls``, …)."""
-    if has_tool_calls:
-        return "tool_calls"
-    if reason is None:
-        return None
-    return _STOP_REASONS.get(reason, reason)
+    """Anthropic stop reasons in the common vocabulary (:data:`~agentfsm.adapters.
+    providers.FINISH_REASONS`): ``end_turn`` and ``stop_sequence`` are ``stop``,
+    ``max_tokens`` and ``model_context_window_exceeded`` are ``length``, ``refusal`` is
+    ``content_filter``, ``tool_use`` is ``tool_calls``; any other (``pause_turn``) is
+    ``other``."""
+    return normalize_finish(reason, has_tool_calls)[0]
 
 
 def _merge(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -270,12 +262,16 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
             )
             calls.append(ToolCall(call_id, name, arguments, raw_arguments=bad))
     reply = AssistantMessage("".join(text), tool_calls=calls, reasoning="".join(thinking) or None)
+    finish, raw_reason = normalize_finish(
+        opt_str(data.get("stop_reason"), "stop_reason"), bool(calls)
+    )
     return ChatResult(
         reply,
         anthropic_usage(opt_dict(data.get("usage"), "usage")),
-        normalize_stop_reason(opt_str(data.get("stop_reason"), "stop_reason"), bool(calls)),
+        finish,
         data.get("model") if isinstance(data.get("model"), str) else None,
         data.get("id") if isinstance(data.get("id"), str) else None,
+        raw_reason,
     )
 
 
@@ -287,6 +283,10 @@ class _Block:
     name: str = ""
     json_parts: Buffer | None = None
     initial_input: Any = None
+    start: dict[str, Any] = field(factory=dict)
+    """The ``content_block`` its ``content_block_start`` carried."""
+    signature: Buffer | None = None
+    citations: list[Any] = field(factory=list)
 
 
 def _index(value: Any, default: int) -> int:
@@ -367,6 +367,7 @@ class EventAccumulator:
             entry.id = _str(block.get("id"), "content_block.id")
             entry.name = _str(block.get("name"), "content_block.name")
             entry.initial_input = block.get("input")
+            entry.start = dict(block)
             if entry.kind == "text" and block.get("text"):
                 entry.text.append(_str(block["text"], "content_block.text"))
             if entry.kind == "thinking" and block.get("thinking"):
@@ -384,6 +385,16 @@ class EventAccumulator:
                 piece = _str(delta.get("thinking"), "delta.thinking")
                 entry.text.append(piece)
                 return "", piece
+            if delta_type == "signature_delta":
+                if entry.signature is None:
+                    entry.signature = Buffer(self.budget)
+                entry.signature.append(_str(delta.get("signature"), "delta.signature"))
+                return "", ""
+            if delta_type == "citations_delta":
+                if len(entry.citations) >= self.limits.max_blocks:
+                    raise _too_many("citations", "max_blocks", self.limits.max_blocks)
+                entry.citations.append(delta.get("citation"))
+                return "", ""
             if delta_type == "input_json_delta":
                 part = _str(delta.get("partial_json"), "delta.partial_json")
                 if entry.json_parts is None:
@@ -429,13 +440,35 @@ class EventAccumulator:
         reply = AssistantMessage(
             "".join(text), tool_calls=calls, reasoning="".join(thinking) or None
         )
+        finish, raw_reason = normalize_finish(self.stop_reason, bool(calls))
         return ChatResult(
-            reply,
-            anthropic_usage(self.usage),
-            normalize_stop_reason(self.stop_reason, bool(calls)),
-            self.model,
-            self.response_id,
+            reply, anthropic_usage(self.usage), finish, self.model, self.response_id, raw_reason
         )
+
+    def content(self) -> list[dict[str, Any]]:
+        """The reply's content blocks as the Messages API returned them, rebuilt from the
+        events (text with its citations, thinking with its signature, tool inputs, server
+        tool blocks as they started): what a ``pause_turn`` continuation sends back."""
+        out: list[dict[str, Any]] = []
+        for index in self.order:
+            block = self.blocks[index]
+            wire = dict(block.start)
+            wire.setdefault("type", block.kind)
+            if block.kind == "text":
+                wire["text"] = block.text.text()
+                if block.citations:
+                    wire["citations"] = list(block.citations)
+            elif block.kind == "thinking":
+                wire["thinking"] = block.text.text()
+                if block.signature is not None:
+                    wire["signature"] = block.signature.text()
+            elif block.json_parts is not None and block.json_parts.text().strip():
+                arguments, bad = decode_arguments(
+                    block.json_parts.text(), self.limits.max_json_depth
+                )
+                wire["input"] = arguments if bad is None else {}
+            out.append(wire)
+        return out
 
     @property
     def empty(self) -> bool:

@@ -281,24 +281,46 @@ def classify_status(status: int) -> ErrorKind:
     return "bad_request"
 
 
-def _error_fields(body: Any) -> tuple[str, str | None, str | None]:
-    """(message, code, type) from the common error body shapes."""
+def _http_status(value: Any) -> int | None:
+    """An HTTP status code (100-599) given as a number or as digits, else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) == 3:
+        value = int(value)
+    if isinstance(value, int) and 100 <= value <= 599:
+        return value
+    return None
+
+
+def _error_fields(body: Any) -> tuple[str, str | None, str | None, int | None]:
+    """(message, code, type, status) from the common error body shapes; the status is the
+    one the body itself states (``status_code``, ``status`` or a numeric ``code``), which an
+    error sent inside a 200 stream carries in place of the HTTP status."""
     if isinstance(body, list) and body:
         body = body[0]  # Gemini streams errors as a JSON array
     if not isinstance(body, dict):
-        return (str(body) if body is not None else "", None, None)
+        return (str(body) if body is not None else "", None, None, None)
     error = body.get("error", body)
     if isinstance(error, str):
-        return (error, None, body.get("type") if isinstance(body.get("type"), str) else None)
+        kind = body.get("type") if isinstance(body.get("type"), str) else None
+        return (error, None, kind, _http_status(body.get("status_code", body.get("status"))))
     if not isinstance(error, dict):
-        return (json.dumps(body)[:500], None, None)
+        return (json.dumps(body)[:500], None, None, None)
     message = error.get("message") or body.get("message") or body.get("detail") or ""
     code = error.get("code", error.get("status"))
     kind = error.get("type")
+    stated = None
+    for holder, key in ((error, "status_code"), (error, "status"), (error, "code")):
+        stated = _http_status(holder.get(key))
+        if stated is not None:
+            break
+    if stated is None:
+        stated = _http_status(body.get("status_code", body.get("status")))
     return (
         str(message) if not isinstance(message, str) else message,
         str(code) if code is not None else None,
         str(kind) if kind is not None else None,
+        stated,
     )
 
 
@@ -311,15 +333,21 @@ def classify_error_body(
     secrets: Iterable[str | Secret] = (),
     provider: str | None = None,
 ) -> ProviderError:
-    """Build the :class:`ProviderError` for an error response (or an in-stream error)."""
+    """Build the :class:`ProviderError` for an error response (or an in-stream error).
+
+    An error inside a 200 stream is classified like the same body sent with an HTTP status:
+    the status it states (``status_code``, ``status`` or a numeric ``code``) stands for the
+    HTTP one, and ``invalid_request_error`` or a 4xx is ``bad_request`` (neither retried nor
+    failed over); ``in_stream`` and the real HTTP ``status`` are kept on the error.
+    """
     headers = headers or {}
-    message, code, err_type = _error_fields(body)
+    message, code, err_type, stated = _error_fields(body)
     if not message and status is not None:
         message = f"HTTP {status}"
     code = code[:200] if code is not None else None
     err_type = err_type[:200] if err_type is not None else None
-    numeric = int(code) if code is not None and code.isdigit() and len(code) <= 3 else None
-    effective = status if status not in (None, 200) else numeric
+    # An error inside a 200 stream states its own status: read it as if it were the HTTP one.
+    effective = status if status not in (None, 200) else stated
     words = f"{message} {code or ''} {err_type or ''}"
     kind: ErrorKind
     if is_overflow_message(words) or code == "context_length_exceeded":
@@ -349,6 +377,8 @@ def classify_error_body(
         kind = "server"
     elif effective is not None:
         kind = classify_status(effective)
+    elif err_type == "invalid_request_error":
+        kind = "bad_request"
     else:
         kind = "server"
     text = redact(message, secrets)[:2000]

@@ -168,7 +168,7 @@ class OpenAIChat(HttpAdapter):
                 provider=self.name,
             )
         with shape_guard(self._ctx, status=response.status_code):
-            return parse_completion(data, self.limits)
+            return parse_completion(data, self.limits, think_tags=self.quirks.think_tags)
 
     async def _read_stream(
         self,
@@ -177,7 +177,7 @@ class OpenAIChat(HttpAdapter):
         on_delta: DeltaHandler | None,
         deadline: Deadline,
     ) -> ChatResult:
-        acc = StreamAccumulator(self.limits)
+        acc = StreamAccumulator(self.limits, think_tags=self.quirks.think_tags)
         started = [False]
         terminal = [False]
         done = [False]
@@ -219,6 +219,13 @@ class OpenAIChat(HttpAdapter):
                     terminal[0] = True
         finally:
             await events.aclose()
+        with shape_guard(self._ctx, in_stream=True, started=started[0]):
+            text, reasoning = acc.finish()  # what a possible <think> tag held back
+        if on_delta is not None:
+            if reasoning:
+                on_delta(ChatDelta("thinking", reasoning))
+            if text:
+                on_delta(ChatDelta("text", text))
         if acc.empty:
             raise ProviderError(
                 "server",

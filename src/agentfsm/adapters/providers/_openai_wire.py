@@ -29,8 +29,10 @@ from agentfsm.engine._messages import (
 )
 from agentfsm.engine._text import utf8_bytes
 
+from ._finish import normalize_finish
 from ._limits import BadShape, Limits, TooLarge, loads_bounded
 from ._shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
+from ._think import ThinkSplitter, split_think
 from ._usage import merge_usage_fields, openai_usage
 
 __all__ = [
@@ -72,6 +74,10 @@ class OpenAIQuirks:
     """Give every string in the tools' parameter schemas a ``maxLength`` (at most this):
     llama-cpp-python generates tool arguments under a grammar built from the schema and
     ignores ``max_tokens`` there, so an unbounded string can run to the context window."""
+    think_tags: bool = False
+    """Read a ``<think>…</think>`` that opens an answer as reasoning, streamed or not
+    (Qwen3, DeepSeek-R1 and their distills behind routers that pass the model's text
+    through unparsed). An unclosed ``<think>`` makes the whole answer reasoning."""
 
 
 def cap_strings(schema: Any, limit: int) -> Any:
@@ -221,12 +227,10 @@ def decode_arguments(
 
 
 def normalize_finish_reason(reason: str | None, has_tool_calls: bool) -> str | None:
-    """``tool_calls`` whenever calls are present (some servers say ``stop``)."""
-    if has_tool_calls:
-        return "tool_calls"
-    if reason == "function_call":
-        return "tool_calls"
-    return reason
+    """``reason`` in the common vocabulary (:data:`~agentfsm.adapters.providers.
+    FINISH_REASONS`): ``tool_calls`` whenever calls are present (some servers say ``stop``),
+    ``other`` for a reason not known, ``stop`` for an empty one."""
+    return normalize_finish(reason, has_tool_calls)[0]
 
 
 def _text(value: Any) -> str:
@@ -289,9 +293,11 @@ def _first_choice(choices: list[Any]) -> Mapping[str, Any]:
     return choice or {}
 
 
-def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
+def parse_completion(
+    data: Mapping[str, Any], limits: Limits | None = None, *, think_tags: bool = False
+) -> ChatResult:
     """A non-streamed response body (``BadShape``/``TooLarge`` when it breaks the format or
-    the bounds)."""
+    the bounds); ``think_tags``: see :attr:`OpenAIQuirks.think_tags`."""
     limits = limits if limits is not None else Limits()
     choice = _first_choice(opt_list(data.get("choices"), "choices"))
     message = opt_dict(choice.get("message"), "choices[0].message")
@@ -322,14 +328,21 @@ def parse_completion(data: Mapping[str, Any], limits: Limits | None = None) -> C
     if not content and isinstance(message.get("refusal"), str):
         content = message["refusal"]
     reasoning = _reasoning(message)
+    if think_tags:
+        content, thought = split_think(content)
+        reasoning += thought
     reply = AssistantMessage(content, tool_calls=calls, reasoning=reasoning or None)
     groq = opt_dict(data.get("x_groq"), "x_groq")
+    finish, raw_reason = normalize_finish(
+        opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)
+    )
     return ChatResult(
         reply,
         openai_usage(opt_dict(data.get("usage"), "usage") or groq.get("usage")),
-        normalize_finish_reason(opt_str(choice.get("finish_reason"), "finish_reason"), bool(calls)),
+        finish,
         data.get("model") if isinstance(data.get("model"), str) else None,
         data.get("id") if isinstance(data.get("id"), str) else None,
+        raw_reason,
     )
 
 
@@ -372,12 +385,18 @@ class StreamAccumulator:
     (``TooLarge``/``BadShape`` when a chunk breaks them)."""
 
     limits: Limits = field(factory=Limits)
+    think_tags: bool = field(default=False, kw_only=True)
+    """Split a leading ``<think>…</think>`` of the text into reasoning (see
+    :attr:`OpenAIQuirks.think_tags`)."""
     text: Buffer = field(init=False)
     reasoning: Buffer = field(init=False)
+    splitter: ThinkSplitter | None = field(default=None, init=False)
     calls: list[_PartialCall] = field(factory=list, init=False)
     by_index: dict[int, _PartialCall] = field(factory=dict, init=False)
     usage: dict[str, Any] = field(factory=dict, init=False)
     finish_reason: str | None = field(default=None, init=False)
+    empty_finish: bool = field(default=False, init=False)
+    """A chunk said ``finish_reason: ""`` (read as ``stop`` when no other reason came)."""
     model: str | None = field(default=None, init=False)
     response_id: str | None = field(default=None, init=False)
     chunks: int = field(default=0, init=False)
@@ -388,6 +407,8 @@ class StreamAccumulator:
         self.budget = [self.limits.max_body_bytes]
         self.text = Buffer(self.budget)
         self.reasoning = Buffer(self.budget)
+        if self.think_tags:
+            self.splitter = ThinkSplitter()
 
     def add(self, chunk: Mapping[str, Any]) -> tuple[str, str]:
         """Fold one chunk in; returns the new (text, reasoning) pieces it carried."""
@@ -410,6 +431,9 @@ class StreamAccumulator:
             thought = _reasoning(delta)
             if isinstance(delta.get("refusal"), str):
                 piece += delta["refusal"]
+            if self.splitter is not None and piece:
+                piece, tagged = self.splitter.feed(piece)
+                thought += tagged
             if piece:
                 self.text.append(piece)
                 new_text += piece
@@ -421,6 +445,8 @@ class StreamAccumulator:
             finish = opt_str(choice.get("finish_reason"), "finish_reason")
             if finish:
                 self.finish_reason = finish
+            elif finish == "":
+                self.empty_finish = True
         return new_text, new_reasoning
 
     def _new_slot(self, index: int | None) -> _PartialCall:
@@ -478,8 +504,21 @@ class StreamAccumulator:
                 f"`function.arguments` is a {type(arguments).__name__}, expected a string"
             )
 
+    def finish(self) -> tuple[str, str]:
+        """The stream ended: the (text, reasoning) held back while a ``<think>`` tag could
+        still be forming (nothing without ``think_tags``); :meth:`result` calls it too."""
+        if self.splitter is None:
+            return "", ""
+        text, reasoning = self.splitter.finish()
+        if text:
+            self.text.append(text)
+        if reasoning:
+            self.reasoning.append(reasoning)
+        return text, reasoning
+
     def result(self) -> ChatResult:
         """The accumulated answer."""
+        self.finish()
         calls: list[ToolCall] = []
         seen: set[str] = set()
         limits = self.limits
@@ -504,15 +543,20 @@ class StreamAccumulator:
         reply = AssistantMessage(
             self.text.text(), tool_calls=calls, reasoning=self.reasoning.text() or None
         )
+        given = self.finish_reason
+        if given is None and self.empty_finish:
+            given = ""
+        finish, raw_reason = normalize_finish(given, bool(calls))
         return ChatResult(
-            reply,
-            openai_usage(self.usage),
-            normalize_finish_reason(self.finish_reason, bool(calls)),
-            self.model,
-            self.response_id,
+            reply, openai_usage(self.usage), finish, self.model, self.response_id, raw_reason
         )
 
     @property
     def empty(self) -> bool:
         """Nothing usable arrived: no text, no calls, no finish."""
-        return not self.text and not self.calls and self.finish_reason is None
+        return (
+            not self.text
+            and not self.calls
+            and self.finish_reason is None
+            and (self.splitter is None or not self.splitter.fed)
+        )

@@ -1,9 +1,12 @@
 """Provider usage payloads into :class:`~agentfsm.engine._messages.Usage`.
 
 One rule everywhere: ``input_tokens`` includes cache reads and writes, ``output_tokens``
-includes reasoning. Providers that report the parts apart (Anthropic) are summed; providers
-that report totals (OpenAI, DeepSeek) are taken as they are. Streams that repeat cumulative
-usage are merged field by field (the last non-null value wins), never summed.
+includes reasoning. Providers that report the parts apart (Anthropic's ``input_tokens``
+leaves out cache reads and writes) are summed; providers that report totals (every Chat
+Completions server: ``prompt_tokens`` already holds ``cached_tokens`` and
+``cache_write_tokens``) are taken as they are, the parts never added to them. Streams that
+repeat cumulative usage are merged field by field (the last non-null value wins), never
+summed.
 """
 
 from __future__ import annotations
@@ -65,8 +68,11 @@ def openai_usage(data: Mapping[str, Any] | None) -> Usage | None:
     total = data.get("total_tokens")
     if reasoning and isinstance(total, int) and total >= prompt + completion + reasoning:
         output = completion + reasoning  # xAI: completion_tokens excludes reasoning
+    # The prompt total already holds the cached and cache-write parts (OpenAI, OpenRouter,
+    # Gemini, Mistral, xAI, DeepSeek): they are never added to it. Only a total smaller than
+    # one of its parts (a broken report) is raised to that part.
     return Usage(
-        input_tokens=max(prompt, cache_read + cache_write),
+        input_tokens=max(prompt, cache_read, cache_write),
         output_tokens=output,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
