@@ -25,8 +25,9 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
         "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
-        "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …' and "
-        "'agentfsm conformance probe'.",
+        "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …', "
+        "'agentfsm conformance probe' and 'agentfsm conformance replay-vcr DIR' (your own "
+        "VCR.py cassettes through the adapters).",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True)
@@ -422,6 +423,10 @@ def main(argv: Sequence[str]) -> int:
             return _corpus(argv[1:])
         if argv and argv[0] == "probe":
             return _probe(argv[1:])
+        if argv and argv[0] == "replay-vcr":
+            from ._vcr_cmd import replay_vcr_main
+
+            return replay_vcr_main(argv[1:])
         return _run(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
