@@ -217,7 +217,9 @@ def _against_bytes(view: dict[str, Any], reply: RecordedReply) -> list[tuple[str
     wanted = "error" if reply.error is not None else "success"
     if view["outcome"] != wanted:
         got = view.get("error") or f"a success with text {_brief(view.get('text'))}"
-        return [("outcome", f"recorded {wanted}; got {got}")]
+        unended = " (a stream without its closing event)" if reply.streamed else ""
+        unended = unended if wanted == "success" and not reply.terminal else ""
+        return [("outcome", f"recorded {wanted}{unended}; got {got}")]
     if wanted == "error":
         return []
     out: list[tuple[str, str]] = []
