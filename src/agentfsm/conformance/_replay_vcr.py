@@ -246,7 +246,10 @@ async def _replay(exchange: VcrExchange, root: Path) -> VcrResult:
         return VcrResult(*base, "unreadable", detail=exchange.problem)
     if exchange.wire not in ADAPTERS:
         return VcrResult(*base, "no adapter", detail=f"no adapter on the {exchange.wire} wire")
-    reply = parse_reply(exchange.response, exchange.wire)  # type: ignore[arg-type]
+    try:
+        reply = parse_reply(exchange.response, exchange.wire)  # type: ignore[arg-type]
+    except RecursionError:
+        return VcrResult(*base, "unreadable", detail="a body nested too deeply to read")
     views: dict[Delivery, dict[str, Any]] = {}
     for how in DELIVERIES:
         outcome, deltas = await _deliver(how, exchange.response, reply, exchange.wire)

@@ -98,8 +98,12 @@ class Cassette:
 
 
 def request_wire(uri: str) -> str | None:
-    """The wire a request URI's path speaks (see :data:`VCR_WIRES`), else ``None``."""
-    path = urlsplit(uri).path.rstrip("/")
+    """The wire a request URI's path speaks (see :data:`VCR_WIRES`), else ``None`` (also for
+    a URI that does not parse)."""
+    try:
+        path = urlsplit(uri).path.rstrip("/")
+    except ValueError:
+        return None
     return next((wire for end, wire in VCR_WIRES if path.endswith(end)), None)
 
 
@@ -110,11 +114,11 @@ def cassette_files(folder: Path) -> list[Path]:
 
 
 def _host(uri: str) -> str:
-    parts = urlsplit(uri)
     try:
+        parts = urlsplit(uri)
         port = parts.port
     except ValueError:
-        port = None
+        return "(no host)"
     host = parts.hostname or "(no host)"
     return f"{host}:{port}" if port is not None else host
 
@@ -261,6 +265,8 @@ def _exchanges(file: Path, interactions: list[Any]) -> Iterator[VcrExchange | No
             response = _response(interaction.get("response"))
         except CassetteError as error:
             yield VcrExchange(file, index, _host(uri), wire, None, str(error))
+        except RecursionError:
+            yield VcrExchange(file, index, _host(uri), wire, None, "a body nested too deeply")
         else:
             yield VcrExchange(file, index, _host(uri), wire, response)
 
