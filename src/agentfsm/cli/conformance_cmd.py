@@ -169,7 +169,21 @@ def _run(argv: Sequence[str]) -> int:
         )
 
     report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
+    if report.suggestion and args.api_key_env:
+        from agentfsm.conformance._hints import probe_suggestion
+        from agentfsm.conformance.probe_verify import DECISIVE
+
+        report.suggestion = probe_suggestion(
+            report.results,
+            args.wire,
+            report.base_url or args.base_url,
+            args.model,
+            DECISIVE.get(args.wire, ()),
+            args.api_key_env,
+        )
     _print_table(report)
+    if report.suggestion:
+        print(f"next: {report.suggestion}")
     if record is not None:
         saved = len(set(record.glob("*.json")) - before)
         print(

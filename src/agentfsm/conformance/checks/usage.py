@@ -11,6 +11,7 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.engine.messages import Usage
 from agentfsm.testing import Reply
 
+from .._hints import capability_hint
 from ..context import LiveContext, RecordedContext
 from ..exchange import RecordedExchange, Verdict, ints, on_success, verdict
 from ..frames import DONE, chunk, completion, data, event
@@ -88,7 +89,7 @@ def _consistent(usage: Usage, quirks: tuple[str, ...] = ()) -> None:
 
 def _require(ctx: LiveContext, capability: str) -> None:
     if not ctx.target.capabilities.has(capability):
-        raise CheckSkipped(f"capability absent: {capability}")
+        raise CheckSkipped(capability_hint([capability]))
 
 
 # -- U1 ------------------------------------------------------------------------------------
