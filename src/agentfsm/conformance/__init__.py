@@ -6,11 +6,12 @@ through the project's adapters (:class:`LiveTarget`). ``run_corpus`` replays rec
 provider exchanges (by default the corpus that ships with agentfsm) through any adapter and
 holds them to the checks' invariants; the pytest plugin turns the checks into a test class
 to subclass; ``agentfsm conformance`` runs them from the command line and merges reports
-into a matrix.
+into a matrix. ``replay_vcr`` replays users' own VCR.py cassettes through the adapters.
 """
 
 from agentfsm._deprecated import warn_renamed as _warn_renamed
 
+from ._replay_vcr import VcrReport, VcrResult, replay_vcr
 from .context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
 from .corpus import corpus_files, run_corpus
 from .exchange import RecordedExchange, Verdict
@@ -40,9 +41,12 @@ __all__ = [
     "RecordedExchange",
     "RecordedTarget",
     "Report",
+    "VcrReport",
+    "VcrResult",
     "Verdict",
     "corpus_files",
     "matrix_markdown",
+    "replay_vcr",
     "report_markdown",
     "run_check",
     "run_checks",
