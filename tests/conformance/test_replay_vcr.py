@@ -7,6 +7,7 @@ import asyncio
 import copy
 import gzip
 import json
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,24 @@ def test_no_header_or_key_reaches_any_report(
     assert KEY not in text
     assert "Bearer" not in text
     assert "set-cookie" not in text.lower()
+
+
+async def test_deflate_bodies_zlib_wrapped_or_raw_replay_exactly(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    plain = recorded[1]["body"]
+    raw_deflate = zlib.compressobj(wbits=-15)
+    bodies = {
+        "zlib": zlib.compress(plain),
+        "raw": raw_deflate.compress(plain) + raw_deflate.flush(),
+    }
+    for name, body in bodies.items():
+        content = cassette(recorded[1:2])
+        content["interactions"][0]["response"]["body"] = {"string": body}
+        content["interactions"][0]["response"]["headers"]["content-encoding"] = ["deflate"]
+        write(tmp_path / f"{name}.yaml", content)
+    report = await replay_vcr(tmp_path)
+    assert [(r.file, r.outcome) for r in report.results] == [
+        ("raw.yaml", "exact"),
+        ("zlib.yaml", "exact"),
+    ]

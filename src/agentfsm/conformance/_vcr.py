@@ -80,10 +80,6 @@ class VcrExchange:
     """The response, ready to replay; ``None`` when it cannot be read (see ``problem``)."""
     problem: str = ""
 
-    @property
-    def label(self) -> str:
-        return f"{self.file.name} #{self.index}"
-
 
 @frozen
 class Cassette:
@@ -174,32 +170,36 @@ def _raw_body(response: dict[str, Any]) -> tuple[bytes, bool]:
     raise CassetteError(f"a body of type {type(body).__name__}")
 
 
+def _inflate(data: bytes, wbits: int) -> bytes | None:
+    """``data`` inflated (at most :data:`MAX_BODY` bytes), or ``None`` when it is not in
+    the format ``wbits`` names."""
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, MAX_BODY)
+    except zlib.error:
+        return None
+    if inflater.unconsumed_tail:
+        raise CassetteError(f"a body larger than {MAX_BODY} bytes once decoded")
+    return out
+
+
 def _decoded(data: bytes, encoding: str) -> bytes:
     """``data`` without its content encoding (gzip, deflate), at most :data:`MAX_BODY`
-    bytes. A body that is not in fact encoded (recorders that decode and keep the header)
-    is kept as it is."""
+    bytes. Bytes without the gzip magic under a gzip header (a recorder that decoded the
+    body and kept the header) are kept as they are."""
     if encoding in ("", "identity"):
         return data
     if encoding not in ("gzip", "x-gzip", "deflate"):
         raise CassetteError(f"a body in the {encoding[:40]!r} content encoding")
     if encoding != "deflate" and not data.startswith(b"\x1f\x8b"):
         return data
-    wbits = 47 if encoding != "deflate" else 15  # 47: gzip or zlib header
-    try:
-        inflater = zlib.decompressobj(wbits)
-        out = inflater.decompress(data, MAX_BODY)
-    except zlib.error:
-        if encoding == "deflate":
-            try:
-                inflater = zlib.decompressobj(-15)  # raw deflate
-                out = inflater.decompress(data, MAX_BODY)
-            except zlib.error as error:
-                raise CassetteError(f"a {encoding} body that does not decode: {error}") from None
-        else:
-            raise CassetteError(f"a {encoding} body that does not decode") from None
-    if inflater.unconsumed_tail:
-        raise CassetteError(f"a {encoding} body larger than {MAX_BODY} bytes once decoded")
-    return out
+    # 47: a gzip or zlib header; deflate is zlib-wrapped, or raw (-15) from some servers
+    tries = (47,) if encoding != "deflate" else (15, -15)
+    for wbits in tries:
+        out = _inflate(data, wbits)
+        if out is not None:
+            return out
+    raise CassetteError(f"a {encoding} body that does not decode")
 
 
 def _response(raw: Any) -> RecordedResponse:
