@@ -226,9 +226,9 @@ def _against_bytes(view: dict[str, Any], reply: RecordedReply) -> list[tuple[str
     if view["text"] != reply.text:
         out.append(("text", f"recorded {_brief(reply.text)}; got {_brief(view['text'])}"))
     recorded = list(reply.calls.values())
-    names = [name for _, name in view["calls"]]
-    if names != [c.name for c in recorded]:
-        out.append(("calls", f"recorded {[c.name for c in recorded]}; got {_brief(names)}"))
+    names, wanted_names = [name for _, name in view["calls"]], [c.name for c in recorded]
+    if names != wanted_names:
+        out.append(("calls", f"recorded {_brief(wanted_names)}; got {_brief(names)}"))
     else:
         pairs = zip([c.arguments() for c in recorded], view["arguments"], strict=True)
         if any(want is not None and want != got for want, got in pairs):
