@@ -134,7 +134,11 @@ async def test_outcomes_skip_and_xfail() -> None:
     assert "our gateway" in xfailed.message
     no_stream = RecordedTarget(SwallowsErrors, capabilities=Capabilities(streaming=False))
     skipped = await run_check(by_id("W1"), no_stream)
-    assert (skipped.outcome, skipped.message) == ("skip", "capability absent: streaming")
+    assert (skipped.outcome, skipped.message) == (
+        "skip",
+        "capability absent: streaming (run it with --capability streaming; in code: "
+        "Capabilities(streaming=True))",
+    )
 
 
 async def test_failure_messages_name_expected_got_and_quirk() -> None:

@@ -25,8 +25,9 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
         "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
-        "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …' and "
-        "'agentfsm conformance probe'.",
+        "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …', "
+        "'agentfsm conformance probe' and 'agentfsm conformance replay-vcr DIR' (your own "
+        "VCR.py cassettes through the adapters).",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True)
@@ -168,7 +169,21 @@ def _run(argv: Sequence[str]) -> int:
         )
 
     report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
+    if report.suggestion and args.api_key_env:
+        from agentfsm.conformance._hints import probe_suggestion
+        from agentfsm.conformance._probe_verify import DECISIVE
+
+        report.suggestion = probe_suggestion(
+            report.results,
+            args.wire,
+            report.base_url or args.base_url,
+            args.model,
+            DECISIVE.get(args.wire, ()),
+            args.api_key_env,
+        )
     _print_table(report)
+    if report.suggestion:
+        print(f"next: {report.suggestion}")
     if record is not None:
         saved = len(set(record.glob("*.json")) - before)
         print(
@@ -422,6 +437,10 @@ def main(argv: Sequence[str]) -> int:
             return _corpus(argv[1:])
         if argv and argv[0] == "probe":
             return _probe(argv[1:])
+        if argv and argv[0] == "replay-vcr":
+            from ._vcr_cmd import replay_vcr_main
+
+            return replay_vcr_main(argv[1:])
         return _run(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)

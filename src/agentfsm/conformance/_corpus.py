@@ -20,9 +20,9 @@ from pathlib import Path
 from attrs import define, field
 
 from agentfsm.adapters.providers import load_wire_fixture
-from agentfsm.adapters.providers._replay import WireFixture, fixture_wire
+from agentfsm.adapters.providers._replay import RecordedResponse, WireFixture, fixture_wire
 from agentfsm.engine._messages import UserMessage
-from agentfsm.engine._protocols import ChatDelta
+from agentfsm.engine._protocols import ChatDelta, ChatFn
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ._bundled import INDEX, CorpusMissingError, bundled_corpus, corpus_index
@@ -30,7 +30,15 @@ from ._context import RecordedTarget, Wire
 from ._exchange import CALL_TIMEOUT, CallOutcome, RecordedExchange, parse_reply
 from ._model import QUIRK_NOTES, Check, CheckResult, Group, Mode, Outcome, Report
 
-__all__ = ["CALL_TIMEOUT", "bundled_corpus", "corpus_files", "corpus_wires", "run_corpus"]
+__all__ = [
+    "CALL_TIMEOUT",
+    "bundled_corpus",
+    "corpus_files",
+    "corpus_wires",
+    "replay_call",
+    "run_corpus",
+    "served_reply",
+]
 
 _HOP = re.compile(r"(proxy-)?connection|keep-alive|te|trailers?|upgrade|transfer-encoding")
 
@@ -96,8 +104,19 @@ def corpus_wires(wire_dir: Path | None) -> dict[str | None, list[Path]]:
     return out
 
 
-async def _call(target: RecordedTarget, base_url: str, deltas: list[ChatDelta]) -> CallOutcome:
-    chat = target.factory(base_url)
+def served_reply(response: RecordedResponse, streamed: bool) -> Reply:
+    """How a :class:`~agentfsm.testing.FakeProviderServer` serves a recorded response over
+    loopback: its status, headers (hop-by-hop ones left out) and body; a stream event by
+    event."""
+    headers = tuple((k, v) for k, v in response.headers if not _HOP.fullmatch(k.lower()))
+    events = re.split(rb"(?<=\n\n)|(?<=\r\n\r\n)", response.body)  # streams: by event
+    frames = tuple(e for e in events if e) if streamed else None
+    return Reply(response.status, headers, response.body, frames)
+
+
+async def replay_call(chat: ChatFn, deltas: list[ChatDelta]) -> CallOutcome:
+    """One call of ``chat`` (the streamed pieces into ``deltas``), closed after: what it
+    gave, an exception it raised, or ``None`` when it hung past :data:`CALL_TIMEOUT`."""
     try:
         async with asyncio.timeout(CALL_TIMEOUT) as deadline:
             return await chat([UserMessage("replay")], [], max_tokens=None, on_delta=deltas.append)
@@ -127,13 +146,10 @@ async def _replay(
         for index, response in enumerate(fixture.responses):
             where = label if len(fixture.responses) == 1 else f"{label} #{index}"
             recorded = parse_reply(response, target.wire)
-            headers = tuple((k, v) for k, v in response.headers if not _HOP.fullmatch(k.lower()))
-            events = re.split(rb"(?<=\n\n)|(?<=\r\n\r\n)", response.body)  # streams: by event
-            frames = tuple(e for e in events if e) if recorded.streamed else None
-            reply = Reply(response.status, headers, response.body, frames)
+            reply = served_reply(response, recorded.streamed)
             server.handler = lambda _request, reply=reply: reply  # retries get it again too
             before, deltas = len(server.requests), list[ChatDelta]()
-            outcome = await _call(target, base_url, deltas)
+            outcome = await replay_call(target.factory(base_url), deltas)
             text = "".join(d.text for d in deltas if d.kind == "text")
             exchange = RecordedExchange(recorded, outcome, text, len(server.requests) - before)
             for check in judges:

@@ -167,6 +167,15 @@ class Report:
     results: list[CheckResult] = field(factory=list)
     started: str = ""
     wire: str = "openai-chat"
+    version: str = ""
+    """The agentfsm version that ran the checks."""
+    base_url: str | None = None
+    """The live URL checked (never a key); ``None`` in recorded mode."""
+    capabilities: dict[str, Any] = field(factory=dict)
+    """The capabilities declared for the run (the fields of :class:`Capabilities`)."""
+    suggestion: str = ""
+    """What to run next when the failures point at a quirk profile (``agentfsm conformance
+    probe …``, with why); empty otherwise."""
 
     @property
     def failed(self) -> list[CheckResult]:
@@ -184,6 +193,10 @@ class Report:
             "mode": self.mode,
             "wire": self.wire,
             "started": self.started,
+            "agentfsm": self.version,
+            "base_url": self.base_url,
+            "capabilities": dict(self.capabilities),
+            "suggestion": self.suggestion,
             "counts": self.counts(),
             "results": [r.as_dict() for r in self.results],
         }
@@ -200,4 +213,8 @@ class Report:
             results=results,
             started=data.get("started", ""),
             wire=data.get("wire", "openai-chat"),
+            version=str(data.get("agentfsm", "")),
+            base_url=data.get("base_url"),
+            capabilities=dict(data.get("capabilities") or {}),
+            suggestion=str(data.get("suggestion", "")),
         )

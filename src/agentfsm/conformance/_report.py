@@ -24,13 +24,18 @@ def report_markdown(report: Report) -> str:
         for k in ("pass", "pass-normalized", "fail", "xfail", "skip")
         if k in counts
     )
-    lines = [
-        f"# Conformance: {report.target}",
-        "",
-        f"Wire: `{report.wire}` · mode: {report.mode} · run: {report.started}",
-        "",
-        f"**{summary}**",
-        "",
+    run = f"Wire: `{report.wire}` · mode: {report.mode} · run: {report.started}"
+    run += f" · agentfsm {report.version}" if report.version else ""
+    lines = [f"# Conformance: {report.target}", "", run, ""]
+    if report.base_url:
+        lines += [f"Base URL: `{report.base_url}`", ""]
+    declared = [f"{k}={v}" for k, v in report.capabilities.items() if v not in (False, None)]
+    if report.capabilities:
+        lines += [f"Declared capabilities: {', '.join(declared) or 'none'}", ""]
+    lines += [f"**{summary}**", ""]
+    if report.suggestion:
+        lines += [f"Next: {_cell(report.suggestion)}", ""]
+    lines += [
         "Legend: ✓ pass · ⚠ pass-normalized (the wire deviates, the adapter absorbs it) · "
         "✗ fail · x xfail (known quirk) · - skip",
         "",

@@ -6,13 +6,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from attrs import evolve
+from attrs import asdict, evolve
 
+from agentfsm import __version__
 from agentfsm.testing import FakeProviderServer
 
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
+from ._hints import capability_hint, probe_suggestion, public_url, quirk_note, quirks_in
 from ._model import (
-    QUIRK_NOTES,
     Check,
     CheckFailed,
     CheckResult,
@@ -30,6 +31,14 @@ __all__ = ["run_check", "run_checks"]
 def _text(error: BaseException, target: RecordedTarget | LiveTarget) -> str:
     secrets = (target.api_key or "",) if isinstance(target, LiveTarget) else ()
     return scrub(str(error), secrets)
+
+
+def _text_url(target: RecordedTarget | LiveTarget) -> str | None:
+    """A live target's base URL as reports show it (its key, anything shaped like one, a
+    password and secret-named query values left out); ``None`` in recorded mode."""
+    if not isinstance(target, LiveTarget):
+        return None
+    return public_url(_text(ValueError(target.base_url), target))
 
 
 def _result(
@@ -54,6 +63,12 @@ def _result(
         quirks=quirks,
         seconds=round(seconds, 3),
     )
+
+
+def _shown(text: str, mode: Mode) -> tuple[str, ...]:
+    """Live, the one known quirk an error text shows (see :mod:`._hints`); recorded, the
+    scripted bytes already say (:func:`_scripted`)."""
+    return quirks_in(text) if mode == "live" else ()
 
 
 def _scripted(check: Check, mode: Mode) -> tuple[str, ...]:
@@ -84,7 +99,7 @@ async def _run_check(
     started = time.monotonic()
     missing = [need for need in check.needs if not target.capabilities.has(need)]
     if missing:
-        return _result(check, mode, "skip", 0.0, message=f"capability absent: {', '.join(missing)}")
+        return _result(check, mode, "skip", 0.0, message=capability_hint(missing))
     procedure = check.recorded if mode == "recorded" else check.live
     if procedure is None:
         return _result(check, mode, "skip", 0.0, message=f"no {mode} procedure")
@@ -100,9 +115,8 @@ async def _run_check(
         return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
     except CheckFailed as failure:
         outcome: Outcome = "xfail" if xfail_reason else "fail"
-        quirks = failure.quirks or _scripted(check, mode)
-        note = f" (known quirk: {', '.join(quirks)}; see {QUIRK_NOTES})" if quirks else ""
-        message = f"expected {failure.expected}; got {failure.got}{note}"
+        quirks = failure.quirks or _scripted(check, mode) or _shown(failure.got, mode)
+        message = f"expected {failure.expected}; got {failure.got}{quirk_note(quirks)}"
         if xfail_reason:
             message += f"; xfail: {xfail_reason}"
         return _result(
@@ -117,13 +131,15 @@ async def _run_check(
         )
     except Exception as error:  # an adapter that raises where it should not
         outcome = "xfail" if xfail_reason else "fail"
+        text = _text(error, target)
+        quirks = _scripted(check, mode) or _shown(text, mode)
         return _result(
             check,
             mode,
             outcome,
             time.monotonic() - started,
-            message=f"unexpected {type(error).__name__}: {_text(error, target)[:300]}",
-            quirks=_scripted(check, mode),
+            message=f"unexpected {type(error).__name__}: {text[:300]}{quirk_note(quirks)}",
+            quirks=quirks,
         )
     seconds = time.monotonic() - started
     if isinstance(verdict, Normalized):
@@ -150,8 +166,16 @@ async def run_checks(
     mode: Mode = "recorded" if isinstance(target, RecordedTarget) else "live"
     chosen = [c for c in chosen if (c.recorded if mode == "recorded" else c.live) is not None]
     label = target.name if isinstance(target, RecordedTarget) else target.label
+    if isinstance(target, LiveTarget) and target.name is None:
+        label = f"{target.model} @ {_text_url(target)}"
     report = Report(
-        label, mode, started=datetime.now(UTC).isoformat(timespec="seconds"), wire=target.wire
+        label,
+        mode,
+        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        wire=target.wire,
+        version=__version__,
+        base_url=_text_url(target),
+        capabilities=asdict(target.capabilities),
     )
     live = LiveContext(target) if isinstance(target, LiveTarget) else None
     for check in chosen:
@@ -161,6 +185,13 @@ async def run_checks(
         report.results.append(result)
         if progress is not None:
             progress(result)
+    if isinstance(target, LiveTarget) and report.base_url is not None:
+        from ._probe_verify import DECISIVE
+
+        decisive = DECISIVE.get(target.wire, ())
+        report.suggestion = probe_suggestion(
+            report.results, target.wire, report.base_url, target.model, decisive
+        )
     if live is not None and isinstance(target, LiveTarget) and target.record_dir is not None:
         from ._record import save_recordings
 

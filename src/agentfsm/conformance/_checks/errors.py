@@ -22,6 +22,7 @@ from agentfsm.testing import Drop, Reply
 from .._context import LiveContext, RecordedContext
 from .._exchange import CorpusJudge, RecordedExchange, RecordedReply, Verdict, on_error, verdict
 from .._frames import chunk, completion, data, event
+from .._hints import capability_hint
 from .._model import Check, CheckFailed, CheckSkipped, Normalized
 
 __all__ = ["CHECKS"]
@@ -332,7 +333,7 @@ async def _overflow(ctx: LiveContext) -> tuple[ChatResult | ProviderError, int, 
     """Send a prompt about 1.3 times the window: (result or error, word estimate, window)."""
     window = ctx.target.capabilities.context_window
     if not window:
-        raise CheckSkipped("capability absent: context_window")
+        raise CheckSkipped(capability_hint(["context_window"]))
     words = [_WORDS[i % len(_WORDS)] for i in range(int(window * 1.3) + 64)]
     try:
         return await ctx.ask(stream=False, prompt=" ".join(words), max_tokens=8), len(words), window

@@ -14,6 +14,7 @@ from agentfsm.testing import Reply
 from .._context import LiveContext, RecordedContext
 from .._exchange import RecordedExchange, Verdict, ints, on_success, verdict
 from .._frames import DONE, chunk, completion, data, event
+from .._hints import capability_hint
 from .._model import Check, CheckFailed, CheckSkipped, Normalized
 
 __all__ = ["CHECKS"]
@@ -90,7 +91,7 @@ def _consistent(usage: Usage, quirks: tuple[str, ...] = ()) -> None:
 
 def _require(ctx: LiveContext, capability: str) -> None:
     if not ctx.target.capabilities.has(capability):
-        raise CheckSkipped(f"capability absent: {capability}")
+        raise CheckSkipped(capability_hint([capability]))
 
 
 # -- U1 ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from agentfsm.engine._messages import (
 )
 
 from ..._context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange, fold_payloads
+from ..._hints import capability_hint
 from ..._model import CheckFailed, CheckSkipped, Normalized
 from ..causes import (
     EMPTY_ANSWER,
@@ -179,7 +180,7 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
 
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     if not ctx.target.capabilities.has("tool_choice"):
-        raise CheckSkipped("capability absent: tool_choice")
+        raise CheckSkipped(capability_hint(["tool_choice"]))
     body = tools_body(ctx, WEATHER_IN_PARIS, TOOL_WEATHER, force=True)
     seen: dict[str, str] = {}
     for stream in _modes(ctx):

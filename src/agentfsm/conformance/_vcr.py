@@ -1,0 +1,283 @@
+"""Reading users' VCR.py cassettes: the exchanges of the wires the project speaks.
+
+A cassette is YAML (``interactions: [{request: {method, uri, body, headers}, response:
+{status: {code, message}, headers, body: {string: …}}}]``), the format vcrpy writes and
+pydantic-ai, LangChain, Mirascope and LiteLLM record with. A response body may be a string,
+bytes (``!!binary``, base64 in the file), gzip- or deflate-encoded per its
+``content-encoding`` header, Ruby VCR's ``base64_string``, or pydantic-ai's ``parsed_body``
+(the JSON body, parsed). A body stored as text was decoded by its recorder: a
+``content-encoding`` header beside it is not applied again. Exchanges are picked by the
+path of their request (:data:`VCR_WIRES`). Request headers (where keys live) are never read;
+response headers are kept for the replay only, and reports never print them.
+
+Everything here is bounded: a file over :data:`MAX_FILE` bytes is not read, YAML is loaded
+with the safe loader, a structure that expands (YAML aliases) past :data:`MAX_NODES` nodes
+is refused, and a decoded body stops at :data:`MAX_BODY` bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from attrs import frozen
+
+from agentfsm.adapters.providers._replay import RecordedResponse
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_FILE",
+    "MAX_NODES",
+    "VCR_WIRES",
+    "Cassette",
+    "CassetteError",
+    "VcrExchange",
+    "cassette_files",
+    "read_cassette",
+    "request_wire",
+]
+
+VCR_WIRES: tuple[tuple[str, str], ...] = (
+    ("/chat/completions", "openai-chat"),
+    ("/v1/messages", "anthropic"),
+    ("/responses", "responses"),
+)
+"""Request path ending -> the wire it speaks, first match wins."""
+
+MAX_FILE = 32 * 1024 * 1024
+"""Bytes of one cassette file; a larger file is reported, not read."""
+MAX_BODY = 64 * 1024 * 1024
+"""Bytes of one decoded (gunzipped) response body."""
+MAX_NODES = 2_000_000
+"""Nodes one cassette may hold once its YAML aliases are expanded."""
+
+_DROP = {"content-encoding", "content-length", "transfer-encoding", "connection"}
+
+
+class CassetteError(ValueError):
+    """A cassette, or one of its exchanges, cannot be read (the message says why, in one
+    line, and holds no header)."""
+
+
+@frozen
+class VcrExchange:
+    """One request-response pair of a cassette whose request path speaks a known wire."""
+
+    file: Path
+    index: int
+    """The interaction's position in the cassette."""
+    host: str
+    """The request's host (and port when the URI gives one): the provider in reports."""
+    wire: str
+    response: RecordedResponse | None
+    """The response, ready to replay; ``None`` when it cannot be read (see ``problem``)."""
+    problem: str = ""
+
+
+@frozen
+class Cassette:
+    """What one cassette file holds."""
+
+    file: Path
+    exchanges: tuple[VcrExchange, ...] = ()
+    other: int = 0
+    """Interactions whose request path speaks none of :data:`VCR_WIRES`."""
+    problem: str = ""
+    """Why the file could not be read at all (empty when it could)."""
+
+
+def request_wire(uri: str) -> str | None:
+    """The wire a request URI's path speaks (see :data:`VCR_WIRES`), else ``None`` (also for
+    a URI that does not parse)."""
+    try:
+        path = urlsplit(uri).path.rstrip("/")
+    except ValueError:
+        return None
+    return next((wire for end, wire in VCR_WIRES if path.endswith(end)), None)
+
+
+def cassette_files(folder: Path) -> list[Path]:
+    """Every ``*.yaml`` / ``*.yml`` file under ``folder``, at any depth, sorted."""
+    found = [p for pattern in ("*.yaml", "*.yml") for p in folder.rglob(pattern)]
+    return sorted(p for p in found if p.is_file())
+
+
+def _host(uri: str) -> str:
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return "(no host)"
+    host = parts.hostname or "(no host)"
+    return f"{host}:{port}" if port is not None else host
+
+
+def _nodes(value: Any, budget: list[int]) -> None:
+    """Count ``value``'s nodes into ``budget`` (shared ones each time they are reached);
+    raise once it runs out, so an alias bomb is refused before anything walks it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CassetteError(f"more than {MAX_NODES} values once its YAML aliases expand")
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _headers(raw: Any) -> list[tuple[str, str]]:
+    """Header pairs from a mapping of names to a value or a list of values."""
+    out: list[tuple[str, str]] = []
+    for name, value in raw.items() if isinstance(raw, dict) else ():
+        for item in value if isinstance(value, list) else [value]:
+            out.append((str(name), str(item)))
+    return out
+
+
+def _text_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate stays as its bytes
+
+
+def _raw_body(response: dict[str, Any]) -> tuple[bytes, bool]:
+    """The body's bytes, and whether they are as the server sent them (bytes or base64,
+    which a content encoding applies to); a text body was stored decoded."""
+    if "parsed_body" in response:  # pydantic-ai: the JSON body, parsed
+        return _text_bytes(json.dumps(response["parsed_body"], ensure_ascii=False)), False
+    body = response.get("body")
+    if isinstance(body, dict):
+        if "base64_string" in body:  # Ruby VCR
+            try:
+                return base64.b64decode(str(body["base64_string"]), validate=False), True
+            except (binascii.Error, ValueError) as error:
+                raise CassetteError(f"a base64 body that does not decode: {error}") from None
+        body = body.get("string", "")
+    if body is None:
+        return b"", False
+    if isinstance(body, bytes):
+        return body, True
+    if isinstance(body, str):
+        return _text_bytes(body), False
+    raise CassetteError(f"a body of type {type(body).__name__}")
+
+
+def _inflate(data: bytes, wbits: int) -> bytes | None:
+    """``data`` inflated (at most :data:`MAX_BODY` bytes), or ``None`` when it is not in
+    the format ``wbits`` names."""
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, MAX_BODY)
+    except zlib.error:
+        return None
+    if inflater.unconsumed_tail:
+        raise CassetteError(f"a body larger than {MAX_BODY} bytes once decoded")
+    return out
+
+
+def _decoded(data: bytes, encoding: str) -> bytes:
+    """``data`` without its content encoding (gzip, deflate), at most :data:`MAX_BODY`
+    bytes. Bytes without the gzip magic under a gzip header (a recorder that decoded the
+    body and kept the header) are kept as they are."""
+    if encoding in ("", "identity"):
+        return data
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise CassetteError(f"a body in the {encoding[:40]!r} content encoding")
+    if encoding != "deflate" and not data.startswith(b"\x1f\x8b"):
+        return data
+    # 47: a gzip or zlib header; deflate is zlib-wrapped, or raw (-15) from some servers
+    tries = (47,) if encoding != "deflate" else (15, -15)
+    for wbits in tries:
+        out = _inflate(data, wbits)
+        if out is not None:
+            return out
+    raise CassetteError(f"a {encoding} body that does not decode")
+
+
+def _response(raw: Any) -> RecordedResponse:
+    if not isinstance(raw, dict):
+        raise CassetteError("no response")
+    status = raw.get("status")
+    code = status.get("code") if isinstance(status, dict) else status
+    if isinstance(code, bool) or not isinstance(code, int | str):
+        raise CassetteError("a response without a status code")
+    try:
+        number = int(code)
+    except ValueError:
+        raise CassetteError(f"a status code {str(code)[:20]!r}") from None
+    if not 100 <= number <= 599:
+        raise CassetteError(f"a status code {number}")
+    pairs = _headers(raw.get("headers"))
+    encoding = ",".join(v for k, v in pairs if k.lower() == "content-encoding").strip().lower()
+    body, as_sent = _raw_body(raw)
+    body = _decoded(body, encoding) if as_sent else body
+    if len(body) > MAX_BODY:
+        raise CassetteError(f"a body larger than {MAX_BODY} bytes")
+    kept = tuple((k, v) for k, v in pairs if k.lower() not in _DROP)
+    return RecordedResponse(number, kept, body)
+
+
+def _interactions(file: Path) -> list[Any]:
+    try:
+        size = file.stat().st_size
+    except OSError as error:
+        raise CassetteError(f"cannot be read: {error.strerror}") from None
+    if size > MAX_FILE:
+        raise CassetteError(f"{size} bytes, over the limit of {MAX_FILE}")
+    try:
+        text = file.read_bytes()[: MAX_FILE + 1].decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CassetteError(f"cannot be read as UTF-8 text: {error}") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)  # a safe loader
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise CassetteError(f"not valid YAML{line}") from None
+    except RecursionError:
+        raise CassetteError("YAML nested too deeply") from None
+    _nodes(data, [MAX_NODES])
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        raise CassetteError("not a VCR cassette: no list of interactions")
+    return interactions
+
+
+def _exchanges(file: Path, interactions: list[Any]) -> Iterator[VcrExchange | None]:
+    """One exchange per interaction of a known wire; ``None`` for the others."""
+    for index, interaction in enumerate(interactions):
+        request = interaction.get("request") if isinstance(interaction, dict) else None
+        uri = request.get("uri") if isinstance(request, dict) else None
+        wire = request_wire(uri) if isinstance(uri, str) else None
+        if wire is None or not isinstance(uri, str):
+            yield None
+            continue
+        try:
+            response = _response(interaction.get("response"))
+        except CassetteError as error:
+            yield VcrExchange(file, index, _host(uri), wire, None, str(error))
+        except RecursionError:
+            yield VcrExchange(file, index, _host(uri), wire, None, "a body nested too deeply")
+        else:
+            yield VcrExchange(file, index, _host(uri), wire, response)
+
+
+def read_cassette(file: Path) -> Cassette:
+    """The exchanges of one cassette; a file that cannot be read comes back with its
+    ``problem`` (never an exception)."""
+    try:
+        interactions = _interactions(file)
+    except CassetteError as error:
+        return Cassette(file, problem=str(error))
+    found = list(_exchanges(file, interactions))
+    exchanges = tuple(e for e in found if e is not None)
+    return Cassette(file, exchanges, len(found) - len(exchanges))

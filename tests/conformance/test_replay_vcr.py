@@ -1,0 +1,311 @@
+"""``replay-vcr`` on cassettes the project records itself: exact, differing, crashed, and
+the unreadable, reported without a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import gzip
+import json
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentfsm.adapters.providers import OpenAIChat, RetryPolicy
+from agentfsm.cli import main
+from agentfsm.conformance import _replay_vcr, _vcr
+from agentfsm.conformance._replay_vcr import replay_vcr
+from agentfsm.conformance._vcr import read_cassette
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolSpec
+from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
+
+from .vcr_cassettes import ANSWER, KEY, Form, cassette, record, scenarios, write
+
+FORMS: tuple[Form, ...] = ("vcrpy", "pydantic-ai", "ruby")
+
+
+@pytest.fixture(scope="module")
+def recorded() -> list[dict[str, Any]]:
+    return asyncio.run(record(scenarios()))
+
+
+def _body(content: dict[str, Any], index: int) -> str:
+    body = content["interactions"][index]["response"]["body"]["string"]
+    assert isinstance(body, str)
+    return body
+
+
+async def test_own_cassettes_replay_exactly_in_every_form(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    for form in FORMS:
+        write(tmp_path / "nested" / f"{form}.yaml", cassette(recorded, form))
+    report = await replay_vcr(tmp_path)
+    assert report.files == 3
+    assert report.other == 3  # GET-style /v1/models, once per cassette
+    outcomes = {(r.file, r.index): r.outcome for r in report.results}
+    assert len(outcomes) == 30
+    assert {o for (_, i), o in outcomes.items() if i != 9} == {"exact"}
+    assert {o for (_, i), o in outcomes.items() if i == 9} == {"no adapter"}
+    assert ("nested/vcrpy.yaml", 5) in outcomes  # the gzip body, decoded
+    counts = {wire: c for (_, wire), c in report.providers().items()}
+    assert counts["openai-chat"]["exact"] == 18
+    assert counts["anthropic"]["exact"] == 9
+    assert counts["responses"]["no adapter"] == 3
+    assert report.replayed == 27
+    assert report.passed  # "no adapter" is reported, not a failure
+
+
+def test_the_gzip_body_is_kept_encoded_in_the_cassette_and_read_decoded(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    raw = recorded[5]["body"]
+    assert raw.startswith(b"\x1f\x8b")
+    assert json.loads(gzip.decompress(raw))["choices"][0]["message"]["content"] == ANSWER
+    for form in FORMS:
+        path = write(tmp_path / f"{form}.yaml", cassette(recorded, form))
+        assert (b"!!binary" in path.read_bytes()) == (form != "ruby")
+        response = read_cassette(path).exchanges[5].response
+        assert response is not None
+        assert json.loads(response.body)["choices"][0]["message"]["content"] == ANSWER
+        assert "content-encoding" not in {k.lower() for k, _ in response.headers}
+
+
+async def test_a_cut_stream_and_a_cut_body_differ_on_the_outcome(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    content = cassette(recorded)
+    stream = _body(content, 6)
+    content["interactions"][6]["response"]["body"]["string"] = stream[
+        : stream.index("event: content_block_stop")
+    ]
+    body = _body(content, 7)
+    content["interactions"][7]["response"]["body"]["string"] = body[: len(body) // 2]
+    write(tmp_path / "tampered.yaml", content)
+    report = await replay_vcr(tmp_path)
+    by_index = {r.index: r for r in report.results}
+    assert {i for i, r in by_index.items() if r.outcome == "differing"} == {6, 7}
+    assert by_index[6].fields == ("outcome",)
+    assert "a stream without its closing event" in by_index[6].detail
+    assert by_index[7].fields == ("outcome",)
+    assert by_index[7].detail.startswith("whole: recorded success; got ('")  # a ProviderError
+    assert by_index[0].outcome == "exact"
+    assert not report.passed
+
+
+class LineAtATime:
+    """A real, naive Chat Completions reader: it parses each network read on its own, as
+    if a read always ended on a line; what it cannot parse it drops."""
+
+    def __init__(self, url: str, client: httpx.AsyncClient | None) -> None:
+        self.url, self.client = url, client or httpx.AsyncClient()
+
+    async def __call__(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        signal: SupportsAbort | None = None,
+        on_delta: DeltaHandler | None = None,
+    ) -> ChatResult:
+        text = ""
+        async with self.client.stream("POST", self.url + "/chat/completions", json={}) as reply:
+            async for piece in reply.aiter_bytes():
+                for line in piece.decode("utf-8", "replace").splitlines():
+                    try:
+                        payload = json.loads(line.removeprefix("data:"))
+                    except ValueError:
+                        continue
+                    choices = payload.get("choices") if isinstance(payload, dict) else None
+                    for choice in choices if isinstance(choices, list) else []:
+                        part = (choice.get("delta") or {}).get("content") or ""
+                        text += part
+                        if on_delta is not None and part:
+                            on_delta(ChatDelta("text", part))
+        return ChatResult(AssistantMessage(text), finish_reason="stop", model="fake-model")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+async def test_a_reader_that_loses_split_lines_differs_in_pieces(
+    tmp_path: Path, recorded: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "text.yaml", cassette(recorded[:1]))
+    monkeypatch.setitem(_replay_vcr.ADAPTERS, "openai-chat", ("/v1", LineAtATime))
+    report = await replay_vcr(tmp_path)
+    (result,) = report.results
+    assert result.outcome == "differing"
+    assert result.fields == ("text", "streamed text")  # against the bytes, against whole
+    assert result.detail.startswith("pieces: recorded 'Hel\\u2028lo, wörld")
+
+
+async def test_the_three_deliveries_each_build_their_own_adapter(
+    tmp_path: Path, recorded: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    def spy(url: str, client: httpx.AsyncClient | None) -> OpenAIChat:
+        seen.append("loopback" if client is None else "client")
+        return OpenAIChat("m", base_url=url, http_client=client, retry=RetryPolicy(max_attempts=1))
+
+    write(tmp_path / "text.yaml", cassette(recorded[:1]))
+    monkeypatch.setitem(_replay_vcr.ADAPTERS, "openai-chat", ("/v1", spy))
+    (result,) = (await replay_vcr(tmp_path)).results
+    assert result.outcome == "exact"
+    assert seen == ["client", "client", "loopback"]
+
+
+async def test_an_adapter_that_raises_is_crashed(
+    tmp_path: Path, recorded: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Broken(LineAtATime):
+        async def __call__(self, *args: Any, **kwargs: Any) -> ChatResult:
+            payload: dict[str, ChatResult] = {}
+            return payload["choices"]  # the reader's bug: a KeyError
+
+    write(tmp_path / "text.yaml", cassette(recorded[:1]))
+    monkeypatch.setitem(_replay_vcr.ADAPTERS, "openai-chat", ("/v1", Broken))
+    (result,) = (await replay_vcr(tmp_path)).results
+    assert (result.outcome, result.detail) == ("crashed", "whole: KeyError: 'choices'")
+
+
+def _garbage(folder: Path, recorded: list[dict[str, Any]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "not-yaml.yaml").write_text("interactions: [\n  - {", "utf-8")
+    (folder / "binary.yml").write_bytes(b"\xff\xfe\x00garbage")
+    (folder / "no-interactions.yaml").write_text("version: 1\n", "utf-8")
+    (folder / "scalar.yaml").write_text("just a string\n", "utf-8")
+    laughs = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)
+    ]
+    (folder / "laughs.yaml").write_text("\n".join(laughs) + "\ninteractions: [*i]\n", "utf-8")
+    content = cassette(recorded[:2])
+    bad = copy.deepcopy(content)
+    bad["interactions"][0]["response"]["status"] = {"code": "abc"}
+    bad["interactions"][1]["response"]["body"] = {"string": b"\x1f\x8bnot gzip at all"}
+    bad["interactions"][1]["response"]["headers"]["content-encoding"] = ["gzip"]
+    write(folder / "bad-exchanges.yaml", bad)
+    bomb = copy.deepcopy(content)
+    bomb["interactions"][1]["response"]["body"] = {"string": gzip.compress(b"0" * (70 << 20))}
+    bomb["interactions"][1]["response"]["headers"]["content-encoding"] = ["gzip"]
+    bomb["interactions"][0]["response"]["body"] = {"string": b"\x00\x01"}
+    bomb["interactions"][0]["response"]["headers"]["content-encoding"] = ["br"]
+    write(folder / "bomb.yaml", bomb)
+
+
+async def test_garbage_is_reported_unreadable_not_raised(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    _garbage(tmp_path, recorded)
+    report = await replay_vcr(tmp_path)
+    problems = dict(report.unreadable)
+    assert problems["not-yaml.yaml"].startswith("not valid YAML")
+    assert problems["binary.yml"].startswith("cannot be read as UTF-8")
+    assert problems["no-interactions.yaml"] == "not a VCR cassette: no list of interactions"
+    assert problems["scalar.yaml"] == "not a VCR cassette: no list of interactions"
+    assert "YAML aliases" in problems["laughs.yaml"]
+    details = {(r.file, r.index): (r.outcome, r.detail) for r in report.results}
+    assert details[("bad-exchanges.yaml", 0)] == ("unreadable", "a status code 'abc'")
+    assert details[("bad-exchanges.yaml", 1)] == (
+        "unreadable",
+        "a gzip body that does not decode",
+    )
+    assert details[("bomb.yaml", 0)] == ("unreadable", "a body in the 'br' content encoding")
+    assert details[("bomb.yaml", 1)][0] == "unreadable"
+    assert "larger than" in details[("bomb.yaml", 1)][1]
+    assert not report.passed
+
+
+async def test_a_file_over_the_size_limit_is_not_read(
+    tmp_path: Path, recorded: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path / "big.yaml", cassette(recorded))
+    monkeypatch.setattr(_vcr, "MAX_FILE", path.stat().st_size - 1)
+    report = await replay_vcr(tmp_path)
+    assert report.results == []
+    assert report.unreadable == [
+        ("big.yaml", f"{path.stat().st_size} bytes, over the limit of {_vcr.MAX_FILE}")
+    ]
+
+
+def test_cli_reports_per_provider_and_exits_by_outcome(
+    tmp_path: Path, recorded: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good"
+    write(good / "own.yaml", cassette(recorded))
+    assert main(["conformance", "replay-vcr", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "10 exchanges of a known wire (9 exact, 1 no adapter); 1 other" in out
+    host = recorded[0]["uri"].split("/")[2]
+    assert f"  {host} (openai-chat): 6 exact" in out
+    assert f"  {host} (anthropic): 3 exact" in out
+    assert "no adapter: own.yaml #9: no adapter on the responses wire" in out
+
+    markdown, report = tmp_path / "r.md", tmp_path / "r.json"
+    code = main(
+        ["conformance", "replay-vcr", str(good), "--markdown", str(markdown), "--json", str(report)]
+    )
+    assert code == 0
+    assert f"| {host} | openai-chat | 6 | 0 | 0 | 0 | 0 |" in markdown.read_text("utf-8")
+    data = json.loads(report.read_text("utf-8"))
+    assert data["format"] == "agentfsm.vcr-replay/1"
+    assert data["deliveries"] == ["whole", "pieces", "loopback"]
+    assert {(p["wire"], p["exact"]) for p in data["providers"]} >= {("openai-chat", 6)}
+
+    bad = tmp_path / "bad"
+    _garbage(bad, recorded)
+    capsys.readouterr()
+    assert main(["conformance", "replay-vcr", str(bad), "--markdown"]) == 1
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.out + printed.err
+    assert "| not-yaml.yaml | | | unreadable file | | not valid YAML" in printed.out
+    assert main(["conformance", "replay-vcr", str(tmp_path / "missing")]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["conformance", "replay-vcr", str(empty)]) == 1
+    assert "nothing replayed" in capsys.readouterr().err
+
+
+def test_no_header_or_key_reaches_any_report(
+    tmp_path: Path, recorded: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "own.yaml", cassette(recorded, "vcrpy"))
+    write(tmp_path / "ruby.yaml", cassette(recorded, "ruby"))
+    out = tmp_path / "out"
+    out.mkdir()
+    for flags in ([], ["--markdown"], ["--json"], ["--markdown", str(out / "r.md")]):
+        main(["conformance", "replay-vcr", str(tmp_path), *flags])
+    printed = capsys.readouterr()
+    text = printed.out + printed.err + (out / "r.md").read_text("utf-8")
+    assert KEY not in text
+    assert "Bearer" not in text
+    assert "set-cookie" not in text.lower()
+
+
+async def test_deflate_bodies_zlib_wrapped_or_raw_replay_exactly(
+    tmp_path: Path, recorded: list[dict[str, Any]]
+) -> None:
+    plain = recorded[1]["body"]
+    raw_deflate = zlib.compressobj(wbits=-15)
+    bodies = {
+        "zlib": zlib.compress(plain),
+        "raw": raw_deflate.compress(plain) + raw_deflate.flush(),
+    }
+    for name, body in bodies.items():
+        content = cassette(recorded[1:2])
+        content["interactions"][0]["response"]["body"] = {"string": body}
+        content["interactions"][0]["response"]["headers"]["content-encoding"] = ["deflate"]
+        write(tmp_path / f"{name}.yaml", content)
+    report = await replay_vcr(tmp_path)
+    assert [(r.file, r.outcome) for r in report.results] == [
+        ("raw.yaml", "exact"),
+        ("zlib.yaml", "exact"),
+    ]

@@ -1,0 +1,212 @@
+"""VCR.py cassettes the project records itself: real HTTP exchanges with a
+:class:`~agentfsm.testing.FakeProviderServer`, written in the YAML shapes real recorders
+write (vcrpy's, pydantic-ai's ``parsed_body``, Ruby VCR's ``base64_string``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import yaml
+
+from agentfsm.conformance._frames import DONE, chunk, completion, data, event, tool_delta
+from agentfsm.testing import FakeProviderServer, Reply
+
+Form = Literal["vcrpy", "pydantic-ai", "ruby"]
+
+KEY = "sk-test-DO-NOT-PRINT-7f3a9c1e5b2d4f6a8c0e"
+"""The API key every recorded request carries (in headers a cassette keeps)."""
+
+ANSWER = "Hel\u2028lo, wörld 🌍 — done"
+"""A text answer with a line separator and characters of several UTF-8 lengths."""
+
+_USAGE = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
+
+
+def _utf8_event(kind: str, payload: dict[str, Any]) -> str:
+    """An Anthropic SSE event with its text as raw UTF-8 (not ``\\u`` escapes), so the
+    small-pieces delivery splits characters."""
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload}, ensure_ascii=False)}\n\n"
+
+
+def _anthropic_stream(text: str) -> Reply:
+    start = {"id": "msg_1", "model": "fake-model", "usage": {"input_tokens": 9, "output_tokens": 1}}
+    return Reply.sse(
+        [
+            event("message_start", {"message": {"type": "message", "role": "assistant", **start}}),
+            event(
+                "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+            ),
+            *(
+                event(
+                    "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}}
+                )
+                for p in (text[:4], text[4:])
+            ),
+            event("content_block_stop", {"index": 0}),
+            event(
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+            ),
+            event("message_stop", {}),
+        ]
+    )
+
+
+def scenarios() -> list[tuple[str, Reply]]:
+    """(request path, reply) for each recorded exchange: both wires the project reads, text
+    and tool calls, streamed and not, errors as a status and inside a 200 stream, a gzip
+    body, a Responses exchange and one of another path."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'},
+    }
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "get_time", "input": {"tz": "UTC"}}
+    anthropic_tool = {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "model": "fake-model",
+        "content": [{"type": "text", "text": "Checking."}, tool_use],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 20, "output_tokens": 7},
+    }
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    return [
+        (
+            "/v1/chat/completions",
+            Reply.sse(
+                [
+                    chunk({"role": "assistant", "content": ""}),
+                    *(chunk({"content": p}) for p in (ANSWER[:5], ANSWER[5:])),
+                    chunk({}, finish="stop"),
+                    chunk(choices=False, usage=_USAGE),
+                    DONE,
+                ]
+            ),
+        ),
+        (
+            "/v1/chat/completions",
+            Reply.json(
+                completion(
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    finish="tool_calls",
+                    usage=_USAGE,
+                )
+            ),
+        ),
+        (
+            "/v1/chat/completions",
+            Reply.sse(
+                [
+                    chunk(tool_delta(index=0, id="call_9", name="get_time", arguments="")),
+                    chunk(tool_delta(index=0, arguments='{"tz": ')),
+                    chunk(tool_delta(index=0, arguments='"UTC"}')),
+                    chunk({}, finish="tool_calls"),
+                    DONE,
+                ]
+            ),
+        ),
+        (
+            "/v1/chat/completions",
+            Reply.json(
+                {
+                    "error": {
+                        "message": "Rate limit reached",
+                        "type": "requests",
+                        "code": "rate_limit_exceeded",
+                    }
+                },
+                status=429,
+            ),
+        ),
+        (
+            "/v1/chat/completions",
+            Reply.sse([data({"error": {"message": "upstream failed", "code": 502}}), DONE]),
+        ),
+        (
+            "/v1/chat/completions",
+            Reply.gzipped(Reply.json(completion({"role": "assistant", "content": ANSWER}))),
+        ),
+        ("/v1/messages", _anthropic_stream(ANSWER)),
+        ("/v1/messages", Reply.json(anthropic_tool)),
+        ("/v1/messages", Reply.json(overloaded, status=529)),
+        (
+            "/v1/responses",
+            Reply.json({"id": "resp_1", "object": "response", "status": "completed", "output": []}),
+        ),
+        ("/v1/models", Reply.json({"object": "list", "data": []})),
+    ]
+
+
+async def record(scripted: list[tuple[str, Reply]]) -> list[dict[str, Any]]:
+    """Send one request per scenario to a fake server and keep what crossed the wire: the
+    request, the status, the headers, and the body's bytes as they came (still encoded)."""
+    out: list[dict[str, Any]] = []
+    with FakeProviderServer() as server:
+        async with httpx.AsyncClient(headers={"authorization": f"Bearer {KEY}"}) as client:
+            for path, reply in scripted:
+                server.enqueue(reply)
+                body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+                async with client.stream("POST", server.base_url + path, json=body) as response:
+                    raw = b"".join([piece async for piece in response.aiter_raw()])
+                headers: dict[str, list[str]] = {}
+                for name, value in response.headers.multi_items():
+                    headers.setdefault(name, []).append(value)
+                headers["set-cookie"] = [f"session={KEY}"]
+                out.append(
+                    {
+                        "uri": str(response.request.url),
+                        "request_body": json.dumps(body),
+                        "status": response.status_code,
+                        "message": response.reason_phrase,
+                        "headers": headers,
+                        "body": raw,
+                    }
+                )
+    return out
+
+
+def _response_body(recorded: dict[str, Any], form: Form) -> dict[str, Any]:
+    raw: bytes = recorded["body"]
+    encoded = "content-encoding" in recorded["headers"]
+    if form == "ruby":
+        if encoded:
+            return {
+                "body": {"encoding": "ASCII-8BIT", "base64_string": base64.b64encode(raw).decode()}
+            }
+        return {"body": {"encoding": "UTF-8", "string": raw.decode("utf-8")}}
+    content_type = recorded["headers"].get("content-type", [""])[0]
+    if form == "pydantic-ai" and not encoded and content_type.startswith("application/json"):
+        return {"parsed_body": json.loads(raw)}
+    return {"body": {"string": raw if encoded else raw.decode("utf-8")}}
+
+
+def cassette(recorded: list[dict[str, Any]], form: Form = "vcrpy") -> dict[str, Any]:
+    """The recorded exchanges as a cassette of ``form``."""
+    interactions = []
+    for item in recorded:
+        request = {
+            "body": item["request_body"],
+            "headers": {"authorization": [f"Bearer {KEY}"], "content-type": ["application/json"]},
+            "method": "POST",
+            "uri": item["uri"],
+        }
+        response = {
+            "headers": item["headers"],
+            "status": {"code": item["status"], "message": item["message"]},
+            **_response_body(item, form),
+        }
+        interactions.append({"request": request, "response": response})
+    return {"interactions": interactions, "version": 1}
+
+
+def write(path: Path, content: dict[str, Any]) -> Path:
+    """A cassette file as vcrpy writes it (``!!binary`` for bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(content, allow_unicode=True), "utf-8")
+    return path
