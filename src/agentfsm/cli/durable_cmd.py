@@ -47,6 +47,7 @@ from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.text import printable
 
 from . import run_cmd
+from ._run_html import attach_picture
 from .agent_build import build_agent
 from .render import QuietRenderer
 from .report import RunTally, describe_failure, run_end
@@ -174,6 +175,7 @@ class _Shown:
             if error is not None
             else None,
         )
+        attach_picture(end, getattr(args, "html", None))
         self.renderer.finish(end, outcome)
         return code
 

@@ -30,6 +30,7 @@ from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.protocols import ChatFn
 from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
+from ._run_html import attach_picture
 from .agent_build import build_agent
 from .parser import add_run_arguments as add_arguments
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
@@ -281,6 +282,7 @@ async def _run(
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
         )
+        attach_picture(end, getattr(args, "html", None))
         renderer.finish(end, outcome)
         return code
 
