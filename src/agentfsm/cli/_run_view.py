@@ -91,14 +91,15 @@ def session_chain(path: str | Path) -> list[Path]:
 
 
 def _tool_status(message: dict[str, Any]) -> str:
-    """``ok``, ``failed``, ``cancelled`` or ``skipped`` (closed by the turn budget)."""
+    """``ok``, ``failed``, ``cancelled`` (an interrupt or a cancellation closed it) or
+    ``skipped`` (closed by the turn budget)."""
     if not message.get("is_error"):
         return "ok"
     try:
         error = json.loads(message.get("content") or "").get("error")
     except (ValueError, AttributeError):
         return "failed"
-    if isinstance(error, str) and error.startswith("cancelled:"):
+    if isinstance(error, str) and (error.startswith("cancelled:") or error == "interrupted"):
         return "cancelled"
     return "skipped" if error == TURN_BUDGET_EXHAUSTED else "failed"
 
@@ -218,6 +219,10 @@ class _Reader:
                 if isinstance(usage, dict)
                 else {}
             )
+            state = self.run["last_state"]
+            if state in ("turn_start", "compress", "llm_start"):  # a turn without records
+                turn = self.turn()
+                turn["compressed"] = turn.get("compressed") or state == "compress"
             error = meta.get("error")
             if isinstance(error, dict):
                 self.run["error"] = " ".join(
@@ -262,14 +267,15 @@ class _Reader:
         message = record.get("message")
         if self.run is None or not isinstance(message, dict):
             return
+        if self.skip:  # seeded: the system prompt, or history shown with an earlier run
+            self.skip -= 1
+            if self.run["index"] == 1:
+                self.messages.append(_message_view(message))
+                self.run["context"].append(len(self.messages) - 1)
+            return
         view = _message_view(message)
         self.messages.append(view)
         index = len(self.messages) - 1
-        if self.skip:
-            self.skip -= 1
-            if self.run["index"] == 1:
-                self.run["context"].append(index)
-            return
         role = view["role"]
         stamp = record.get("ts")
         if role == "assistant":
