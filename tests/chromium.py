@@ -8,10 +8,12 @@ it, collect console errors and take a screenshot.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,16 +28,24 @@ class Chromium:
     def __init__(self, binary: str, profile: Path, size: tuple[int, int] = (1400, 900)) -> None:
         to_child, self._write = os.pipe()
         self._read, from_child = os.pipe()
-
-        # The shell moves the pipe ends to fds 3 (commands in) and 4 (answers out), then
-        # becomes the browser.
-        spare = " ".join(f"{fd}<&-" for fd in (to_child, from_child) if fd not in (3, 4))
-        script = f'exec "$0" "$@" 8<&{to_child} 9>&{from_child} {spare} 3<&8 4>&9 8<&- 9>&-'
+        # The child's ends moved above the low descriptors, so that a small trampoline can
+        # put them on fds 3 (commands in) and 4 (answers out) before it becomes the browser.
+        ends = []
+        for fd in (to_child, from_child):
+            ends.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100))
+            os.close(fd)
+        trampoline = (
+            "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+            "os.close(int(sys.argv[1])); os.close(int(sys.argv[2])); "
+            "os.execv(sys.argv[3], sys.argv[3:])"
+        )
         self.process = subprocess.Popen(
             [
-                "/bin/sh",
+                sys.executable,
                 "-c",
-                script,
+                trampoline,
+                str(ends[0]),
+                str(ends[1]),
                 binary,
                 "--headless=new",
                 "--no-sandbox",  # tests run as root
@@ -52,10 +62,10 @@ class Chromium:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(to_child, from_child),
+            pass_fds=tuple(ends),
         )
-        os.close(to_child)
-        os.close(from_child)
+        for fd in ends:
+            os.close(fd)
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
@@ -67,6 +77,10 @@ class Chromium:
         ]
         for domain in ("Page", "Runtime", "Log"):
             self.call(f"{domain}.enable")
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def _send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message).encode() + b"\0"
