@@ -70,6 +70,15 @@ def _ranks(
     return rank, back
 
 
+def _bezier(t: float, *points: tuple[float, float]) -> tuple[float, float]:
+    """The point at ``t`` of the cubic Bézier curve through four control ``points``."""
+    (ax, ay), (bx, by), (cx, cy), (dx, dy) = points
+    u = 1 - t
+    x = u**3 * ax + 3 * u * u * t * bx + 3 * u * t * t * cx + t**3 * dx
+    y = u**3 * ay + 3 * u * u * t * by + 3 * u * t * t * cy + t**3 * dy
+    return x, y
+
+
 def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
     """The drawing of ``machine`` (the agent loop by default) as an inline ``<svg>``."""
     states = list(machine.states)
@@ -132,9 +141,12 @@ def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
                 f"M{sx:.1f},{top:.1f} C{sx:.1f},{top + bend:.1f} {tx:.1f},"
                 f"{bottom - bend:.1f} {tx:.1f},{bottom:.1f}"
             )
-            side = "end" if tx < sx - 1 else "start"
-            label_x = (sx + tx) / 2 + (-6.0 if side == "end" else 6.0)
-            label_y, anchor = (top + bottom) / 2, side
+            # the label half a rank below the source: edges of different lengths that
+            # cross the same band keep their labels apart
+            t = 0.5 * _RANK_GAP / max(ty - sy, _RANK_GAP)
+            px, py = _bezier(t, (sx, top), (sx, top + bend), (tx, bottom - bend), (tx, bottom))
+            anchor = "end" if tx < sx - 1 else "start"
+            label_x, label_y = px + (-6.0 if anchor == "end" else 6.0), py
         guard = " | ".join(g for g in guards[key] if g != "-")
         parts.append(
             f'<g class="edge" data-edge="{escape(key)}"><title>{escape(key)}</title>'
