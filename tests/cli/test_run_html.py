@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -225,6 +226,11 @@ async def test_a_session_cycle_or_a_missing_parent_ends_the_chain(tmp_path: Path
     other.write_text(json.dumps({"ts": "x", "kind": "meta", "meta": start}) + "\n", "utf-8")
     assert session_chain(other) == [other]
     assert "<svg" in render_run(other)
+    fifo = tmp_path / "20260101T000000000000Z-0003.jsonl"
+    os.mkfifo(fifo)
+    start["resumed_from"] = {"id": fifo.stem, "path": str(fifo)}
+    other.write_text(json.dumps({"ts": "x", "kind": "meta", "meta": start}) + "\n", "utf-8")
+    assert session_chain(other) == [other]  # a FIFO is not read (it would block)
 
 
 async def test_the_page_is_self_contained_and_its_data_cannot_end_the_script(

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.sessions import is_session_file, iter_session_records
+from agentfsm.adapters.sessions import SessionNotFound, is_session_file, iter_session_records
 from agentfsm.engine.history import TURN_BUDGET_EXHAUSTED
 
 __all__ = ["MAX_CHAIN", "MAX_TEXT_CHARS", "END_STATES", "read_run_view", "session_chain"]
@@ -65,7 +65,7 @@ def _parent(path: Path) -> Path | None:
         if not isinstance(parent, dict):
             return None
         named = parent.get("path")
-        if isinstance(named, str) and is_session_file(Path(named)):
+        if isinstance(named, str) and named.endswith(".jsonl") and is_session_file(Path(named)):
             return Path(named)
         ident = parent.get("id")
         if isinstance(ident, str) and "/" not in ident and ident not in ("", ".", ".."):
@@ -78,11 +78,18 @@ def _parent(path: Path) -> Path | None:
 
 def session_chain(path: str | Path) -> list[Path]:
     """``path`` and the session files it was resumed from, oldest first (at most
-    :data:`MAX_CHAIN`; a file seen twice ends the chain)."""
+    :data:`MAX_CHAIN`; a file seen twice, or one that cannot be read, ends the chain). A
+    parent is the ``.jsonl`` file its ``run_start`` names, else the file of that id beside
+    the child."""
     chain = [Path(path)]
     seen = {Path(path).resolve()}
     while len(chain) < MAX_CHAIN:
-        parent = _parent(chain[0])
+        try:
+            parent = _parent(chain[0])
+        except (OSError, SessionNotFound):
+            if len(chain) == 1:
+                raise
+            break  # an earlier session that cannot be read ends the chain
         if parent is None or parent.resolve() in seen:
             break
         seen.add(parent.resolve())
@@ -375,7 +382,7 @@ def read_run_view(path: str | Path) -> dict[str, Any]:
     for file in chain:
         try:
             records = list(iter_session_records(file, exact=True))
-        except OSError:
+        except (OSError, SessionNotFound):
             if file == chain[-1]:
                 raise
             continue
