@@ -150,6 +150,8 @@ async def test_a_failed_and_an_interrupted_run_end_on_the_edge_they_took(tmp_pat
     assert view["turns"][-1]["path"][-1] == "llm_start>failed"
     assert view["end_state"] == "failed"
     assert "bad key" in view["runs"][0]["error"]
+    assert view["turns"][-1]["events"][-1]["kind"] == "stop"
+    assert "run failed: ProviderError" in view["turns"][-1]["events"][-1]["text"]
 
     started = asyncio.Event()
 

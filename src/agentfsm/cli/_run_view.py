@@ -398,6 +398,11 @@ def read_run_view(path: str | Path) -> dict[str, Any]:
     verdicts: dict[str, dict[str, int]] = {}
     for run in reader.runs:
         numbers = run["turns"]
+        if numbers and run["stopped_reason"] in ("aborted", "failed"):
+            why = f": {run['error']}" if run.get("error") else ""
+            reader.turns[numbers[-1]]["events"].append(
+                {"kind": "stop", "text": f"run {run['stopped_reason']}{why}"}
+            )
         for position, index in enumerate(numbers):
             turn = reader.turns[index]
             last = position == len(numbers) - 1
