@@ -2,7 +2,9 @@
 JSON messages separated by NUL bytes on file descriptors 3 and 4, no websocket needed).
 
 Used by the tests that look at a page as a user would: load it, evaluate expressions in
-it, collect console errors and take a screenshot.
+it, collect console errors and take a screenshot. Those tests carry
+``@pytest.mark.requires_program("chromium", "chromium")``: skipped with the reason where
+Debian's ``chromium`` is absent, failed under ``CI`` (``.ci/run`` installs it).
 """
 
 from __future__ import annotations
