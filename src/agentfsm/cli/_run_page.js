@@ -133,7 +133,9 @@
     row.appendChild(el("span", "ms", seconds(turn.ms)));
     var calls = el("span", "calls");
     each(turn.tool_calls, function (call) {
-      calls.appendChild(el("span", "call " + (call.status || "unanswered"), call.name));
+      var chip = el("span", "call " + (call.status || "unanswered"), call.name);
+      chip.title = call.name + ": " + (call.status || "no result recorded");
+      calls.appendChild(chip);
     });
     row.appendChild(calls);
     var events = el("span", "events");
