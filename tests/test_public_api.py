@@ -195,6 +195,7 @@ def test_the_names_a_newcomer_looks_for_are_at_the_top() -> None:
         "ToolOutcome",
         "ChatDelta",
         "render_diagram",
+        "render_run",
         "TurnGate",
         "FinalGate",
         "Compressor",

@@ -1,7 +1,8 @@
 """agentfsm: an LLM agent loop as an explicit, declared state machine with pluggable policies.
 
 The names below are the public API: the front door (:class:`Agent`, :func:`run_conversation`),
-the messages and events, the policy hooks and their verdicts, and :func:`render_diagram`.
+the messages and events, the policy hooks and their verdicts, :func:`render_diagram` and
+:func:`render_run` (a recorded run's HTML picture).
 Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 :mod:`agentfsm.policies` and :mod:`agentfsm.testing`.
 
@@ -17,6 +18,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
     from .cli._diagram_cmd import render_diagram
+    from .cli._run_html import render_run
     from .engine import (
         AbortController,
         AbortError,
@@ -118,6 +120,7 @@ __all__ = [
     "converter",
     "format_tool_result_content",
     "render_diagram",
+    "render_run",
     "run_conversation",
     "seed_system_prompt",
 ]
@@ -128,6 +131,7 @@ _LAZY.update(
     dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
 )
 _LAZY["render_diagram"] = "agentfsm.cli._diagram_cmd"
+_LAZY["render_run"] = "agentfsm.cli._run_html"
 del _LAZY["AgentfsmDeprecationWarning"]
 
 _renamed = _package_getattr(__name__)

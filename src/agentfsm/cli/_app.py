@@ -46,6 +46,8 @@ def _sessions(args: argparse.Namespace) -> int:
     command = "trace" if args.command == "trace" else f"sessions {args.action}"
     try:
         folder = _session_dir(args)
+        if args.command == "trace" and args.html:
+            return sessions_cmd.trace_html(folder, args.ref, args.html)
         if args.command == "trace":
             return sessions_cmd.trace(folder, args.ref, args.json)
         if args.action == "list":

@@ -49,6 +49,7 @@ from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
 from ._render import QuietRenderer
 from ._report import RunTally, describe_failure, run_end
+from ._run_html import attach_picture
 from ._settings_trust import check_submitted, read_run_settings
 
 __all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
@@ -173,6 +174,7 @@ class _Shown:
             if error is not None
             else None,
         )
+        attach_picture(end, getattr(args, "html", None))
         self.renderer.finish(end, outcome)
         return code
 

@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
     _session_options(trace)
     trace.add_argument("--json", action="store_true")
+    trace.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML picture of the session (diagram, path, timeline)",
+    )
     runs = commands.add_parser("runs", help="durable runs (list, resume)")
     runs_actions = runs.add_subparsers(dest="action", required=True)
     runs_list = runs_actions.add_parser("list", help="unfinished durable runs")
@@ -171,6 +176,11 @@ def add_run_arguments(parser: Any) -> None:
         action="store_true",
         help="export OpenTelemetry traces and metrics by OTLP/HTTP (OTEL_EXPORTER_OTLP_* "
         "variables; docs/telemetry.md)",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="after the run, write a self-contained HTML picture of its session to FILE",
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument(

@@ -248,6 +248,8 @@ class HumanRenderer(Renderer):
                 self._say(words)  # a capped run's last words
         rows = _summary_rows(end)
         session = f"session: {end.get('session_path') or 'not recorded'}"
+        if end.get("html_path"):
+            session += f"\npicture: {end['html_path']}"
         if self.console is None:
             for name, value in rows:
                 _print(f"{name:>10}: {value}")

@@ -34,6 +34,7 @@ from ._agent_build import build_agent
 from ._parser import add_run_arguments as add_arguments
 from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
+from ._run_html import attach_picture
 from ._settings_trust import (
     RunSettings,
     SettingsRefused,
@@ -281,6 +282,7 @@ async def _run(
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
         )
+        attach_picture(end, getattr(args, "html", None))
         renderer.finish(end, outcome)
         return code
 

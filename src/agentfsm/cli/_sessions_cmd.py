@@ -19,7 +19,7 @@ from agentfsm.engine._text import printable
 
 from ._terminal import sanitize
 
-__all__ = ["describe", "list_sessions", "show_session", "trace"]
+__all__ = ["describe", "list_sessions", "show_session", "trace", "trace_html"]
 
 
 def _say(text: str) -> None:
@@ -104,6 +104,17 @@ def _error_line(error: dict[str, str]) -> str:
     name = error.get("name") or "error"
     kind = f" ({error['kind']})" if error.get("kind") and error.get("kind") != name else ""
     return f"{name}{kind}: {' '.join(error.get('message', '').split())[:2000]}"
+
+
+def trace_html(session_dir: Path, ref: str, out: str) -> int:
+    """``agentfsm trace REF --html FILE``: write the session's picture; says where on stderr."""
+    from ._run_html import render_run
+
+    path = resolve_session(session_dir, ref)
+    target = Path(out)
+    render_run(path, target)
+    print(f"wrote {sanitize(str(target.resolve()))}", file=sys.stderr)
+    return 0
 
 
 def trace(session_dir: Path, ref: str, as_json: bool) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentfsm.engine._events import (
     AgentEmitter,
+    AgentEvent,
     BudgetExhaustedEvent,
     CompressEndEvent,
     GateEvent,
@@ -30,6 +31,16 @@ logger = logging.getLogger("agentfsm.sessions")
 _POLICY_FIELDS = ("policy", "code", "reason", "trigger", "directions", "latency_ms")
 """The fields of a policy event its record keeps (those it has, when not ``None``)."""
 
+_STATES = {
+    "turn_start": "turn_start",
+    "compress_start": "compress",
+    "llm_start": "llm_start",
+    "llm_end": "llm_end",
+    "tool_call_start": "run_tools",
+}
+"""The machine state a run is in once it emitted each of these events (``run_end`` of a run
+cut short names the last one, so a reader knows the edge the run left by)."""
+
 
 class SessionRecorder:
     """Appends one run to a :class:`SessionHandle`.
@@ -41,9 +52,12 @@ class SessionRecorder:
     call id: a reader then knows the tool may have acted if its result never arrives),
     ``tool_call_end`` the tool message (cancelled ones too), ``budget_exhausted`` and
     ``compress_end`` a meta record; ``finish`` writes
-    ``run_end`` with the stop reason and the run's usage, then closes the file. Policy
-    decisions (warnings, notes, stops, gate refusals, redirections) are recorded as meta
-    records too, without reminder or advice texts. Best effort: a write error logs a warning
+    ``run_end`` with the stop reason and the run's usage, then closes the file. An assistant
+    message's record also carries its ``turn`` and the call's ``usage`` (when the provider
+    reported one); the ``run_end`` of a run that ended ``aborted`` or ``failed`` names the
+    machine state it was in (``last_state``). Policy
+    decisions (warnings, notes, stops, gate refusals, redirections, reminders) are recorded
+    as meta records too, without reminder or advice texts. Best effort: a write error logs a warning
     (once per run) and never reaches the run. Give it an emitter that carries only this
     run's events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
 
@@ -57,6 +71,7 @@ class SessionRecorder:
         self._history: Callable[[], Sequence[Message]] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._warned = False
+        self._state: str | None = None
 
     def _safely(self, action: Callable[[], object]) -> None:
         try:
@@ -113,14 +128,33 @@ class SessionRecorder:
                     ("gate", self._on_gate),
                     ("redirect", self._on_policy_event),
                     ("redirect_skipped", self._on_policy_event),
+                    ("reminder", self._on_policy_event),
+                    *(
+                        (name, self._on_state)
+                        for name in ("turn_start", "compress_start", "llm_start")
+                    ),
                 )
             )
         ]
 
+    def _on_state(self, event: AgentEvent) -> None:
+        self._state = _STATES[event.type]
+
     def _on_llm_end(self, event: LlmEndEvent) -> None:
-        self._safely(lambda: self.handle.write_messages(event.result.message))
+        self._state = "llm_end"
+        message = event.result.message
+        record: dict[str, Any] = {"kind": "message", "message": message, "turn": event.turn}
+        if event.result.usage is not None:
+            record["usage"] = event.result.usage
+
+        def write() -> None:
+            self.handle.write(record)
+            self.handle.messages.append(message)
+
+        self._safely(write)
 
     def _on_tool_call_start(self, event: ToolCallStartEvent) -> None:
+        self._state = "run_tools"
         meta = {"event": "tool_call_start", "turn": event.turn, "call_id": event.call.id}
         self._safely(lambda: self.handle.write_meta(meta))
 
@@ -181,6 +215,8 @@ class SessionRecorder:
         }
         if error is not None:
             meta["error"] = _error_record(error)
+        if stopped_reason in ("aborted", "failed") and self._state is not None:
+            meta["last_state"] = self._state
         if policy_state:
             meta["policy_state"] = dict(policy_state)
             self.handle.policy_state = dict(policy_state)
