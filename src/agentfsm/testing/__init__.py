@@ -1,5 +1,7 @@
-"""Test doubles for agents built on agentfsm."""
+"""Test doubles for agents built on agentfsm, and the scripted model of
+``agentfsm fake-server`` (``scenario_handler``)."""
 
+from ._scenarios import ScriptTurn, load_script, scenario_handler
 from .fake_server import (
     Drop,
     FakeProviderServer,
@@ -38,8 +40,11 @@ __all__ = [
     "ScriptExhausted",
     "ScriptFn",
     "ScriptItem",
+    "ScriptTurn",
     "ScriptedChat",
     "ScriptedTools",
     "Streamed",
+    "load_script",
+    "scenario_handler",
     "tool_reply",
 ]

@@ -1,0 +1,200 @@
+"""``agentfsm fake-server``: a model-free quick start, run as a user would, with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentfsm.testing import FakeProviderServer, load_script, scenario_handler
+
+from .conftest import sandbox_options
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@contextmanager
+def fake_server(*options: str, module: str = "agentfsm") -> Iterator[tuple[str, list[str]]]:
+    """The server started as a user would; yields its base URL and the lines it printed
+    before serving. Stops it with Ctrl-C (SIGINT) and checks it exits 0."""
+    command = [sys.executable, "-m", module]
+    command += ["fake-server"] if module == "agentfsm" else []
+    process = subprocess.Popen(
+        [*command, "--port", "0", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Ctrl-C"):
+                break
+        found = re.search(r"on (http://127\.0\.0\.1:\d+) ", lines[0] if lines else "")
+        assert found, (lines, process.stderr.read() if process.stderr else "")
+        yield found.group(1), lines
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "fake-server: stopped" in out
+    assert "Traceback" not in err
+
+
+def agentfsm_run(workspace: Path, *options: str) -> tuple[int, list[dict[str, Any]], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "run", *options, *sandbox_options(), "--json"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, events, done.stderr
+
+
+def final_text(events: list[dict[str, Any]]) -> str:
+    [final] = [event for event in events if event["type"] == "final"]
+    return str(final["message"]["content"])
+
+
+def tool_names(events: list[dict[str, Any]]) -> list[str]:
+    return [event["call"]["name"] for event in events if event["type"] == "tool_call_end"]
+
+
+def test_echo_answers_with_the_prompt_on_the_openai_wire(workspace: Path) -> None:
+    with fake_server("--scenario", "echo") as (base, lines):
+        assert any(f"agentfsm run --base-url {base}/v1 --model fake" in line for line in lines)
+        for prompt in ("Say hello", "Say it again"):  # repeated runs each get the scenario
+            code, events, err = agentfsm_run(
+                workspace, "--base-url", f"{base}/v1", "--model", "fake", prompt
+            )
+            assert code == 0, err
+            assert final_text(events) == prompt
+            assert events[-1]["stopped_reason"] == "final"
+
+
+def test_the_tools_scenario_on_the_anthropic_wire(workspace: Path) -> None:
+    """Started as ``python -m agentfsm.testing.serve``, the default scenario lists the
+    workspace, reads its file and answers with what it saw."""
+    with fake_server(module="agentfsm.testing.serve") as (base, _):
+        for _ in range(2):
+            code, events, err = agentfsm_run(
+                workspace,
+                *("--provider", "anthropic", "--base-url", base, "--model", "fake"),
+                "What is in this project?",
+            )
+            assert code == 0, err
+            assert tool_names(events) == ["list_dir", "read_file"]
+            assert "notes.txt begins with: hello world" in final_text(events)
+            assert events[-1]["tool_calls"] == 2
+
+
+def test_a_script_file(workspace: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    turns = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "x"}}]},
+        {"text": "Wrote out.txt."},
+    ]
+    script.write_text(json.dumps({"turns": turns}), "utf-8")
+    with fake_server("--script", str(script)) as (base, lines):
+        assert "the script" in lines[0]
+        code, events, err = agentfsm_run(
+            workspace,
+            *("--base-url", f"{base}/v1", "--model", "fake", "--preset", "minimal"),
+            "Write out.txt",
+        )
+    assert code == 0, err
+    assert tool_names(events) == ["write_file"]
+    assert final_text(events) == "Wrote out.txt."
+    assert (workspace / "out.txt").read_text("utf-8") == "x"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "not JSON"),
+        ("[]", "non-empty list of turns"),
+        ('[{"txt": "typo"}]', "turn 1: expected an object"),
+        ('[{"tool_calls": [{"arguments": {}}]}]', 'needs a "name"'),
+    ],
+)
+def test_a_bad_script_is_one_line_and_exit_2(tmp_path: Path, content: str, message: str) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(content, "utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "fake-server", "--script", str(script)],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert message in done.stderr
+
+
+def test_a_busy_port_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "fake-server", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_non_streamed_and_streamed_replies_on_both_wires(stream: bool) -> None:
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        ask = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hey"}]}
+        openai = httpx.post(f"{server.base_url}/v1/chat/completions", json=ask)
+        anthropic = httpx.post(
+            f"{server.base_url}/v1/messages",
+            json={**ask, "max_tokens": 10},
+        )
+        assert httpx.get(f"{server.base_url}/v1/models").json()["data"][0]["id"] == "fake"
+        assert httpx.post(f"{server.base_url}/v2/other", json={}).status_code == 404
+    if stream:
+        assert '"content": "hey"' in openai.text
+        assert openai.text.rstrip().endswith("data: [DONE]")
+        assert "event: message_stop" in anthropic.text
+        assert '"text": "hey"' in anthropic.text
+    else:
+        assert openai.json()["choices"][0]["message"]["content"] == "hey"
+        assert anthropic.json()["content"] == [{"type": "text", "text": "hey"}]
+
+
+def test_load_script_accepts_a_bare_list(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text('[{"text": "a"}, {"text": "b", "tool_calls": []}]', "utf-8")
+    assert [turn.text for turn in load_script(script)] == ["a", "b"]
