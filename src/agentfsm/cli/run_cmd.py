@@ -32,6 +32,7 @@ from agentfsm.engine.protocols import ChatFn
 from agentfsm.sandbox.process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from ._session_provider import adopt_session_provider, record_provider, recordable_url
+from ._shown_once import ShownOnce
 from .agent_build import build_agent
 from .parser import add_run_arguments as add_arguments
 from .render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
@@ -225,12 +226,12 @@ _NEEDS_MODEL = (
 )
 
 
-def _renderer(args: argparse.Namespace) -> Renderer:
+def _renderer(args: argparse.Namespace, session_dir: Path | None = None) -> Renderer:
     if args.json:
         return JsonRenderer()
     if args.quiet:
         return QuietRenderer()
-    return HumanRenderer()
+    return HumanRenderer(shown_once=ShownOnce(session_dir) if session_dir is not None else None)
 
 
 NO_SANDBOX_WARNING = (
@@ -286,7 +287,7 @@ async def _run(
     settings: Settings,
     parent: Path | None,
 ) -> int:
-    renderer = _renderer(args)
+    renderer = _renderer(args, session_dir)
     tally = RunTally()
     endpoint = _endpoint(args) if chat_override is None else None
     key_env = _key_env(args)

@@ -74,6 +74,7 @@ from .params import LoopOutcome, LoopParams, StopInfo, StoppedReason
 from .policy import (
     Compressor,
     FinalGate,
+    FinalVerdict,
     LlmObserver,
     Notice,
     OutcomeShaper,
@@ -124,6 +125,7 @@ __all__ = [
     "EventType",
     "FinalEvent",
     "FinalGate",
+    "FinalVerdict",
     "GateEvent",
     "KEEP_RECENT_TURNS",
     "LlmEndEvent",

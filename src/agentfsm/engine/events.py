@@ -182,8 +182,10 @@ class PolicyStopEvent:
 
 @frozen(kw_only=True)
 class PolicyNoteEvent:
-    """A policy reports what it will use or did (e.g. the verify gate's command): after
-    ``turn_start``, before the turn's ``llm_start``; informational, the model is not told."""
+    """A policy reports what it will use or did (e.g. the verify gate's command): from a
+    turn gate after ``turn_start``, before the turn's ``llm_start``; from a final gate (e.g.
+    the verifier's verdict) at ``final_check``, after the turn's ``llm_end`` and before its
+    ``gate`` or ``final``. Informational: the model is not told."""
 
     turn: int
     """The turn."""
@@ -361,10 +363,8 @@ def _checked_type(event_type: str) -> str:
         return event_type
     near = difflib.get_close_matches(str(event_type), sorted(_KNOWN_TYPES), n=1)
     guess = f"did you mean {near[0]!r}? " if near else ""
-    raise ValueError(
-        f"no event is called {event_type!r}: {guess}(events: {', '.join(sorted(_KNOWN_TYPES))}; "
-        "'*' for all)"
-    )
+    known = ", ".join(sorted(_KNOWN_TYPES))
+    raise ValueError(f"no event is called {event_type!r}: {guess}(events: {known}; '*': all)")
 
 
 EventHandler: TypeAlias = Callable[[Any], object]
