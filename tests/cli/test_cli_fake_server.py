@@ -297,3 +297,24 @@ def test_a_base_url_that_may_carry_a_key_is_not_recorded(url: str, kept: bool) -
     from agentfsm.cli._session_provider import recordable_url
 
     assert recordable_url(url) == (url if kept else None)
+
+
+def test_a_recorded_base_url_is_checked_before_it_is_used(tmp_path: Path) -> None:
+    """Only an http(s) base URL without credentials is taken from a session."""
+    import argparse
+
+    from agentfsm.cli._session_provider import adopt_session_provider
+
+    for url, taken in (
+        ("http://127.0.0.1:1/v1", True),
+        ("file:///etc/passwd", False),
+        ("http://u:p@127.0.0.1/v1", False),
+        ("http://127.0.0.1/v1\x1b[2J", False),
+    ):
+        session = tmp_path / "s.jsonl"
+        record = {"event": "provider", "provider": "openai-compatible", "base_url": url}
+        session.write_text(json.dumps({"kind": "meta", "meta": record}) + "\n", "utf-8")
+        args = argparse.Namespace(provider=None, base_url=None, model=None, api_key_env=None)
+        adopt_session_provider(args, session)
+        assert args.provider == "openai-compatible"
+        assert args.base_url == (url if taken else None)

@@ -86,8 +86,9 @@ def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]
     if args.provider is None and args.base_url is None:
         args.provider = recorded["provider"]
         filled.append("--provider")
-        if _text(recorded.get("base_url")):
-            args.base_url = recorded["base_url"]
+        url = _text(recorded.get("base_url"))
+        if url is not None and url.startswith(("http://", "https://")) and recordable_url(url):
+            args.base_url = url
             filled.append("--base-url")
     provider = args.provider or ("openai-compatible" if args.base_url else None)
     if provider != recorded["provider"]:
