@@ -315,6 +315,9 @@ def test_a_recorded_base_url_is_checked_before_it_is_used(tmp_path: Path) -> Non
         record = {"event": "provider", "provider": "openai-compatible", "base_url": url}
         session.write_text(json.dumps({"kind": "meta", "meta": record}) + "\n", "utf-8")
         args = argparse.Namespace(provider=None, base_url=None, model=None, api_key_env=None)
-        adopt_session_provider(args, session)
-        assert args.provider == "openai-compatible"
-        assert args.base_url == (url if taken else None)
+        if taken:
+            adopt_session_provider(args, session)
+            assert (args.provider, args.base_url) == ("openai-compatible", url)
+        else:
+            with pytest.raises(ValueError, match="give --base-url"):
+                adopt_session_provider(args, session)

@@ -75,7 +75,12 @@ def _text(value: object) -> str | None:
 def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]:
     """Fill ``args``'s provider options from the session ``--resume`` continues: the
     provider and base URL unless either is given, the model and ``--api-key-env`` unless
-    given (and only for the same provider). Returns the options filled in."""
+    given (and only for the same provider). Returns the options filled in.
+
+    Raises:
+        ValueError: the session's server is not known (its URL was not recorded), and the
+            command line does not name one.
+    """
     try:
         recorded = _recorded(session)
     except (OSError, ValueError):
@@ -84,10 +89,17 @@ def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]
         return []
     filled: list[str] = []
     if args.provider is None and args.base_url is None:
+        url = _text(recorded.get("base_url"))
+        if url is None or not url.startswith(("http://", "https://")) or not recordable_url(url):
+            url = None
+            if recorded["provider"] == "openai-compatible":
+                raise ValueError(
+                    "the resumed session talked to an OpenAI-compatible server whose URL was "
+                    "not recorded (it may have held a key): give --base-url and --model"
+                )
         args.provider = recorded["provider"]
         filled.append("--provider")
-        url = _text(recorded.get("base_url"))
-        if url is not None and url.startswith(("http://", "https://")) and recordable_url(url):
+        if url is not None:
             args.base_url = url
             filled.append("--base-url")
     provider = args.provider or ("openai-compatible" if args.base_url else None)

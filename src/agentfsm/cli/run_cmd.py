@@ -434,7 +434,10 @@ def _check_inputs(
         except SessionNotFound as error:
             raise UsageError(str(error)) from None
         if chat_override is None:  # the resumed session's provider, unless given
-            adopt_session_provider(args, parent)
+            try:
+                adopt_session_provider(args, parent)
+            except ValueError as error:
+                raise UsageError(str(error)) from None
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
     if args.provider == "openai-compatible" and not args.base_url:
