@@ -321,3 +321,29 @@ def test_a_recorded_base_url_is_checked_before_it_is_used(tmp_path: Path) -> Non
         else:
             with pytest.raises(ValueError, match="give --base-url"):
                 adopt_session_provider(args, session)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_echo_keeps_lone_surrogates_and_line_separators(stream: bool) -> None:
+    prompt = "odd \ud800 text\u2028next line"
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        ask = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": prompt}]}
+        body = json.dumps(ask).encode()  # escapes the surrogate, as clients send it
+        headers = {"content-type": "application/json"}
+        openai = httpx.post(f"{server.base_url}/v1/chat/completions", content=body, headers=headers)
+        anthropic = httpx.post(f"{server.base_url}/v1/messages", content=body, headers=headers)
+    if not stream:
+        assert openai.json()["choices"][0]["message"]["content"] == prompt
+        assert anthropic.json()["content"][0]["text"] == prompt
+        return
+    pieces = [
+        json.loads(line[6:]) for line in openai.text.splitlines() if line.startswith("data: {")
+    ]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in pieces if c["choices"])
+    assert text == prompt
+    events = [
+        json.loads(line[6:]) for line in anthropic.text.splitlines() if line.startswith("data: ")
+    ]
+    deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+    assert "".join(deltas) == prompt
