@@ -158,5 +158,5 @@ def test_a_scripted_tool_run_counts_in_the_trace(
     capsys.readouterr()
     assert main(["sessions", "list", *sessions(workspace), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["turns"], r["tool_calls"]) for r in rows] == [(2, 1), (1, 0)]
-    assert rows[1]["resumed_from"] == rows[0]["id"]
+    assert [(r["turns"], r["tool_calls"]) for r in rows] == [(1, 0), (2, 1)]  # newest first
+    assert rows[0]["resumed_from"] == rows[1]["id"]

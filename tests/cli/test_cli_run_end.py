@@ -116,7 +116,7 @@ def test_a_capped_run_ends_with_its_stop(
     assert main(argv(workspace, *options), chat=chat) == 3
     end = json_lines(capsys.readouterr().out)[-1]
     assert (end["stopped_reason"], end["exit_code"], end["turns"]) == ("budget", 3, 2)
-    assert end["tool_calls"] == 2
+    assert end["tool_calls"] == 1  # the last turn's call never ran ("not run")
 
 
 def test_a_failed_call_is_printed_once(

@@ -96,7 +96,9 @@ async def test_a_wrong_verdict_is_a_type_error_naming_policy_and_hook() -> None:
     assert isinstance(recorder.events[-1].error, TypeError)
 
     recorder = Recorder()
-    with pytest.raises(TypeError, match=r"StopsAtFinal returned Stop.*check_final.*Retry or None"):
+    with pytest.raises(
+        TypeError, match=r"StopsAtFinal returned Stop.*check_final.*None, Retry or Notice"
+    ):
         await _run([StopsAtFinal()], ScriptedChat(["x"]), recorder)
     assert recorder.types[-1] == "error"
 

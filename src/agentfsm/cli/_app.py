@@ -1,7 +1,7 @@
 """The ``agentfsm`` command line: its dispatch (see :mod:`agentfsm.cli`).
 
 ``agentfsm run PROMPT`` · ``agentfsm sessions list|show ID`` · ``agentfsm trace ID`` ·
-``agentfsm diagram``. ``python -m agentfsm`` is the same command, but
+``agentfsm diagram`` · ``agentfsm fake-server``. ``python -m agentfsm`` is the same command, but
 imports ``./agentfsm/`` first when run in a workspace: prefer the console script.
 
 The parser (:mod:`agentfsm.cli._parser`) imports only :mod:`argparse`; a command's module,
@@ -104,6 +104,10 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         from . import _conformance_cmd as conformance_cmd
 
         return conformance_cmd.main(arguments[1:])
+    if arguments[:1] == ["fake-server"]:
+        from agentfsm.testing._serve import main as serve
+
+        return serve(arguments[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(arguments)

@@ -126,6 +126,7 @@ def render_diagram(
     *,
     policies: Sequence[object] | None = None,
     direction: DiagramDirection = "TB",
+    out: str | Path | None = None,
 ) -> str: ...
 
 
@@ -136,6 +137,7 @@ def render_diagram(
     *,
     policies: Sequence[object] | None = None,
     direction: DiagramDirection = "TB",
+    out: str | Path | None = None,
 ) -> bytes: ...
 
 
@@ -146,6 +148,7 @@ def render_diagram(
     *,
     policies: Sequence[object] | None = None,
     direction: DiagramDirection = "TB",
+    out: str | Path | None = None,
 ) -> str | bytes: ...
 
 
@@ -155,30 +158,51 @@ def render_diagram(
     *,
     policies: Sequence[object] | None = None,
     direction: DiagramDirection = "TB",
+    out: str | Path | None = None,
 ) -> str | bytes:
     """Render ``machine`` (the agent loop by default); text for mermaid/dot, bytes for svg/png.
 
     The return type follows a literal ``fmt``: ``str`` for ``"mermaid"`` and ``"dot"``,
-    ``bytes`` for ``"svg"`` and ``"png"``, ``str | bytes`` when the format is only known at
-    run time.
+    ``bytes`` for ``"svg"`` and ``"png"`` (an SVG is UTF-8 bytes: ``.decode()`` it for text,
+    or give ``out``), ``str | bytes`` when the format is only known at run time.
+
+    With ``out``, the rendering is also written to that file (bytes as they are, text as
+    UTF-8) and returned as well.
 
     With ``policies``, each guard on an edge is annotated with the policies that feed it,
-    e.g. ``[policy_stop ← stop_when(tool_called('submit'))]``.
+    e.g. ``[policy_stop ← stop_when(tool_called('submit'))]``; several policies are
+    separated by commas, which DOT, SVG and PNG keep at the end of each wrapped line.
 
     ``direction`` lays the states out top to bottom (``"TB"``, the default: narrow enough
     to read at README width) or left to right (``"LR"``).
     """
+    rendered = _render(fmt, machine, policies, direction)
+    if out is not None:
+        target = Path(out)
+        if isinstance(rendered, bytes):
+            target.write_bytes(rendered)
+        else:
+            target.write_text(rendered, "utf-8")
+    return rendered
+
+
+def _render(
+    fmt: DiagramFormat,
+    machine: type[Any],
+    policies: Sequence[object] | None,
+    direction: DiagramDirection,
+) -> str | bytes:
     _check_direction(direction)
     if fmt == "mermaid":
         text = _mermaid_direction(str(format(machine, "mermaid")), direction)
         return _annotate(text, policies, escape=False, joiner=", ") if policies else text
     if fmt == "dot":
         source = _dot_direction(_dot_source(machine), direction)
-        return _annotate(source, policies, escape=True, joiner="<br/>") if policies else source
+        return _annotate(source, policies, escape=True, joiner=",<br/>") if policies else source
     if fmt in ("svg", "png"):
         source = _dot_direction(_dot_source(machine), direction)
         if policies:
-            source = _annotate(source, policies, escape=True, joiner="<br/>")
+            source = _annotate(source, policies, escape=True, joiner=",<br/>")
         if shutil.which("dot") is None:
             raise DiagramUnavailable(
                 f"{fmt.upper()} diagrams need Graphviz's 'dot' program "

@@ -45,7 +45,8 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``agentfsm`` and its commands (``conformance`` parses its own)."""
+    """The parser of ``agentfsm`` and its commands (``conformance`` and ``fake-server``
+    parse their own)."""
     parser = _Parser(prog="agentfsm", description="An LLM agent loop as a declared state machine.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_run_arguments(commands.add_parser("run", help="run an agent on a task"))
@@ -83,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch_arguments(commands.add_parser("batch", help="many durable runs on a queue"))
     add_worker_arguments(commands.add_parser("worker", help="serve the batch task queue"))
     commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
+    commands.add_parser(
+        "fake-server",
+        help="a scripted model on a local port, to try agentfsm without a key "
+        "(agentfsm fake-server -h)",
+    )
     diagram = commands.add_parser("diagram", help="draw the agent loop machine")
     diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")

@@ -17,7 +17,9 @@ from agentfsm.engine._messages import AssistantMessage
 from agentfsm.engine._params import LoopOutcome
 from agentfsm.engine._serialization import dumps, to_jsonable
 from agentfsm.engine._text import encodable, printable
+from agentfsm.policies._verify import NO_CHECK_COMMAND
 
+from ._shown_once import ShownOnce
 from ._terminal import StreamSanitizer, json_safe, sanitize
 
 __all__ = ["HumanRenderer", "JsonRenderer", "QuietRenderer", "Renderer"]
@@ -121,7 +123,9 @@ class HumanRenderer(Renderer):
     """Streamed text as it arrives, tool calls with a spinner, policy events in their own
     style, and a closing summary. Uses ``rich`` when it is installed."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, *, shown_once: ShownOnce | None = None) -> None:
+        self._shown_once = shown_once
+        """Where the notes printed once per workspace are remembered (``None``: every time)."""
         if console is None:
             try:
                 from rich.console import Console
@@ -222,7 +226,8 @@ class HumanRenderer(Renderer):
         elif kind == "policy_warn":
             self._say(f"⚠ {event.code or event.policy}: {event.reason}", "yellow")
         elif kind == "policy_note":
-            self._say(f"{event.policy}: {event.reason}", "dim")
+            if self._once(event):
+                self._say(f"{event.policy}: {event.reason}", "dim")
         elif kind == "redirect":
             self._say(f"↪ redirected after {event.reason}: {event.directions} direction(s)", "cyan")
         elif kind == "redirect_skipped":
@@ -231,6 +236,13 @@ class HumanRenderer(Renderer):
             self._say(f"■ stopped by {event.policy}: {event.reason}", "red")
         # ``error`` is not shown: a failure is reported once, by ``finish``, and an
         # interrupted run's summary says ``aborted``.
+
+    def _once(self, event: Any) -> bool:
+        """Whether to print a note: the verify gate's "no check command" once per workspace
+        (its session folder), every other note every time."""
+        if self._shown_once is None or event.reason != NO_CHECK_COMMAND:
+            return True
+        return self._shown_once.first_time(f"{event.code}:{event.policy}", event.reason)
 
     def summary(self, outcome: LoopOutcome) -> None:
         self.finish(_outcome_end(outcome), outcome)

@@ -19,7 +19,7 @@ from attrs import define, frozen
 from agentfsm.adapters.providers._errors import redact
 from agentfsm.agent._hooks import RunStop
 from agentfsm.engine._errors import error_name
-from agentfsm.engine._events import AgentEmitter, LlmEndEvent
+from agentfsm.engine._events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
 from agentfsm.engine._messages import Usage
 from agentfsm.engine._params import LoopOutcome
 from agentfsm.engine._serialization import to_jsonable
@@ -109,16 +109,20 @@ class RunTally:
     turns: int = 0
     """Chat calls answered."""
     tool_calls: int = 0
-    """Tool calls the model asked for."""
+    """Tool calls that started: one the model asked for that never ran (no turn left to
+    read its result, an interrupt; shown as "not run") is not counted."""
     stop: RunStop | None = None
     """What the ``stop`` hook was given."""
 
     def attach(self, emitter: AgentEmitter) -> None:
         emitter.on("llm_end", self._on_llm_end)
+        emitter.on("tool_call_start", self._on_tool_call_start)
 
     def _on_llm_end(self, event: LlmEndEvent) -> None:
         self.turns += 1
-        self.tool_calls += len(event.result.message.tool_calls)
+
+    def _on_tool_call_start(self, event: ToolCallStartEvent) -> None:
+        self.tool_calls += 1
 
     def on_stop(self, stop: RunStop) -> None:
         """The ``stop`` hook."""

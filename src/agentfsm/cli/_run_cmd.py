@@ -16,6 +16,7 @@ from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAICh
 from agentfsm.adapters.providers._endpoints import WireName
 from agentfsm.adapters.providers._local import (
     LOCAL_CONTEXT_TOKENS,
+    LOCAL_MODEL_NAME,
     LOCAL_QUIRKS,
     LocalModel,
     LocalModelUnavailable,
@@ -35,6 +36,7 @@ from ._parser import add_run_arguments as add_arguments
 from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
+from ._session_provider import adopt_session_provider, record_provider, recordable_url
 from ._settings_trust import (
     RunSettings,
     SettingsRefused,
@@ -42,6 +44,7 @@ from ._settings_trust import (
     interactive,
     read_run_settings,
 )
+from ._shown_once import ShownOnce
 from ._terminal import sanitize
 
 __all__ = [
@@ -193,18 +196,43 @@ async def _chat(
     return chat
 
 
+def _provider_record(args: argparse.Namespace) -> dict[str, str | None]:
+    """What the session records of its provider (``--resume`` reads it): never a key (a
+    base URL carrying credentials or a query is not recorded)."""
+    provider = _provider(args)
+    model = args.model or DEFAULT_MODELS.get(provider)
+    return {
+        "provider": provider,
+        "base_url": recordable_url(args.base_url),
+        "model": LOCAL_MODEL_NAME if provider == "local" else model,
+        "api_key_env": args.api_key_env,
+    }
+
+
+def _no_model(args: argparse.Namespace, error: LocalModelUnavailable) -> LocalModelUnavailable:
+    """``error``, explained when no provider was asked for: there is no key and no local
+    model, so say how to name a server."""
+    if args.provider is not None:
+        return error
+    return LocalModelUnavailable(
+        "no model to talk to: no OPENAI_API_KEY or ANTHROPIC_API_KEY is set and the local "
+        f"model cannot run ({error}); give --base-url URL --model NAME for an "
+        "OpenAI-compatible server (agentfsm fake-server starts a scripted one), or set a key"
+    )
+
+
 _NEEDS_MODEL = (
     "an OpenAI-compatible server (--provider openai-compatible, or --base-url without "
     "--provider) needs --model NAME: the name of a model the server serves"
 )
 
 
-def _renderer(args: argparse.Namespace) -> Renderer:
+def _renderer(args: argparse.Namespace, session_dir: Path | None = None) -> Renderer:
     if args.json:
         return JsonRenderer()
     if args.quiet:
         return QuietRenderer()
-    return HumanRenderer()
+    return HumanRenderer(shown_once=ShownOnce(session_dir) if session_dir is not None else None)
 
 
 NO_SANDBOX_WARNING = (
@@ -260,7 +288,7 @@ async def _run(
     settings: Settings,
     parent: Path | None,
 ) -> int:
-    renderer = _renderer(args)
+    renderer = _renderer(args, session_dir)
     tally = RunTally()
     endpoint = _endpoint(args) if chat_override is None else None
     key_env = _key_env(args)
@@ -290,7 +318,7 @@ async def _run(
         try:
             chat = chat_override or await _chat(args, renderer, stack, settings)
         except LocalModelUnavailable as error:
-            return finish("failed", 1, error=error)
+            return finish("failed", 1, error=_no_model(args, error))
         local = _provider(args) == "local" and chat_override is None
         budget = args.context_budget or (LOCAL_CONTEXT_TOKENS * 3 // 4 if local else None)
         max_tokens = args.max_tokens or (LOCAL_MAX_TOKENS if local else None)
@@ -314,6 +342,8 @@ async def _run(
             raise UsageError(str(error)) from None
         renderer.attach(engine.events)
         tally.attach(engine.events)
+        if chat_override is None:
+            record_provider(engine.events, handle, _provider_record(args))
         task = asyncio.current_task()
         presses = {"n": 0}
 
@@ -399,18 +429,24 @@ def _check_inputs(
     """Refuse a provider that cannot be built and a session that cannot be resumed; returns
     the session file ``--resume`` names (resolved now: the run's own new file must not be
     taken for ``latest``)."""
+    parent = None
+    if args.resume is not None:
+        try:
+            parent = resolve_session(session_dir, args.resume)
+        except SessionNotFound as error:
+            raise UsageError(str(error)) from None
+        if chat_override is None:  # the resumed session's provider, unless given
+            try:
+                adopt_session_provider(args, parent)
+            except ValueError as error:
+                raise UsageError(str(error)) from None
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
     if args.provider == "openai-compatible" and not args.base_url:
         raise UsageError("--provider openai-compatible needs --base-url")
     if chat_override is None and _provider(args) == "openai-compatible" and not args.model:
         raise UsageError(_NEEDS_MODEL)
-    if args.resume is None:
-        return None
-    try:
-        return resolve_session(session_dir, args.resume)
-    except SessionNotFound as error:
-        raise UsageError(str(error)) from None
+    return parent
 
 
 class _ReportedHere(logging.Filter):

@@ -38,8 +38,9 @@ def describe(error: BaseException) -> str:
 
 
 def list_sessions(session_dir: Path, as_json: bool) -> int:
+    """``sessions list``: one row per session, the newest first (as ``latest`` picks)."""
     rows: list[dict[str, Any]] = []
-    for path in session_files(session_dir):
+    for path in reversed(session_files(session_dir)):
         try:
             runs = trace_session(path)
         except (SessionNotFound, OSError) as error:

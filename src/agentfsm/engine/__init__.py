@@ -61,6 +61,7 @@ from ._params import LoopOutcome, LoopParams, StopInfo, StoppedReason
 from ._policy import (
     Compressor,
     FinalGate,
+    FinalVerdict,
     LlmObserver,
     Notice,
     OutcomeShaper,
@@ -103,6 +104,7 @@ __all__ = [
     "EventType",
     "FinalEvent",
     "FinalGate",
+    "FinalVerdict",
     "GateEvent",
     "LlmEndEvent",
     "LlmObserver",

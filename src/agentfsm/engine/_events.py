@@ -7,9 +7,10 @@ reordering them.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, get_args, overload
 
 from attrs import cmp_using, field, frozen
 
@@ -181,8 +182,10 @@ class PolicyStopEvent:
 
 @frozen(kw_only=True)
 class PolicyNoteEvent:
-    """A policy reports what it will use or did (e.g. the verify gate's command): after
-    ``turn_start``, before the turn's ``llm_start``; informational, the model is not told."""
+    """A policy reports what it will use or did (e.g. the verify gate's command): from a
+    turn gate after ``turn_start``, before the turn's ``llm_start``; from a final gate (e.g.
+    the verifier's verdict) at ``final_check``, after the turn's ``llm_end`` and before its
+    ``gate`` or ``final``. Informational: the model is not told."""
 
     turn: int
     """The turn."""
@@ -349,6 +352,20 @@ EventType: TypeAlias = Literal[
     "text_delta",
     "thinking_delta",
 ]
+
+_KNOWN_TYPES = frozenset(get_args(EventType))
+
+
+def _checked_type(event_type: str) -> str:
+    """``event_type`` if it names an event (or is ``"*"``); else a ``ValueError`` naming
+    the nearest event type."""
+    if event_type == "*" or event_type in _KNOWN_TYPES:
+        return event_type
+    near = difflib.get_close_matches(str(event_type), sorted(_KNOWN_TYPES), n=1)
+    guess = f"did you mean {near[0]!r}? " if near else ""
+    known = ", ".join(sorted(_KNOWN_TYPES))
+    raise ValueError(f"no event is called {event_type!r}: {guess}(events: {known}; '*': all)")
+
 
 EventHandler: TypeAlias = Callable[[Any], object]
 """A subscriber: called with the event; its return value is ignored."""
@@ -519,8 +536,11 @@ class AgentEmitter:
         ``h(event: ToolCallEndEvent)``; ``on("*", h)`` wants ``h(event: AgentEvent)``.
 
         Returns a callable that unsubscribes this registration (calling it twice is harmless).
+
+        Raises:
+            ValueError: ``event_type`` names no event (the message names the nearest one).
         """
-        entry: _Entry = (event_type, handler)
+        entry: _Entry = (_checked_type(event_type), handler)
         self._subscribed((*self._entries, entry))
 
         def unsubscribe() -> None:
@@ -539,7 +559,9 @@ class AgentEmitter:
         Cheaper than one :meth:`on` per pair for an observer that listens to many types for
         one run (the session recorder).
         """
-        added: tuple[_Entry, ...] = tuple([(t, h) for t, h in handlers])  # entries of its own
+        added: tuple[_Entry, ...] = tuple(
+            [(_checked_type(t), h) for t, h in handlers]
+        )  # entries of its own
         before = self._entries
         combined = (*before, *added)
         self._subscribed(combined)

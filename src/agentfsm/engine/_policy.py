@@ -27,7 +27,7 @@ hook               state               may return
 ``on_llm_end``     ``llm_end``         :class:`Remind`
 ``on_tool_result`` ``run_tools``       :class:`Remind`
 ``on_turn_end``    end of a turn       :class:`Remind`
-``check_final``    ``final_check``     :class:`Retry`
+``check_final``    ``final_check``     :class:`Retry`, :class:`Notice` (or both)
 ``shape_outcome``  final states        a replacement :class:`LoopOutcome`
 =================  ==================  ==============================================
 """
@@ -58,6 +58,7 @@ __all__ = [
     "HOOK_NAMES",
     "Compressor",
     "FinalGate",
+    "FinalVerdict",
     "LlmObserver",
     "Notice",
     "OutcomeShaper",
@@ -131,6 +132,9 @@ class Retry:
 
 TurnVerdict: TypeAlias = Stop | Warn | Remind | Notice
 """What a turn gate may return; a gate may also return several (a sequence), or be async."""
+
+FinalVerdict: TypeAlias = Retry | Notice
+"""What a final gate may return; a gate may also return both (a sequence), or be async."""
 
 
 @runtime_checkable
@@ -233,8 +237,12 @@ class TurnObserver(Protocol):
 class FinalGate(Protocol):
     """Consulted at ``final_check`` when a reply has no tool calls."""
 
-    def check_final(self, ctx: RunContext) -> Retry | Awaitable[Retry | None] | None:
-        """Return :class:`Retry` to refuse the answer, ``None`` to accept it."""
+    def check_final(
+        self, ctx: RunContext
+    ) -> FinalVerdict | Sequence[FinalVerdict] | Awaitable[Any] | None:
+        """Return :class:`Retry` to refuse the answer, ``None`` to accept it; a
+        :class:`Notice` (alone, or in a list with the :class:`Retry`) reports what the gate
+        found, e.g. a reviewer's verdict."""
         ...
 
 
@@ -278,8 +286,12 @@ def _expect_remind(value: object) -> bool:
     return value is None or isinstance(value, Remind)
 
 
-def _expect_retry(value: object) -> bool:
-    return value is None or isinstance(value, Retry)
+def _expect_final_verdicts(value: object) -> bool:
+    if value is None or isinstance(value, (Retry, Notice)):
+        return True
+    return isinstance(value, (list, tuple)) and all(
+        v is None or isinstance(v, (Retry, Notice)) for v in value
+    )
 
 
 def _expect_bool(value: object) -> bool:
@@ -314,7 +326,7 @@ EXPECTED: dict[str, tuple[Callable[[object], bool], str]] = {
     "on_llm_end": (_expect_remind, "Remind or None"),
     "on_tool_result": (_expect_remind, "Remind or None"),
     "on_turn_end": (_expect_remind, "Remind or None"),
-    "check_final": (_expect_retry, "Retry or None"),
+    "check_final": (_expect_final_verdicts, "None, Retry or Notice (or a list of them)"),
     "shape_outcome": (_expect_outcome, "a LoopOutcome or None"),
 }
 """What each hook may return, checked on every answer."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Iterable
 
 from ._errors import PolicyVerdictError
 
-__all__ = ["HOOK_NAMES", "check_policies", "hooks_of", "policy_name"]
+__all__ = ["HOOK_NAMES", "call_hint", "check_policies", "hooks_of", "policy_name"]
 
 HOOK_NAMES = (
     "turn_budget",
@@ -66,11 +67,39 @@ def _near_hook(name: str) -> str | None:
     return next((hook for hook in HOOK_NAMES if _one_edit_apart(name, hook)), None)
 
 
+def call_hint(factory: object) -> str:
+    """How to call ``factory`` (a class or function given where its result was meant):
+    ``wrap_up()`` when it takes no required argument, else ``tool_called(...)``."""
+    name = getattr(factory, "__name__", None) or type(factory).__name__
+    try:
+        inspect.signature(factory).bind()  # type: ignore[arg-type]
+    except TypeError:
+        return f"{name}(...)"
+    except ValueError:  # no signature to read (some builtins)
+        return f"{name}(...)"
+    return f"{name}()"
+
+
+def _unbound_hooks(cls: type) -> bool:
+    """Whether ``cls`` has a hook that is a plain function: a method its instances get."""
+    return any(inspect.isfunction(inspect.getattr_static(cls, hook, None)) for hook in HOOK_NAMES)
+
+
 def hooks_of(policy: object) -> list[str]:
     """The hooks ``policy`` implements (``compress`` with ``should_compress``)."""
     return [hook for hook in HOOK_NAMES if hook != "compress" and hasattr(policy, hook)] + (
         ["compress"] if hasattr(policy, "should_compress") else []
     )
+
+
+def _not_a_policy_hint(thing: object) -> str:
+    """What was probably meant instead of ``thing``, which implements no hook."""
+    if inspect.isfunction(thing) or isinstance(thing, type):
+        return f"; did you mean {call_hint(thing)}?"
+    if callable(thing) and not isinstance(thing, functools.partial):
+        # A callable instance, most likely a stop condition given as a policy.
+        return f"; did you mean stop_when({thing!r})?"
+    return ""
 
 
 def check_policies(policies: object) -> tuple[object, ...]:
@@ -84,6 +113,11 @@ def check_policies(policies: object) -> tuple[object, ...]:
         raise TypeError(f"policies must be a sequence of policy objects, got {policies!r}")
     checked = tuple(policies)
     for policy in checked:
+        if isinstance(policy, type) and _unbound_hooks(policy):
+            raise TypeError(
+                f"{policy.__name__} is a policy class, not a policy: did you mean "
+                f"{call_hint(policy)}?"
+            )
         instance_names = getattr(policy, "__dict__", None)
         for attr in (*_class_names(type(policy)), *(instance_names or ())):
             hook = _near_hook(attr)
@@ -96,7 +130,7 @@ def check_policies(policies: object) -> tuple[object, ...]:
         if not hooks:
             raise TypeError(
                 f"{policy!r} ({type(policy).__name__}) is not a policy: it implements none of "
-                f"the hooks {', '.join(HOOK_NAMES)}"
+                f"the hooks {', '.join(HOOK_NAMES)}{_not_a_policy_hint(policy)}"
             )
         if hasattr(policy, "should_compress") != hasattr(policy, "compress"):
             raise TypeError(

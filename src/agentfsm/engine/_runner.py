@@ -48,6 +48,7 @@ from ._policy import (
     Policy,
     PolicySet,
     Remind,
+    Retry,
     Stop,
     Warn,
     consult,
@@ -436,13 +437,20 @@ class LoopRunner:
         return await self._interruptible(tool, in_run_task=False)
 
     async def _final_check(self) -> str:
-        """Ask the final gates (the first ``Retry`` refuses the answer)."""
+        """Ask the final gates (the first ``Retry`` refuses the answer; a gate's ``Notice``
+        is emitted as it answers)."""
         ctx = self.ctx
         await self._observe("on_turn_end")
         for gate in self.hooked["check_final"]:
-            verdict = await self._hook(gate, "check_final", ctx)
-            if verdict is not None:
-                ctx.pending_retry = verdict
+            answer = await self._hook(gate, "check_final", ctx)
+            retry = None
+            for verdict in answer if isinstance(answer, (list, tuple)) else (answer,):
+                if isinstance(verdict, Notice):
+                    self._emit(verdict.event)
+                elif isinstance(verdict, Retry) and retry is None:
+                    retry = verdict
+            if retry is not None:
+                ctx.pending_retry = retry
                 ctx.retry_policy = policy_name(gate)
                 break
         return "decide"

@@ -18,6 +18,7 @@ from typing import Union
 
 from agentfsm.engine._context import RunContext
 from agentfsm.engine._policy import Retry, Stop
+from agentfsm.engine._policy_check import call_hint, hooks_of
 
 __all__ = [
     "Condition",
@@ -80,9 +81,26 @@ class _FromCallable(StopCondition):
 
 
 def as_condition(condition: Condition) -> StopCondition:
-    """``condition`` as a :class:`StopCondition` (plain callables are wrapped)."""
+    """``condition`` as a :class:`StopCondition` (plain callables are wrapped).
+
+    Raises:
+        TypeError: ``condition`` is not callable, or is a class (``tool_called`` where
+            ``tool_called("submit")`` was meant; a policy such as ``wrap_up``), or is a
+            policy instance.
+    """
     if isinstance(condition, StopCondition):
         return condition
+    if isinstance(condition, type):
+        kind = "a policy" if hooks_of(condition) else "a class"
+        raise TypeError(
+            f"{condition.__name__} is {kind}, not a stop condition: did you mean "
+            f"{call_hint(condition)}?"
+            + (" (a policy goes in policies=[...] itself)" if hooks_of(condition) else "")
+        )
+    if hooks_of(condition):
+        raise TypeError(
+            f"{condition!r} is a policy, not a stop condition: put it in policies=[...] itself"
+        )
     if callable(condition):
         return _FromCallable(condition)
     raise TypeError(f"a stop condition must be callable, got {condition!r}")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
 from agentfsm.engine._context import RunContext
+from agentfsm.engine._events import PolicyNoteEvent
 from agentfsm.engine._loop import run_conversation
 from agentfsm.engine._messages import (
     ChatResult,
@@ -18,7 +19,7 @@ from agentfsm.engine._messages import (
     UserMessage,
 )
 from agentfsm.engine._params import LoopParams
-from agentfsm.engine._policy import Retry
+from agentfsm.engine._policy import Notice, Retry
 from agentfsm.engine._protocols import ChatFn, SupportsAbort, ToolRunner
 
 __all__ = [
@@ -148,9 +149,18 @@ class verifier:
             )
         return "\n\n".join(parts)
 
-    async def check_final(self, ctx: RunContext) -> Retry | None:
+    def _verdict_note(self, ctx: RunContext, verdict: str, rounds: int, why: str = "") -> Notice:
+        """The verdict as a ``policy_note`` (code ``verifier_verdict``): in the CLI's output,
+        the session file and ``agentfsm trace``."""
+        reason = f"VERDICT: {verdict} (review {rounds} of at most {self.max_rounds}){why}"
+        return Notice(
+            PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verifier_verdict")
+        )
+
+    async def check_final(self, ctx: RunContext) -> list[Retry | Notice] | None:
         """Nothing to review without an answer, or (``only_if_mutated``) when the run changed
-        no file; else the review: ``FAIL`` refuses the answer with the reviewer's reasons."""
+        no file; else the review, its verdict reported as a note: ``FAIL`` also refuses the
+        answer with the reviewer's reasons."""
         if ctx.last_result is None or (self.only_if_mutated and ctx.mutations == 0):
             return None
         state: dict[str, Any] = ctx.state(self, lambda: {"rounds": 0})
@@ -180,22 +190,27 @@ class verifier:
         except Exception as exc:  # a reviewer that fails cannot pass the work, nor block it
             logger.warning("agentfsm: verifier failed, verdict PARTIAL: %s", exc)
             state["verdict"] = "PARTIAL"
-            return None
+            failed = f"; the review itself failed: {type(exc).__name__}"
+            return [self._verdict_note(ctx, "PARTIAL", state["rounds"], failed)]
         text = outcome.result.message.content if outcome.result is not None else ""
         verdict = parse_verdict(text)
         state["verdict"] = verdict
+        note = self._verdict_note(ctx, verdict, state["rounds"])
         if verdict != "FAIL":
-            return None
+            return [note]
         reasons = (
             text.strip().rsplit("\n", 1)[0].strip()
             if "\n" in text.strip()
             else "(no reasons given)"
         )
         state["previous"] = reasons[:4000]
-        return Retry(
-            "An independent review of your work found problems (VERDICT: FAIL). Fix them, "
-            f"then finish:\n{reasons[:4000]}"
-        )
+        return [
+            note,
+            Retry(
+                "An independent review of your work found problems (VERDICT: FAIL). Fix them, "
+                f"then finish:\n{reasons[:4000]}"
+            ),
+        ]
 
     def __repr__(self) -> str:
         return f"verifier(max_turns={self.max_turns})"

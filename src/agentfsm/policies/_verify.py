@@ -23,12 +23,16 @@ from agentfsm.sandbox._process import CommandSandbox, run_command
 from ._definition_files import MAKE_NAMES, command_files
 
 __all__ = [
+    "NO_CHECK_COMMAND",
     "PACKAGE_SCRIPT_PRIORITY",
     "VerifyDefinition",
     "resolve_verify_command",
     "resolve_verify_definition",
     "verify",
 ]
+
+NO_CHECK_COMMAND = "no check command found; the verify gate is off for this run"
+"""The ``verify_command`` note of a workspace without a check command."""
 
 PACKAGE_SCRIPT_PRIORITY = ("typecheck", "type-check", "check-types", "check", "build")
 """``package.json`` scripts tried in order when no command is given. Tests are left out on
@@ -333,7 +337,7 @@ class verify:
         """Keep the run's definition, check there is a sandbox for it, and say which it is."""
         _start(state, found)
         if found is None:
-            reason = "no check command found; the verify gate is off for this run"
+            reason = NO_CHECK_COMMAND
         else:
             self._sandbox(ctx, state)
             where = f" (defined in {found.source})" if found.source else " (given explicitly)"

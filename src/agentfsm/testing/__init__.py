@@ -1,4 +1,5 @@
-"""Test doubles for agents built on agentfsm."""
+"""Test doubles for agents built on agentfsm, and the scripted model of
+``agentfsm fake-server`` (``scenario_handler``)."""
 
 from ._fake_server import (
     Drop,
@@ -12,6 +13,7 @@ from ._fake_server import (
     ReplyHandler,
 )
 from ._recorder import EventRecorder
+from ._scenarios import ScriptTurn, load_script, scenario_handler
 from ._scripted import (
     ChatRequest,
     ScriptedChat,
@@ -38,8 +40,11 @@ __all__ = [
     "ScriptExhausted",
     "ScriptFn",
     "ScriptItem",
+    "ScriptTurn",
     "ScriptedChat",
     "ScriptedTools",
     "Streamed",
+    "load_script",
+    "scenario_handler",
     "tool_reply",
 ]

@@ -207,7 +207,8 @@ class _BadRequest(Exception):
 
 
 class FakeProviderServer:
-    """A real HTTP/1.1 server on ``127.0.0.1`` (ephemeral port) answering from a script.
+    """A real HTTP/1.1 server on ``127.0.0.1`` (an ephemeral port unless given) answering
+    from a script.
 
     Each request gets the next reply given to :meth:`enqueue`; when none is left, the
     :attr:`handler` function is asked, and without one the answer is a 500 JSON error. Every
@@ -231,18 +232,25 @@ class FakeProviderServer:
 
     Args:
         host: The address to listen on.
+        port: The port to listen on (``0``, the default: a free one the system picks).
         stop_timeout: Seconds :meth:`stop` waits for the server thread to finish.
         strict: Enforce the OpenAI and Anthropic tool-call pairing rules.
     """
 
     def __init__(
-        self, *, host: str = "127.0.0.1", stop_timeout: float = 5.0, strict: bool = False
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        stop_timeout: float = 5.0,
+        strict: bool = False,
     ) -> None:
         self.strict = strict
         """Whether requests breaking the pairing rules are answered with HTTP 400."""
         self.handler: ReplyHandler | None = None
         """Answers requests once the scripted replies are used up."""
         self._host = host
+        self._bind_port = port
         self._stop_timeout = stop_timeout
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -289,7 +297,9 @@ class FakeProviderServer:
             self._started = True
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            sock.bind((self._host, 0))
+            if self._bind_port:  # a port given again right after a restart binds at once
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._host, self._bind_port))
             sock.listen(128)
         except BaseException:
             sock.close()

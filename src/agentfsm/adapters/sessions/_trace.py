@@ -38,7 +38,9 @@ class RunTrace:
     turns: int = 0
     """LLM calls (assistant messages recorded)."""
     tool_calls: Counter[str] = field(factory=Counter)
-    """Tool calls by name."""
+    """Tool calls that started (their ``tool_call_start`` records), by name: a call the
+    model asked for but that never ran (no turn left to read it, an interrupt) is not
+    counted. A run recorded without such records (an older file) counts every call asked."""
     usage: dict[str, int] = field(factory=dict)
     """The run's usage as recorded in ``run_end``."""
     compressions: int = 0
@@ -144,6 +146,9 @@ def trace_session(path: str | Path) -> list[RunTrace]:
     runs: list[RunTrace] = []
     current: RunTrace | None = None
     skip = 0
+    asked: dict[str, str] = {}  # call id -> tool name, from the latest assistant message
+    asked_all: dict[int, Counter[str]] = {}  # run index -> every call asked for, by name
+    started: set[int] = set()  # the runs with tool_call_start records
     for record in iter_session_records(path):
         if not isinstance(record, dict):
             continue
@@ -154,6 +159,7 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                 current = RunTrace(len(runs) + 1, started=_text(record.get("ts")))
                 runs.append(current)
                 skip = 0
+                asked = {}
                 if event == "run_start":
                     _start(current, meta)
                     skip = current.seeded
@@ -174,6 +180,11 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                 current.health_warnings[
                     str(_text(meta.get("code")) or _text(meta.get("policy")))
                 ] += 1
+            elif event == "tool_call_start":
+                started.add(current.index)
+                name = asked.get(str(meta.get("call_id")))
+                if name is not None:
+                    current.tool_calls[name] += 1
             elif event == "redirect":
                 current.redirections += 1
             elif event == "redirect_skipped":
@@ -198,5 +209,10 @@ def trace_session(path: str | Path) -> list[RunTrace]:
                 calls = message.get("tool_calls")
                 for call in calls if isinstance(calls, list) else []:
                     if isinstance(call, dict):
-                        current.tool_calls[str(_text(call.get("name"), 100))] += 1
+                        name = str(_text(call.get("name"), 100))
+                        asked[str(call.get("id"))] = name
+                        asked_all.setdefault(current.index, Counter())[name] += 1
+    for run in runs:
+        if run.index not in started:
+            run.tool_calls = asked_all.get(run.index, Counter())
     return runs
