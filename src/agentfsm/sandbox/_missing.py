@@ -15,6 +15,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ._toolchains import homes
+
 __all__ = ["not_found_note"]
 
 _MISSING = (
@@ -41,9 +43,15 @@ def _missing_name(output: str) -> str | None:
 
 
 def _folder_to_show(program: Path) -> str:
-    """The install folder of ``program`` (resolved): the folder above its ``bin``."""
+    """The install folder of ``program`` (resolved): the folder above its ``bin``, unless
+    that is ``/``, a home folder or above one."""
     folder = Path(os.path.realpath(program)).parent
-    return str(folder.parent if folder.name == "bin" and folder.parent != folder else folder)
+    above = folder.parent
+    if folder.name != "bin" or above.parent == above:
+        return str(folder)
+    if any(home.is_relative_to(above) for home in homes(os.environ)):
+        return str(folder)
+    return str(above)
 
 
 def _snippet(folder: str) -> str:
