@@ -385,3 +385,37 @@ def test_the_127_note_reads_the_shells_messages_and_probes_no_host_path(
         note = not_found_note(f"sh: 1: {probe}: not found", "/usr/bin", hidden) or ""
         leaked = "outside the sandbox it is" in note
         attacks.record("toolchains: 127 note probes the host", leaked, note[:200])
+
+
+async def test_what_the_model_writes_does_not_choose_what_is_shown(
+    home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attacks: AttackTally
+) -> None:
+    """Files the model wrote before the sandbox is made (a resumed run, a ``shell`` tool
+    made on first use): symlinks and ``#!`` lines in a writable ``PATH`` folder, and a
+    ``pyvenv.cfg`` reaching a folder that looks like a Python install through a symlink."""
+    root = tmp_path / "ws"
+    looks_like_python = tmp_path / "private"
+    (looks_like_python / "lib" / f"python{VERSION}").mkdir(parents=True)
+    (looks_like_python / "lib" / f"python{VERSION}" / "os.py").write_text("", "utf-8")
+    (looks_like_python / "bin").mkdir()
+    (looks_like_python / "secret.txt").write_text(f"{CANARY}-private\n", "utf-8")
+    tools = root / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "x").symlink_to(home.other / "secret.txt")
+    (tools / "py").symlink_to(looks_like_python / "bin" / "python3")
+    script = tools / "y"
+    script.write_text(f"#!{home.other}/bin/interp\n", "utf-8")
+    (root / "link").symlink_to(looks_like_python)
+    (root / "env").mkdir()
+    (root / "env" / "pyvenv.cfg").write_text(f"home = {root}/link/bin\n", "utf-8")
+    set_path(monkeypatch, tools, root / "link" / "bin")
+    box = workspace_tools(root)
+    for command in (
+        f"cat {home.other}/secret.txt {looks_like_python}/secret.txt",
+        "cat tools/x link/secret.txt",
+        f"ls -la {home.other} {looks_like_python}",
+    ):
+        text = shown(await shell(box, command))
+        attacks.record("toolchains: model-written file widens the view", CANARY in text, text)
+    sandbox = BubblewrapSandbox(root)
+    assert sandbox.toolchains.read == ()

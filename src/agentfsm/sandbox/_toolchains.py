@@ -110,6 +110,8 @@ FOLDER_ENTRIES_LIMIT = 4096
 """At most this many entries of each ``PATH`` folder are looked at."""
 SCRIPT_HEAD = 256
 """Bytes read from a script on ``PATH`` to find its ``#!`` interpreter."""
+SYMLINK_HOPS = 40
+"""More symlinks than this on one path: it is not resolved (a loop)."""
 _STDLIB = re.compile(r"python3\.\d+")
 
 
@@ -166,10 +168,21 @@ def home_secrets(environ: Mapping[str, str]) -> tuple[tuple[Path, bool], ...]:
 
 
 class _Finder:
-    """Collects the folders one view shows."""
+    """Collects the folders one view shows.
 
-    def __init__(self, root: Path, visible: tuple[Path, ...], environ: Mapping[str, str]):
-        self.root = root
+    Every path is resolved by :meth:`resolve`, which refuses a symlink lying in a writable
+    folder (the model may have made it), and ``PATH`` folders that are writable are not
+    looked into: nothing the model writes chooses what is shown, but a ``pyvenv.cfg``,
+    whose interpreter must then hold a standard library.
+    """
+
+    def __init__(
+        self,
+        writable: tuple[Path, ...],
+        visible: tuple[Path, ...],
+        environ: Mapping[str, str],
+    ) -> None:
+        self.writable = writable
         self.visible = visible
         self.environ = environ
         self.homes = homes(environ)
@@ -178,6 +191,35 @@ class _Finder:
         self.secret_dirs = tuple(dict.fromkeys(secret_dirs))
         self.found: dict[Path, None] = {}
         self.env: dict[str, str] = {}
+
+    def resolve(self, path: str | Path) -> Path | None:
+        """``path`` (absolute) with every symlink resolved; ``None`` when a symlink on the
+        way lies in a writable folder, loops or cannot be read."""
+        pending = list(Path(os.path.normpath(path)).parts[1:])
+        current, hops = Path("/"), 0
+        while pending:
+            part = pending.pop(0)
+            if part == "..":
+                current = current.parent
+                continue
+            step = current / part
+            if not step.is_symlink():
+                current = step
+                continue
+            hops += 1
+            if hops > SYMLINK_HOPS or self.writable_path(step):
+                return None
+            try:
+                target = os.readlink(step)
+            except OSError:
+                return None
+            if os.path.isabs(target):
+                current = Path("/")
+            pending = [p for p in Path(target).parts if p not in ("/", ".")] + pending
+        return current
+
+    def writable_path(self, path: Path) -> bool:
+        return any(path.is_relative_to(folder) for folder in self.writable)
 
     def refused(self, path: Path) -> bool:
         """``/``, a home or above one, or a secret folder, inside one or above one."""
@@ -191,26 +233,30 @@ class _Finder:
         )
 
     def shown(self, path: Path) -> bool:
-        return any(path.is_relative_to(folder) for folder in (*self.visible, self.root))
+        return any(path.is_relative_to(folder) for folder in (*self.visible, *self.writable))
 
-    def add(self, path: Path) -> bool:
-        """Show ``path`` (resolved) unless refused; whether it is (or already was) shown."""
-        real = Path(os.path.realpath(path))
-        if not real.exists() or self.refused(real):
-            return False
+    def add(self, path: Path) -> Path | None:
+        """Show ``path`` (resolved) unless refused; where it really is when it is (or
+        already was) shown."""
+        real = self.resolve(path)
+        if real is None or not real.exists() or self.refused(real):
+            return None
         if not self.shown(real):
             self.found[real] = None
-        return True
+        return real
 
     def add_prefix(self, folder: Path) -> None:
         """Show ``folder``; for a ``bin`` folder its install prefix instead, when allowed;
         and a virtual environment's base interpreter."""
-        real = Path(os.path.realpath(folder))
-        prefix = real.parent if real.name == "bin" else real
-        shown = prefix != real and self.add(prefix)
-        if not shown and not self.add(real):
+        real = self.resolve(folder)
+        if real is None:
             return
-        self.add_venv_base(prefix / "pyvenv.cfg")
+        prefix = real.parent if real.name == "bin" else real
+        shown = prefix != real and self.add(prefix) is not None
+        if not shown and self.add(real) is None:
+            return
+        if not self.writable_path(prefix):
+            self.add_venv_base(prefix / "pyvenv.cfg")
 
     def add_venv_base(self, config: Path) -> None:
         """Show the install prefix of the interpreter a ``pyvenv.cfg`` names (``home``,
@@ -225,7 +271,9 @@ class _Finder:
             key, value = key.strip().lower(), value.strip()
             if key not in ("home", "executable") or not os.path.isabs(value):
                 continue
-            real = Path(os.path.realpath(value))
+            real = self.resolve(value)
+            if real is None:
+                continue
             folder = real if key == "home" else real.parent
             for interpreter in (folder, *self._interpreters(folder)):
                 prefix = interpreter.parent if interpreter.name == "bin" else interpreter
@@ -233,16 +281,19 @@ class _Finder:
                     self.add(prefix)
 
     def _interpreters(self, folder: Path) -> list[Path]:
-        """Where the ``python3*`` commands of ``folder`` really live."""
+        """Where the ``python3``/``python`` commands of ``folder`` really live."""
         found = []
         for name in ("python3", "python"):
-            command = folder / name
-            if command.is_symlink():
-                found.append(Path(os.path.realpath(command)).parent)
+            command = self.resolve(folder / name)
+            if command is not None:
+                found.append(command.parent)
         return found
 
     def scan(self, folder: Path) -> None:
-        """Show what the commands in a ``PATH`` folder resolve to."""
+        """Show what the commands in a ``PATH`` folder (not a writable one) resolve to: the
+        targets of symlinks and, outside the system, the interpreters of ``#!`` lines."""
+        if self.writable_path(folder):
+            return
         try:
             entries = list(os.scandir(folder))[:FOLDER_ENTRIES_LIMIT]
         except OSError:
@@ -251,13 +302,14 @@ class _Finder:
         for entry in entries:
             try:
                 if entry.is_symlink():
-                    target = Path(os.path.realpath(entry.path))
-                    if not self.shown(target) and target.exists():
+                    target = self.resolve(entry.path)
+                    if target is not None and not self.shown(target) and target.exists():
                         self.add_prefix(target.parent)
                 elif not system and entry.is_file():
                     interpreter = _shebang(entry.path)
-                    if interpreter is not None and not self.shown(interpreter):
-                        self.add_prefix(interpreter.parent)
+                    real = None if interpreter is None else self.resolve(interpreter)
+                    if real is not None and real.name != "env" and not self.shown(real):
+                        self.add_prefix(real.parent)
             except OSError:
                 continue
 
@@ -276,19 +328,21 @@ class _Finder:
 
     def tools(self, path: list[Path]) -> None:
         """rustup and cargo, asdf, uv's Pythons, ``GOROOT``."""
-        on_path = set(path) | {Path(os.path.realpath(p)) for p in path}
+        on_path = set(path) | {real for p in path if (real := self.resolve(p)) is not None}
         cargo = self.tool_home("CARGO_HOME", ".cargo")
-        if cargo is not None and cargo / "bin" in on_path and self.add(cargo):
-            self.env["CARGO_HOME"] = os.path.realpath(cargo)
+        if cargo is not None and cargo / "bin" in on_path:
             rustup = self.tool_home("RUSTUP_HOME", ".rustup")
-            if rustup is not None and self.add(rustup):
-                self.env["RUSTUP_HOME"] = os.path.realpath(rustup)
+            for name, folder in (("CARGO_HOME", cargo), ("RUSTUP_HOME", rustup)):
+                real = None if folder is None else self.add(folder)
+                if real is not None:
+                    self.env[name] = str(real)
         asdf = self.tool_home("ASDF_DATA_DIR", ".asdf")
-        if asdf is not None and asdf / "shims" in on_path and self.add(asdf):
-            self.env["ASDF_DATA_DIR"] = os.path.realpath(asdf)
+        asdf_real = self.add(asdf) if asdf is not None and asdf / "shims" in on_path else None
+        if asdf_real is not None:
+            self.env["ASDF_DATA_DIR"] = str(asdf_real)
             for home in self.homes:
-                versions = home / ".tool-versions"
-                if versions.is_file() and not self.refused(versions):
+                versions = self.resolve(home / ".tool-versions")
+                if versions is not None and versions.is_file() and not self.refused(versions):
                     self.found[versions] = None
         data = self.environ.get("XDG_DATA_HOME", "")
         uv = self.environ.get("UV_PYTHON_INSTALL_DIR", "")
@@ -304,8 +358,9 @@ class _Finder:
 
     def venvs(self) -> None:
         """The base interpreters of the workspace's virtual environments."""
-        configs = [self.root / ".venv" / "pyvenv.cfg", self.root / "venv" / "pyvenv.cfg"]
-        configs += _configs_below(self.root, depth=2)
+        root = self.writable[0]
+        configs = [root / ".venv" / "pyvenv.cfg", root / "venv" / "pyvenv.cfg"]
+        configs += _configs_below(root, depth=2)
         virtual_env = self.environ.get("VIRTUAL_ENV", "")
         if os.path.isabs(virtual_env):
             self.add(Path(virtual_env))
@@ -344,7 +399,7 @@ def _python_prefix(prefix: Path) -> bool:
 
 
 def _shebang(path: str) -> Path | None:
-    """The absolute interpreter a script's ``#!`` line names (not ``env``), resolved."""
+    """The absolute interpreter a script's ``#!`` line names."""
     try:
         with open(path, "rb") as file:
             head = file.read(SCRIPT_HEAD)
@@ -355,21 +410,26 @@ def _shebang(path: str) -> Path | None:
     words = head[2:].split(b"\n", 1)[0].split()
     if not words or not words[0].startswith(b"/"):
         return None
-    interpreter = Path(os.path.realpath(os.fsdecode(words[0])))
-    return None if interpreter.name == "env" else interpreter
+    return Path(os.fsdecode(words[0]))
 
 
 def toolchain_view(
-    root: Path, visible: Iterable[str | Path], environ: Mapping[str, str] | None = None
+    root: Path,
+    visible: Iterable[str | Path],
+    environ: Mapping[str, str] | None = None,
+    writable: Iterable[str | Path] = (),
 ) -> ToolchainView:
     """What to show of the user's toolchains (see the module's docstring) for commands run
-    in ``root``, where ``visible`` folders are shown already; read from ``environ``
-    (default: this process's)."""
+    in ``root``, where ``visible`` folders are shown already and ``root`` and ``writable``
+    ones are writable; read from ``environ`` (default: this process's)."""
     source = os.environ if environ is None else environ
-    finder = _Finder(Path(root), tuple(Path(v) for v in visible), source)
+    folders = (Path(root), *(Path(w) for w in writable))
+    finder = _Finder(folders, tuple(Path(v) for v in visible), source)
     path = finder.path_entries()
     for entry in path:
-        real = Path(os.path.realpath(entry))
+        real = finder.resolve(entry)
+        if real is None:
+            continue
         if real.name == "shims" and not finder.shown(real):
             finder.add(real.parent)
         for folder in dict.fromkeys((entry, real)):

@@ -202,7 +202,7 @@ class BubblewrapSandbox:
         self.toolchains = ToolchainView((), ())
         if toolchains:
             shown: list[str | Path] = [*SYSTEM_DIRS, *self._interpreter()]
-            self.toolchains = toolchain_view(self.root, shown)
+            self.toolchains = toolchain_view(self.root, shown, writable=self.write_paths)
         self.home_secrets = self._home_secrets()
         self.bwrap = shutil.which(bwrap) or bwrap
         self.version = _bwrap_version(self.bwrap)
