@@ -189,7 +189,9 @@ class _Finder:
         secret_dirs = _secret_paths(environ, HOME_SECRET_DIRS)
         secret_dirs += [Path(os.path.realpath(p)) for p in secret_dirs if os.path.lexists(p)]
         self.secret_dirs = tuple(dict.fromkeys(secret_dirs))
+        self.prefixes = tuple(str(f) for f in (*visible, *writable))
         self.found: dict[Path, None] = {}
+        self.prefixed: set[Path] = set()
         self.env: dict[str, str] = {}
 
     def resolve(self, path: str | Path) -> Path | None:
@@ -235,6 +237,10 @@ class _Finder:
     def shown(self, path: Path) -> bool:
         return any(path.is_relative_to(folder) for folder in (*self.visible, *self.writable))
 
+    def shown_text(self, path: str) -> bool:
+        """:meth:`shown` on a resolved path as text (fast, for many folder entries)."""
+        return any(path == f or path.startswith(f.rstrip("/") + "/") for f in self.prefixes)
+
     def add(self, path: Path) -> Path | None:
         """Show ``path`` (resolved) unless refused; where it really is when it is (or
         already was) shown."""
@@ -249,8 +255,9 @@ class _Finder:
         """Show ``folder``; for a ``bin`` folder its install prefix instead, when allowed;
         and a virtual environment's base interpreter."""
         real = self.resolve(folder)
-        if real is None:
+        if real is None or real in self.prefixed:
             return
+        self.prefixed.add(real)
         prefix = real.parent if real.name == "bin" else real
         shown = prefix != real and self.add(prefix) is not None
         if not shown and self.add(real) is None:
@@ -298,14 +305,17 @@ class _Finder:
             entries = list(os.scandir(folder))[:FOLDER_ENTRIES_LIMIT]
         except OSError:
             return
-        system = self.shown(folder)
+        # Shims are scripts that run their tool (its root is shown): no #! to follow.
+        scripts = not self.shown(folder) and folder.name != "shims"
         for entry in entries:
             try:
                 if entry.is_symlink():
+                    if self.shown_text(_link_target(entry.path)):
+                        continue  # the common case, decided without resolving by hand
                     target = self.resolve(entry.path)
                     if target is not None and not self.shown(target) and target.exists():
                         self.add_prefix(target.parent)
-                elif not system and entry.is_file():
+                elif scripts and entry.is_file():
                     interpreter = _shebang(entry.path)
                     real = None if interpreter is None else self.resolve(interpreter)
                     if real is not None and real.name != "env" and not self.shown(real):
@@ -389,6 +399,18 @@ def _configs_below(root: Path, depth: int) -> list[Path]:
     return found
 
 
+def _link_target(path: str) -> str:
+    """Where a symlink leads, following the links it names but not the symlinked folders on
+    the way (:func:`os.path.realpath` is exact and much slower): a first look only."""
+    for _ in range(SYMLINK_HOPS):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), target))
+    return path
+
+
 def _python_prefix(prefix: Path) -> bool:
     """Whether ``prefix`` is a Python install: it holds ``lib/python3.X/os.py``."""
     try:
@@ -426,6 +448,7 @@ def toolchain_view(
     folders = (Path(root), *(Path(w) for w in writable))
     finder = _Finder(folders, tuple(Path(v) for v in visible), source)
     path = finder.path_entries()
+    scanned: set[Path] = set()
     for entry in path:
         real = finder.resolve(entry)
         if real is None:
@@ -435,7 +458,9 @@ def toolchain_view(
         for folder in dict.fromkeys((entry, real)):
             if not finder.shown(folder):
                 finder.add_prefix(folder)
-            finder.scan(folder)
+        if real not in scanned:
+            scanned.add(real)
+            finder.scan(real)
     finder.tools(path)
     finder.venvs()
     read = sorted(finder.found)
