@@ -419,3 +419,17 @@ async def test_what_the_model_writes_does_not_choose_what_is_shown(
         attacks.record("toolchains: model-written file widens the view", CANARY in text, text)
     sandbox = BubblewrapSandbox(root)
     assert sandbox.toolchains.read == ()
+
+
+def test_a_bin_folder_brings_its_prefix_only_when_it_is_one(tmp_path: Path) -> None:
+    h = tmp_path / "home"
+    src = h / "src"
+    for folder in ("bin", "ws", "other-project", "tools/bin", "tools/lib"):
+        (src / folder).mkdir(parents=True)
+    environ = {"HOME": str(h), "PATH": f"{src}/bin:{src}/tools/bin:/usr/bin"}
+    view = toolchain_view(src / "ws", ["/usr"], environ)
+    assert set(view.read) == {src / "bin", src / "tools"}
+    # A toolchain folder above the workspace would show the projects beside it.
+    (src / "lib").mkdir()
+    view = toolchain_view(src / "ws", ["/usr"], environ)
+    assert set(view.read) == {src / "bin", src / "tools"}

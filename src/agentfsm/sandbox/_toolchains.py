@@ -5,7 +5,8 @@ from rustup live in the home folder, which the sandbox does not show. :func:`too
 finds, without settings, the folders those programs need to run:
 
 - every ``PATH`` entry and its real path (a folder named ``bin`` brings its install prefix,
-  the folder above it, so ``python`` finds ``lib/python3.X``); a ``shims`` folder brings the
+  the folder above it when that has ``lib`` or ``libexec``, so ``python`` finds
+  ``lib/python3.X``); a ``shims`` folder brings the
   tool's root (pyenv, rbenv, asdf shims run the tool, which reads its ``versions``);
 - what the commands in those folders resolve to: the targets of their symlinks (pipx, uv,
   ``update-alternatives``) and the absolute ``#!`` interpreters of their scripts;
@@ -18,8 +19,9 @@ finds, without settings, the folders those programs need to run:
   data folder and ``~/.tool-versions`` when its shims are; the Pythons uv installs
   (``~/.local/share/uv/python``); ``GOROOT`` when set.
 
-A folder is never shown when it is ``/``, a home folder or a folder above one, or when it
-is, contains or lies in one of the home's secret folders (:data:`HOME_SECRET_DIRS`).
+A folder is never shown when it is ``/``, a home folder, the workspace, a write path or a
+folder above one of them, or when it is, contains or lies in one of the home's secret
+folders (:data:`HOME_SECRET_DIRS`).
 :func:`home_secrets` lists those secrets and files (:data:`HOME_SECRET_FILES`, shell
 histories among them): the sandbox hides each one that lies beneath anything it mounts, after
 every other mount, so neither a toolchain folder, a settings path nor a workspace that holds
@@ -224,10 +226,11 @@ class _Finder:
         return any(path.is_relative_to(folder) for folder in self.writable)
 
     def refused(self, path: Path) -> bool:
-        """``/``, a home or above one, or a secret folder, inside one or above one."""
+        """``/``, a home, the workspace or a write path or a folder above one of them, or a
+        secret folder, inside one or above one."""
         if path.parent == path:
             return True
-        if any(home.is_relative_to(path) for home in self.homes):
+        if any(folder.is_relative_to(path) for folder in (*self.homes, *self.writable)):
             return True
         return any(
             secret.is_relative_to(path) or path.is_relative_to(secret)
@@ -258,7 +261,7 @@ class _Finder:
         if real is None or real in self.prefixed:
             return
         self.prefixed.add(real)
-        prefix = real.parent if real.name == "bin" else real
+        prefix = real.parent if real.name == "bin" and _install_prefix(real.parent) else real
         shown = prefix != real and self.add(prefix) is not None
         if not shown and self.add(real) is None:
             return
@@ -409,6 +412,12 @@ def _link_target(path: str) -> str:
             break
         path = os.path.normpath(os.path.join(os.path.dirname(path), target))
     return path
+
+
+def _install_prefix(folder: Path) -> bool:
+    """Whether the folder above a ``bin`` looks like an install prefix (it has ``lib`` or
+    ``libexec``), not a folder that merely holds one (``~/src/bin`` beside projects)."""
+    return (folder / "lib").is_dir() or (folder / "libexec").is_dir()
 
 
 def _python_prefix(prefix: Path) -> bool:
