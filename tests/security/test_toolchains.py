@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import ToolCall, ToolResult
+from agentfsm import ToolCall, ToolMessage, ToolResult
 from agentfsm.adapters.tools import BubblewrapSandbox, ToolBox, workspace_tools
+from agentfsm.cli import main
 from agentfsm.sandbox._missing import not_found_note
 from agentfsm.sandbox._toolchains import HOME_SECRET_DIRS, HOME_SECRET_FILES, toolchain_view
+from agentfsm.testing import ScriptedChat, tool_reply
 
 from .tally import AttackTally
 
@@ -433,3 +435,21 @@ def test_a_bin_folder_brings_its_prefix_only_when_it_is_one(tmp_path: Path) -> N
     (src / "lib").mkdir()
     view = toolchain_view(src / "ws", ["/usr"], environ)
     assert set(view.read) == {src / "bin", src / "tools"}
+
+
+def test_agentfsm_run_runs_the_projects_pytest(
+    home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's case end to end: ``agentfsm run`` in a project whose ``.venv`` was built
+    on a Python under the (hidden) home; the model runs ``python -m pytest -q``."""
+    set_path(monkeypatch, home.root / ".venv" / "bin")
+    command = "python -m pytest -q -p no:cacheprovider test_tiny.py; cat ~/.ssh/id_rsa"
+    chat = ScriptedChat([tool_reply(("shell", {"command": command})), "done"])
+    sessions = ["--session-dir", str(tmp_path / "sessions")]
+    assert main(["run", "run the tests", "--workspace", str(home.root), *sessions], chat=chat) == 0
+    result = chat.requests[1].messages[-1]
+    assert isinstance(result, ToolMessage)
+    assert "1 passed" in result.content
+    assert "id_rsa: No such file or directory" in result.content
+    assert CANARY not in result.content
+    capsys.readouterr()
