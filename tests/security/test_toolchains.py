@@ -362,6 +362,7 @@ def test_the_127_note_reads_the_shells_messages_and_probes_no_host_path(
         ("/usr/bin/env: \u2018gradle\u2019: No such file or directory\n", "gradle"),
         ("/usr/bin/env: 'gradle': No such file or directory\n", "gradle"),
         ("sh: 1: a: not found\nsh: 2: keys: not found\n", "keys"),
+        ("/x/shims/node: line 3: /x/bin/asdf: No such file or directory\n", "/x/bin/asdf"),
     ):
         note = not_found_note(output, "/usr/bin", hidden) or ""
         assert note.startswith(f"`{name}` was not found inside the sandbox"), output

@@ -22,6 +22,8 @@ __all__ = ["not_found_note"]
 _MISSING = (
     # dash: "/bin/sh: 1: python: not found"; bash: "bash: line 1: foo: command not found"
     re.compile(r": (?P<name>[^\s:'\"]{1,200}): (?:command )?not found[ \t]*$", re.MULTILINE),
+    # bash running a missing program by its path: "x.sh: line 3: /opt/x/bin/x: No such file…"
+    re.compile(r": (?P<name>/[^\s:'\"]{1,200}): No such file or directory[ \t]*$", re.MULTILINE),
     # zsh: "zsh:1: command not found: foo"
     re.compile(r"command not found: (?P<name>\S{1,200})[ \t]*$", re.MULTILINE),
     # env: "/usr/bin/env: 'python': No such file or directory"
