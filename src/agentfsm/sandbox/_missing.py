@@ -69,7 +69,7 @@ def not_found_note(output: str, path: str, shows: Callable[[str], bool]) -> str 
     name = _missing_name(output)
     if name is None:
         return None
-    entries = [entry for entry in path.split(os.pathsep) if entry]
+    entries = list(dict.fromkeys(entry for entry in path.split(os.pathsep) if entry))
     unseen = [entry for entry in entries if os.path.isabs(entry) and not shows(entry)]
     lines = [f"`{name}` was not found inside the sandbox; its PATH is {path or '(empty)'}"]
     if unseen:
