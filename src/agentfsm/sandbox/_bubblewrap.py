@@ -7,8 +7,12 @@ import it from :mod:`agentfsm.sandbox` (or :mod:`agentfsm.adapters.tools`).
 Policy of :class:`BubblewrapSandbox`: a fresh mount namespace where the system (``/usr``,
 ``/etc``, ``/lib``…, the Python interpreter) is read-only, the workspace root is writable,
 ``/tmp`` is a private tmpfs (also holding ``HOME``), and nothing else of the machine exists
-(no home folder, no other project, no ``/run``). The protected paths of the root
-(``.agentfsm``…) are hidden behind empty read-only mounts, even when they do not exist yet.
+(no home folder, no other project, no ``/run``), except the user's toolchains, read-only:
+the folders of ``PATH``, what its commands resolve to and the base interpreters of the
+workspace's virtual environments (:mod:`~agentfsm.sandbox._toolchains`), never a home or a
+secret folder; the home's secrets stay hidden beneath anything shown. The protected paths
+of the root (``.agentfsm``…) are hidden behind empty read-only mounts, even when they do not
+exist yet.
 No network namespace is shared unless ``allow_network``; capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
@@ -40,8 +44,10 @@ from typing import Any
 
 from ._install_paths import agent_install_paths
 from ._limits import ResourceLimits, pids_cgroup
+from ._missing import not_found_note
 from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
 from ._seccomp import setuid_filter, setuid_filter_path
+from ._toolchains import ToolchainView, home_secrets, toolchain_view
 
 __all__ = ["PROTECTED_DIR", "BubblewrapSandbox", "ResourceLimits", "detect_sandbox"]
 
@@ -156,7 +162,10 @@ class BubblewrapSandbox:
     more variables the command gets (an allow-list); ``limits`` bounds each command;
     ``install_paths`` are the folders of the agent's own code (default:
     :func:`~agentfsm.sandbox._install_paths.agent_install_paths`), read-only where they lie
-    inside the root or a write path.
+    inside the root or a write path. ``toolchains`` (default on) shows the user's
+    toolchains read-only (:func:`~agentfsm.sandbox._toolchains.toolchain_view`, read from
+    this process's ``PATH`` and environment when the sandbox is made) and gives commands the
+    variables that locate them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
 
     Raises:
         SandboxUnavailable: bubblewrap is older than 0.8, no setuid filter exists for this
@@ -177,6 +186,7 @@ class BubblewrapSandbox:
         env: Sequence[str] = (),
         limits: ResourceLimits | None = None,
         install_paths: Sequence[str | Path] | None = None,
+        toolchains: bool = True,
     ) -> None:
         self.root = Path(root).resolve()
         if self.root == Path("/"):
@@ -189,6 +199,11 @@ class BubblewrapSandbox:
         self.limits = ResourceLimits() if limits is None else limits
         installed = agent_install_paths() if install_paths is None else install_paths
         self.install_paths = tuple(Path(os.path.realpath(p)) for p in installed)
+        self.toolchains = ToolchainView((), ())
+        if toolchains:
+            shown: list[str | Path] = [*SYSTEM_DIRS, *self._interpreter()]
+            self.toolchains = toolchain_view(self.root, shown, writable=self.write_paths)
+        self.home_secrets = self._home_secrets()
         self.bwrap = shutil.which(bwrap) or bwrap
         self.version = _bwrap_version(self.bwrap)
         if _older(self.version):
@@ -221,6 +236,48 @@ class BubblewrapSandbox:
             if not _inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
                 found.append(path)
         return found
+
+    def _shown(self) -> list[Path]:
+        """Everything mounted from the machine but the system folders."""
+        return [
+            self.root,
+            *self.write_paths,
+            *self.read_paths,
+            *self.toolchains.read,
+            *self._interpreter(),
+        ]
+
+    def _home_secrets(self) -> list[tuple[Path, bool]]:
+        """The home's secrets that lie beneath something shown (one named itself as a read
+        or write path stays shown), without those beneath another of them."""
+        shown = self._shown()
+        found = [
+            (path, folder)
+            for path, folder in home_secrets(os.environ)
+            if any(path != f and path.is_relative_to(f) for f in shown)
+        ]
+        folders = [path for path, folder in found if folder]
+        return [
+            (path, folder)
+            for path, folder in found
+            if not any(path != f and path.is_relative_to(f) for f in folders)
+        ]
+
+    def shows(self, path: str | Path) -> bool:
+        """Whether a command in the sandbox sees ``path`` (resolved on this machine)."""
+        real = Path(os.path.realpath(path))
+        hidden = [p for p, _ in self.home_secrets] + [Path(p) for p in self.protected]
+        hidden += [Path(p) for p, _ in self._hidden_system()]
+        if _inside(real, hidden):
+            return False
+        system = [Path(os.path.realpath(f)) for f in SYSTEM_DIRS if os.path.lexists(f)]
+        return _inside(real, (*system, *self._shown()))
+
+    def not_found_note(self, output: str) -> str | None:
+        """For a command that exited 127: which command the sandbox did not find, what it
+        sees of it and how to show a folder (``sandbox.read``); ``None`` when the output
+        names no missing command."""
+        return not_found_note(output, self.environment().get("PATH", ""), self.shows)
 
     def _own_code(self) -> list[Path]:
         """The agent's own code folders that the root or a write path would make writable."""
@@ -269,7 +326,7 @@ class BubblewrapSandbox:
                 args += ["--symlink", os.readlink(folder), folder]
             elif os.path.isdir(folder):
                 args += ["--ro-bind", folder, folder]
-        for path in (*self._interpreter(), *self.read_paths):
+        for path in (*self._interpreter(), *self.toolchains.read, *self.read_paths):
             args += ["--ro-bind-try", str(path), str(path)]
         resolv = Path("/etc/resolv.conf")
         if self.allow_network and resolv.is_symlink():
@@ -282,7 +339,8 @@ class BubblewrapSandbox:
         for path in self._own_code():
             args += ["--ro-bind-try", str(path), str(path)]
         # Hiding comes last: no read or write path of the settings can uncover it.
-        for secret, is_folder in self._hidden_system():
+        hidden = [(str(p), folder) for p, folder in self.home_secrets]
+        for secret, is_folder in [*self._hidden_system(), *hidden]:
             if is_folder:
                 args += ["--tmpfs", secret, "--remount-ro", secret]
             else:
@@ -327,9 +385,15 @@ class BubblewrapSandbox:
         return pids_cgroup(self.limits.processes) if os.geteuid() == 0 else None
 
     def environment(self) -> dict[str, str]:
-        """The allow-listed environment (:func:`sandbox_environ` with ``env``), with a private
-        ``HOME`` and ``TMPDIR``."""
-        return {**sandbox_environ(self.env), "HOME": SANDBOX_HOME, "TMPDIR": SANDBOX_TMP}
+        """The allow-listed environment (:func:`sandbox_environ` with ``env``), with the
+        variables that locate the toolchains shown, a private ``HOME`` and ``TMPDIR``."""
+        toolchains = dict(self.toolchains.env)
+        return {
+            **toolchains,
+            **sandbox_environ(self.env),
+            "HOME": SANDBOX_HOME,
+            "TMPDIR": SANDBOX_TMP,
+        }
 
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
         cgroup = self._pids_cgroup()
@@ -351,11 +415,17 @@ class BubblewrapSandbox:
             "version": self.version,
             "network": self.allow_network,
             "write": [str(self.root), *map(str, self.write_paths), f"private {SANDBOX_TMP}"],
-            "read": [*system, *map(str, self._interpreter()), *map(str, self.read_paths)],
+            "read": [
+                *system,
+                *map(str, self._interpreter()),
+                *map(str, self.toolchains.read),
+                *map(str, self.read_paths),
+            ],
+            "toolchains": [str(p) for p in self.toolchains.read],
             "read_only": [str(p) for p in self._own_code()],
-            "hidden": [*map(str, self.protected), *hidden],
+            "hidden": [*map(str, self.protected), *hidden, *(str(p) for p, _ in self.home_secrets)],
             "home": SANDBOX_HOME,
-            "environment": [*ALLOWED_ENV, "LC_*", *self.env],
+            "environment": [*ALLOWED_ENV, "LC_*", *(n for n, _ in self.toolchains.env), *self.env],
             "limits": {**self.limits.describe(), "processes_bound": self._process_bound()},
             "setuid": "refused (seccomp filter)",
             "processes": "own PID namespace: every process dies with the call",
@@ -375,7 +445,9 @@ def _probe(bwrap: str, allow_network: bool) -> str | None:
     with _PROBE_LOCK:
         if key not in _PROBES:
             with tempfile.TemporaryDirectory(prefix="agentfsm-probe-") as folder:
-                sandbox = BubblewrapSandbox(folder, allow_network=allow_network, bwrap=bwrap)
+                sandbox = BubblewrapSandbox(
+                    folder, allow_network=allow_network, bwrap=bwrap, toolchains=False
+                )
                 argv, env = sandbox.command("true", sandbox.root)
                 try:
                     done = subprocess.run(
@@ -406,10 +478,11 @@ def detect_sandbox(
     bwrap: str = "bwrap",
     env: Sequence[str] = (),
     limits: ResourceLimits | None = None,
+    toolchains: bool = True,
 ) -> CommandSandbox:
     """The OS sandbox that works on this machine, for commands run in ``root``.
 
-    ``env`` and ``limits`` are those of :class:`BubblewrapSandbox`. Raises
+    ``env``, ``limits`` and ``toolchains`` are those of :class:`BubblewrapSandbox`. Raises
     :class:`SandboxUnavailable` saying what to install, upgrade or enable when none works
     (bubblewrap older than 0.8 is refused).
     """
@@ -433,4 +506,5 @@ def detect_sandbox(
         bwrap=found,
         env=env,
         limits=limits,
+        toolchains=toolchains,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentfsm.engine._messages import ToolResult
 from agentfsm.engine._protocols import SupportsAbort
-from agentfsm.sandbox import detect_sandbox
+from agentfsm.sandbox import BubblewrapSandbox, detect_sandbox
 from agentfsm.sandbox._limits import ResourceLimits, explain_limit
 from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, run_command
 
@@ -25,7 +25,9 @@ class ShellTool:
     (:func:`detect_sandbox`, hiding ``protected``). When none works, every call fails with
     what to install: a command never runs unsandboxed unless given :class:`Unsandboxed`.
     A failure that shows a resource limit of the sandbox (its ``limits``) says which one,
-    its value and the settings key that raises it.
+    its value and the settings key that raises it. A command not found inside the
+    bubblewrap sandbox (exit code 127) says what the sandbox sees of it and how to show a
+    folder (``sandbox.read``).
     """
 
     def __init__(
@@ -82,6 +84,10 @@ class ShellTool:
             hit = explain_limit(code, output, limits)
             if hit is not None:
                 reason = f"{reason}: {hit}"
+        if code == 127 and isinstance(sandbox, BubblewrapSandbox):
+            note = sandbox.not_found_note(output)
+            if note is not None:
+                reason = f"{reason}: {note}"
         return ToolResult(False, output, reason)
 
     def tool(self) -> FunctionTool:
