@@ -1,5 +1,6 @@
 """Test doubles for agents built on agentfsm."""
 
+from ._responses_replies import responses_body, responses_events, responses_reply
 from .fake_server import (
     Drop,
     FakeProviderServer,
@@ -41,5 +42,8 @@ __all__ = [
     "ScriptedChat",
     "ScriptedTools",
     "Streamed",
+    "responses_body",
+    "responses_events",
+    "responses_reply",
     "tool_reply",
 ]

@@ -1,5 +1,7 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
+from ._responses import OpenAIResponses
+from ._responses_wire import ResponsesQuirks
 from .anthropic import AnthropicChat
 from .anthropic_wire import AnthropicQuirks
 from .endpoints import endpoint_url
@@ -22,9 +24,11 @@ __all__ = [
     "Limits",
     "OpenAIChat",
     "OpenAIQuirks",
+    "OpenAIResponses",
     "ProviderError",
     "RETRYABLE_KINDS",
     "ReplayTransport",
+    "ResponsesQuirks",
     "RetryPolicy",
     "Router",
     "Secret",
