@@ -52,6 +52,9 @@ class ResponsesQuirks:
     (``False`` for servers that reject the field)."""
     stream_with_tools: bool = True
     """Stream requests that offer tools; ``False`` sends those unstreamed."""
+    explicit_tool_choice: bool = False
+    """Send ``tool_choice: "auto"`` with tools (servers in front of llama.cpp leave the tools
+    out of the prompt without it)."""
 
 
 def _reasoning_input(item: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -152,6 +155,8 @@ def build_request(
     if instructions is not None:
         body["instructions"] = instructions
     if tools:
+        if quirks.explicit_tool_choice:
+            body["tool_choice"] = "auto"
         body["tools"] = [
             {
                 "type": "function",

@@ -17,11 +17,11 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.providers.errors import is_overflow_message
 from agentfsm.engine.messages import ChatResult, UserMessage
 from agentfsm.engine.protocols import ChatDelta
-from agentfsm.testing import Drop, Reply
+from agentfsm.testing import Drop, Reply, responses_body
 
 from ..context import LiveContext, RecordedContext
 from ..exchange import CorpusJudge, RecordedExchange, RecordedReply, Verdict, on_error, verdict
-from ..frames import chunk, completion, data, event
+from ..frames import chunk, completion, data, event, response_event, responses_stream
 from ..model import Check, CheckFailed, CheckSkipped, Normalized
 
 __all__ = ["CHECKS"]
@@ -69,6 +69,8 @@ async def _run(
 
 
 def _ok(ctx: RecordedContext) -> Reply:
+    if ctx.wire == "openai-responses":
+        return Reply.json(responses_body("ok"))
     if ctx.wire == "anthropic":
         content = [{"type": "text", "text": "ok"}]
         message = {"type": "message", "role": "assistant", "content": content}
@@ -99,6 +101,12 @@ def _error(
 def _stream_error(ctx: RecordedContext, before: str | None) -> Reply:
     """A 200 stream carrying an overloaded error, after the text ``before`` if given."""
     overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+    if ctx.wire == "openai-responses":
+        frames = responses_stream([before] if before is not None else [])[:-1]
+        if before is None:
+            frames = frames[:1]  # no item before the error
+        failure = {"code": "server_is_overloaded", "message": "Overloaded", "param": None}
+        return Reply.sse([*frames, response_event("error", failure)], headers=NOW)
     if ctx.wire == "anthropic":
         frames = [
             event("message_start", {"message": {"id": "msg_1", "usage": {"input_tokens": 5}}})
@@ -446,6 +454,7 @@ CHECKS = [
         recorded=auth,
         live=auth_live,
         corpus=_kind_corpus("auth"),
+        responses=("recorded", "live"),
     ),
     Check(
         "E2",
@@ -457,6 +466,7 @@ CHECKS = [
         recorded=bad_request,
         live=bad_request_live,
         corpus=_kind_corpus("bad_request"),
+        responses=("recorded",),
     ),
     Check(
         "E3",
@@ -466,6 +476,7 @@ CHECKS = [
         "retried once with the delay asked; x-should-retry honoured both ways",
         recorded=rate_limit,
         corpus=_kind_corpus("rate_limit"),
+        responses=("recorded",),
     ),
     Check(
         "E4",
@@ -476,6 +487,7 @@ CHECKS = [
         quirks=("Q32",),
         recorded=quota,
         corpus=_kind_corpus("quota"),
+        responses=("recorded",),
     ),
     Check(
         "E5",
@@ -486,6 +498,7 @@ CHECKS = [
         quirks=("Q28",),
         recorded=overloaded,
         corpus=_kind_corpus("overloaded"),
+        responses=("recorded",),
     ),
     Check(
         "E6",
@@ -495,6 +508,7 @@ CHECKS = [
         "retried; a persistent reset is a connection error with its phase",
         recorded=transient_5xx,
         corpus=_kind_corpus("server"),
+        responses=("recorded",),
     ),
     Check(
         "E7",
@@ -507,6 +521,7 @@ CHECKS = [
         recorded=overflow_classified,
         live=overflow_classified_live,
         corpus=overflow_classified_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "E8",
@@ -517,5 +532,6 @@ CHECKS = [
         needs=("context_window",),
         quirks=("Q29",),
         live=overflow_silent_live,
+        responses=("live",),
     ),
 ]

@@ -115,7 +115,7 @@ async def present_live(ctx: LiveContext) -> Normalized | None:
     _consistent(result.usage)
     if result.usage.input_tokens <= 0:
         raise CheckFailed("input_tokens > 0", f"input_tokens={result.usage.input_tokens}")
-    if ctx.wire == "anthropic":
+    if ctx.wire != "openai-chat":  # the raw total below is Chat Completions' field
         return None
     raw = await ctx.raw(
         {"messages": [{"role": "user", "content": PONG}], "max_tokens": 16}, name="usage.present"
@@ -429,6 +429,7 @@ CHECKS = [
         recorded=present,
         live=present_live,
         corpus=present_corpus,
+        responses=("live",),
     ),
     Check(
         "U2",
@@ -476,6 +477,7 @@ CHECKS = [
         recorded=reasoning_inside_output,
         live=reasoning_inside_output_live,
         corpus=reasoning_inside_output_corpus,
+        responses=("live",),
     ),
     Check(
         "U6",
@@ -486,5 +488,6 @@ CHECKS = [
         needs=("streaming", "stream_usage"),
         quirks=("Q15", "Q41"),
         live=stream_vs_nonstream_live,
+        responses=("live",),
     ),
 ]

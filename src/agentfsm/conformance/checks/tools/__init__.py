@@ -110,6 +110,7 @@ CHECKS = [
         needs=("tools", "parallel_tools"),
         quirks=("Q34", "Q37", "Q42"),
         live=live.parallel_results_live,
+        responses=("live",),
     ),
     _Check(
         "T10",
@@ -162,6 +163,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q6", "Q23", "Q37"),
         live=history.foreign_ids_live,
+        responses=("live",),
     ),
     _Check(
         "T15",
@@ -172,6 +174,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q37", "Q39", "Q42"),
         live=history.agent_loop_live,
+        responses=("live",),
     ),
     _Check(
         "T16",
