@@ -289,8 +289,8 @@ async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
 
 # -- invariants on a recorded corpus -------------------------------------------------------
 
-_LENGTH_FINISHES = frozenset({"length", "max_tokens"})
-_STOP_FINISHES = frozenset({"stop", "end_turn", "stop_sequence"})
+_LENGTH_FINISHES = frozenset({"length", "max_tokens", "max_output_tokens"})
+_STOP_FINISHES = frozenset({"stop", "end_turn", "stop_sequence", "completed"})
 
 
 @on_success
