@@ -65,7 +65,7 @@ def answer(server: ResponsesServer, request: RecordedRequest) -> Reply:
     words += len(str(body.get("instructions") or "").split())
     if server.window and words > server.window:
         return _error(400, "context_length_exceeded", "Your input exceeds the context window.")
-    outputs = []
+    outputs: list[str] = []
     for item in reversed(items):
         if item.get("type") != "function_call_output":
             break
