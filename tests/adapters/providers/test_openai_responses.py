@@ -527,3 +527,43 @@ async def test_concurrent_calls_share_nothing(server: FakeProviderServer) -> Non
     results = await asyncio.gather(*(model([UserMessage(f"n{i}")], []) for i in range(8)))
     await model.aclose()
     assert [r.message.content for r in results] == [f"n{i}" for i in range(8)]
+
+
+async def test_a_done_item_without_content_keeps_the_streamed_parts(
+    server: FakeProviderServer,
+) -> None:
+    message = {"type": "message", "id": "m", "role": "assistant", "content": []}
+    call = {"type": "function_call", "id": "fc", "call_id": "call_9", "name": "lookup"}
+    server.enqueue(
+        Reply.sse(
+            [
+                frame("response.output_item.added", output_index=0, item=message),
+                frame("response.output_text.delta", output_index=0, item_id="m", delta="Hi "),
+                frame("response.output_text.delta", item_id="m", delta="there."),
+                frame("response.output_item.done", output_index=0, item=message),
+                frame("response.output_item.added", output_index=1, item=call),
+                frame("response.function_call_arguments.delta", item_id="fc", delta='{"q":'),
+                frame("response.function_call_arguments.delta", item_id="fc", delta=' "x"}'),
+                frame("response.output_item.done", output_index=1, item={**call, "arguments": ""}),
+                completed([]),
+            ]
+        )
+    )
+    model = chat(server)
+    result = await model([UserMessage("x")], TOOLS)
+    await model.aclose()
+    assert result.message.content == "Hi there."
+    assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("call_9", {"q": "x"})]
+
+
+async def test_the_terminal_output_is_read_when_no_item_was_streamed(
+    server: FakeProviderServer,
+) -> None:
+    body = responses_body(tool_reply(("lookup", {"q": "y"}), content="Looking."))
+    server.enqueue(Reply.sse([frame("response.completed", response=body)]))
+    model = chat(server)
+    result = await model([UserMessage("x")], TOOLS)
+    await model.aclose()
+    assert result.message.content == "Looking."
+    assert [(c.name, c.arguments) for c in result.message.tool_calls] == [("lookup", {"q": "y"})]
+    assert result.finish_reason == "tool_calls"

@@ -272,32 +272,35 @@ class _Folded:
         call_id = unique_call_id(raw_id, len(self.calls), name, text, self.seen)
         self.calls.append(ToolCall(call_id, name, decoded, raw_arguments=bad))
 
-    def item(self, item: Mapping[str, Any]) -> None:
-        """Fold one whole output item in (unknown types are skipped)."""
+    def item(self, item: Mapping[str, Any], streamed: _Item | None = None) -> None:
+        """Fold one whole output item in (unknown types are skipped). What ``streamed``
+        gathered from the item's deltas stands in for a part the whole item leaves empty."""
         kind = item.get("type")
         if kind == "message":
             content = item.get("content")
             if isinstance(content, str):
-                self.text.append(content)
+                text = content
             else:
-                self.text.append(
-                    _texts(content, ("output_text", "text"), "text", "message.content")
-                    or _texts(content, ("refusal",), "refusal", "message.content")
-                )
+                text = _texts(content, ("output_text", "text"), "text", "message.content")
+                text = text or _texts(content, ("refusal",), "refusal", "message.content")
+            self.text.append(text or (streamed.text.text() if streamed is not None else ""))
         elif kind == "reasoning":
             summary = _texts(item.get("summary"), ("summary_text",), "text", "reasoning.summary")
             content = _texts(
                 item.get("content"), ("reasoning_text", "text"), "text", "reasoning.content"
             )
-            if summary or content:
-                self.reasoning.append(summary or content)
+            thought = summary or content
+            self.reasoning.append(thought or (streamed.reasoning.text() if streamed else ""))
             kept = _kept(item)
             if kept is not None:
                 self.kept.append(kept)
         elif kind == "function_call":
             call_id = opt_str(item.get("call_id"), "function_call.call_id") or ""
             name = opt_str(item.get("name"), "function_call.name") or ""
-            self.call(call_id, name, item.get("arguments"))
+            arguments = item.get("arguments")
+            if streamed is not None and not arguments and streamed.arguments:
+                arguments = streamed.arguments.text()
+            self.call(call_id or (streamed.call_id if streamed else ""), name, arguments)
 
     def result(
         self, data: Mapping[str, Any], usage: Mapping[str, Any] | None, status: str | None
@@ -465,7 +468,7 @@ class ResponseAccumulator:
         for index in self.order:
             entry = self.items[index]
             if entry.done is not None:
-                folded.item(entry.done)
+                folded.item(entry.done, entry)
             elif entry.kind == "function_call":
                 folded.call(entry.call_id, entry.name, entry.arguments.text())
             elif entry.kind == "reasoning":
