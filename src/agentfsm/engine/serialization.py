@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar, get_args
 
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
 from .errors import RecordedError, error_name
 from .events import AgentEvent
-from .messages import Message
+from .messages import AssistantMessage, Message
 from .text import escape_surrogates
 
 __all__ = [
@@ -54,6 +55,13 @@ def _structure_tagged(table: dict[str, type], key: str, what: str) -> Any:
 
 
 converter.register_structure_hook(Message, _structure_tagged(_MESSAGES, "role", "message"))
+# An assistant message without reasoning items is written as before they existed.
+converter.register_unstructure_hook(
+    AssistantMessage,
+    make_dict_unstructure_fn(
+        AssistantMessage, converter, reasoning_items=override(omit_if_default=True)
+    ),
+)
 converter.register_structure_hook(AgentEvent, _structure_tagged(_EVENTS, "type", "event"))
 converter.register_unstructure_hook(
     BaseException, lambda e: {"name": error_name(e), "message": str(e)}

@@ -567,3 +567,20 @@ async def test_the_terminal_output_is_read_when_no_item_was_streamed(
     assert result.message.content == "Looking."
     assert [(c.name, c.arguments) for c in result.message.tool_calls] == [("lookup", {"q": "y"})]
     assert result.finish_reason == "tool_calls"
+
+
+def test_messages_without_reasoning_items_serialize_as_before() -> None:
+    plain = AssistantMessage("a", tool_calls=[ToolCall("c", "f", {"x": 1})])
+    assert json.loads(dumps(plain)) == {
+        "content": "a",
+        "tool_calls": [{"id": "c", "name": "f", "arguments": {"x": 1}, "raw_arguments": None}],
+        "reasoning": None,
+        "role": "assistant",
+    }
+    kept = AssistantMessage(
+        "b", reasoning_items=[{"type": "reasoning", "encrypted_content": "\ud800"}]
+    )
+    assert json.loads(dumps(kept))["reasoning_items"] == [
+        {"type": "reasoning", "encrypted_content": "\ud800"}
+    ]
+    assert structure_message(json.loads(dumps(kept))) == kept
