@@ -584,3 +584,21 @@ def test_messages_without_reasoning_items_serialize_as_before() -> None:
         {"type": "reasoning", "encrypted_content": "\ud800"}
     ]
     assert structure_message(json.loads(dumps(kept))) == kept
+
+
+async def test_items_are_read_in_output_order(server: FakeProviderServer) -> None:
+    def call(index: int) -> str:
+        item = {
+            "type": "function_call",
+            "id": f"fc_{index}",
+            "call_id": f"call_{index}",
+            "name": "lookup",
+            "arguments": json.dumps({"n": index}),
+        }
+        return frame("response.output_item.done", output_index=index, item=item)
+
+    server.enqueue(Reply.sse([call(1), call(0), completed([])]))
+    model = chat(server)
+    result = await model([UserMessage("x")], TOOLS)
+    await model.aclose()
+    assert [c.arguments for c in result.message.tool_calls] == [{"n": 0}, {"n": 1}]

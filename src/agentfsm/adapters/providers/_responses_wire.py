@@ -393,7 +393,7 @@ class ResponseAccumulator:
         if index is None and isinstance(item_id, str):
             index = self.by_id.get(item_id)
         if index is None:
-            index = len(self.order) if new or not self.order else self.order[-1]
+            index = self.order[-1] if self.order and not new else max(self.items, default=-1) + 1
         entry = self.items.get(index)
         if entry is None:
             if len(self.items) >= self.limits.max_blocks:
@@ -465,7 +465,7 @@ class ResponseAccumulator:
         final = self.final if self.final is not None else {}
         if not self.order and opt_list(final.get("output"), "response.output"):
             return parse_response({**final, "usage": self.usage or final.get("usage")}, self.limits)
-        for index in self.order:
+        for index in sorted(self.order):  # the output's order, whatever the events' order
             entry = self.items[index]
             if entry.done is not None:
                 folded.item(entry.done, entry)
