@@ -42,7 +42,7 @@ def adapter(url: str) -> OpenAIResponses:
 
 
 def test_the_kit_names_its_responses_procedures() -> None:
-    assert {"A1", "A2", "A3", "E1", "E5", "E7", "C1", "C2", "C3"} <= RECORDED
+    assert {"A1", "A2", "A3", "U1", "U2", "U4", "U5", "E1", "E5", "E7", "C1", "C3"} <= RECORDED
     assert {"A1", "A3", "T15", "U1", "E1", "E7", "E8", "C1"} <= LIVE
 
 
@@ -56,8 +56,9 @@ async def test_recorded_checks_pass_on_the_adapter() -> None:
     assert {r.message for r in others} == {f"no recorded procedure for the {WIRE} wire"}
 
 
-class DropsText:
-    """A Responses adapter that loses the answer's text: the recorded checks must see it."""
+class Forgetful:
+    """A Responses adapter that loses the answer's text and usage: the recorded checks
+    must see it."""
 
     def __init__(self, url: str) -> None:
         self.inner = adapter(url)
@@ -75,17 +76,17 @@ class DropsText:
         result = await self.inner(
             messages, tools, temperature=temperature, max_tokens=max_tokens, signal=signal
         )
-        return ChatResult(type(result.message)(""), result.usage, result.finish_reason)
+        return ChatResult(type(result.message)(""), None, result.finish_reason)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
 async def test_recorded_checks_fail_on_a_broken_adapter() -> None:
-    report = await run_checks(RecordedTarget(DropsText, WIRE, CAPABLE, name="broken"))
+    report = await run_checks(RecordedTarget(Forgetful, WIRE, CAPABLE, name="broken"))
     got = outcomes(report)
-    assert got["A1"] == "fail"
-    assert got["A2"] == "fail"
+    for check in ("A1", "A2", "U1", "U2", "U4", "U5"):
+        assert got[check] == "fail", check
 
 
 def live(server: ResponsesServer, checks: set[str] | None = None, **target: Any) -> Report:
