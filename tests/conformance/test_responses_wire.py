@@ -42,7 +42,21 @@ def adapter(url: str) -> OpenAIResponses:
 
 
 def test_the_kit_names_its_responses_procedures() -> None:
-    assert {"A1", "A2", "A3", "U1", "U2", "U4", "U5", "E1", "E5", "E7", "C1", "C3"} <= RECORDED
+    assert {
+        "A1",
+        "A2",
+        "A3",
+        "T1",
+        "T6",
+        "T8",
+        "U1",
+        "U2",
+        "U4",
+        "U5",
+        "E1",
+        "E5",
+        "E7",
+    } <= RECORDED
     assert {"A1", "A3", "T15", "U1", "E1", "E7", "E8", "C1"} <= LIVE
 
 
@@ -57,8 +71,8 @@ async def test_recorded_checks_pass_on_the_adapter() -> None:
 
 
 class Forgetful:
-    """A Responses adapter that loses the answer's text and usage: the recorded checks
-    must see it."""
+    """A Responses adapter that loses the answer's text, calls and usage: the recorded
+    checks must see it."""
 
     def __init__(self, url: str) -> None:
         self.inner = adapter(url)
@@ -85,7 +99,7 @@ class Forgetful:
 async def test_recorded_checks_fail_on_a_broken_adapter() -> None:
     report = await run_checks(RecordedTarget(Forgetful, WIRE, CAPABLE, name="broken"))
     got = outcomes(report)
-    for check in ("A1", "A2", "U1", "U2", "U4", "U5"):
+    for check in ("A1", "A2", "T1", "T6", "T8", "U1", "U2", "U4", "U5"):
         assert got[check] == "fail", check
 
 

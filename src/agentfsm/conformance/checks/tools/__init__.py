@@ -23,6 +23,7 @@ CHECKS = [
         recorded=recorded.single_forced,
         live=live.single_forced_live,
         corpus=invariants.single_forced_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T2",
@@ -78,6 +79,7 @@ CHECKS = [
         recorded=recorded.no_args,
         live=live.no_args_live,
         corpus=invariants.no_args_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T7",
@@ -100,6 +102,7 @@ CHECKS = [
         recorded=recorded.parallel,
         live=live.parallel_live,
         corpus=invariants.parallel_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T9",
