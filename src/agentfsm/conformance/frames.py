@@ -129,12 +129,21 @@ def responses_stream(
         out.append(
             response_event("response.output_item.added", {"output_index": index, "item": item})
         )
+        position = {"output_index": index, "item_id": item["id"]}
+        if item["type"] == "message":
+            position["content_index"] = 0
+            empty = {"type": "output_text", "text": "", "annotations": []}
+            out.append(response_event("response.content_part.added", {**position, "part": empty}))
+        else:
+            position["summary_index"] = 0
+            empty = {"type": "summary_text", "text": ""}
+            added = {**position, "part": empty}
+            out.append(response_event("response.reasoning_summary_part.added", added))
         for part in parts:
             if not isinstance(part, str):
                 out.append(part)
                 continue
-            where = {"output_index": index, "item_id": item["id"], "delta": part}
-            out.append(response_event(delta, where))
+            out.append(response_event(delta, {**position, "delta": part}))
     final: dict[str, Any] = {**head, "status": "completed", "output": [], "usage": RESPONSES_USAGE}
     if incomplete is not None:
         final.update(status="incomplete", incomplete_details={"reason": incomplete})

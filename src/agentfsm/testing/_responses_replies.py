@@ -98,9 +98,9 @@ def _frame(kind: str, payload: dict[str, Any], number: int) -> str:
 
 def responses_events(turn: ChatResult | AssistantMessage | str) -> list[str]:
     """A scripted turn as the Responses stream OpenAI sends: ``response.created``, each
-    output item added, its deltas (text and reasoning summary a few characters at a time,
-    arguments in two pieces) and done, then ``response.completed`` (or
-    ``response.incomplete``) with the whole response."""
+    output item added, its parts added, its deltas (text and reasoning summary a few
+    characters at a time, arguments in two pieces), parts and item done, then
+    ``response.completed`` (or ``response.incomplete``) with the whole response."""
     body = responses_body(turn)
     events: list[tuple[str, dict[str, Any]]] = []
     opening = {**body, "status": "in_progress", "output": [], "usage": None}
@@ -118,15 +118,23 @@ def responses_events(turn: ChatResult | AssistantMessage | str) -> list[str]:
         events.append(("response.output_item.added", {"output_index": index, "item": start}))
         if kind == "message":
             text = item["content"][0]["text"]
+            part = {**base, "content_index": 0}
+            empty = {"type": "output_text", "text": "", "annotations": []}
+            events.append(("response.content_part.added", {**part, "part": empty}))
             for piece in _pieces(text):
-                delta = {**base, "content_index": 0, "delta": piece}
-                events.append(("response.output_text.delta", delta))
-            events.append(("response.output_text.done", {**base, "content_index": 0, "text": text}))
+                events.append(("response.output_text.delta", {**part, "delta": piece}))
+            events.append(("response.output_text.done", {**part, "text": text}))
+            events.append(("response.content_part.done", {**part, "part": item["content"][0]}))
         elif kind == "reasoning":
-            for summary_index, part in enumerate(item["summary"]):
-                for piece in _pieces(part["text"]):
-                    delta = {**base, "summary_index": summary_index, "delta": piece}
-                    events.append(("response.reasoning_summary_text.delta", delta))
+            for summary_index, summary in enumerate(item["summary"]):
+                part = {**base, "summary_index": summary_index}
+                empty = {"type": "summary_text", "text": ""}
+                events.append(("response.reasoning_summary_part.added", {**part, "part": empty}))
+                for piece in _pieces(summary["text"]):
+                    events.append(
+                        ("response.reasoning_summary_text.delta", {**part, "delta": piece})
+                    )
+                events.append(("response.reasoning_summary_part.done", {**part, "part": summary}))
         elif kind == "function_call":
             arguments = item["arguments"]
             half = len(arguments) // 2
