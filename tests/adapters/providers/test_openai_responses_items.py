@@ -7,10 +7,18 @@ they are not recordings.
 from __future__ import annotations
 
 import json
+import time
 
 from agentfsm import AssistantMessage, ToolCall, UserMessage
 from agentfsm.engine.serialization import dumps, structure_message
-from agentfsm.testing import FakeProviderServer, Reply, responses_body, tool_reply
+from agentfsm.testing import (
+    FakeProviderServer,
+    Repeat,
+    Reply,
+    responses_body,
+    responses_events,
+    tool_reply,
+)
 
 from .test_openai_responses import TOOLS, chat, completed, frame
 
@@ -88,3 +96,20 @@ async def test_items_are_read_in_output_order(server: FakeProviderServer) -> Non
     result = await model([UserMessage("x")], TOOLS)
     await model.aclose()
     assert [c.arguments for c in result.message.tool_calls] == [{"n": 0}, {"n": 1}]
+
+
+async def test_a_stream_left_open_after_completion_returns(server: FakeProviderServer) -> None:
+    server.enqueue(
+        Reply.sse(
+            [
+                *responses_events("Done."),
+                Repeat(": keep-alive\n\n", interval=0.05),
+            ]
+        )
+    )
+    model = chat(server)
+    started = time.monotonic()
+    result = await model([UserMessage("x")], [])
+    await model.aclose()
+    assert result.message.content == "Done."
+    assert time.monotonic() - started < 5
