@@ -265,6 +265,8 @@ def fixture_wire(provider: str, api: str) -> str | None:
     """Which of the project's adapters reads a fixture (as ``replay.fixture_wire`` decides)."""
     if provider == "anthropic" or api == "messages":
         return "anthropic"
+    if api == "responses":
+        return "openai-responses"
     if provider == "gemini" or api not in ("chat.completions", "unknown"):
         return None
     return "openai-chat"

@@ -43,7 +43,12 @@ def test_the_index_matches_the_files() -> None:
     assert len({e["id"] for e in ENTRIES}) == 80
     assert [e["id"] for e in ENTRIES] == sorted(e["id"] for e in ENTRIES)
     assert len({e["id"].split("/")[0] for e in ENTRIES}) == 16  # folders; 15 + compat route
-    assert Counter(e["wire"] for e in ENTRIES) == {"openai-chat": 51, "anthropic": 20, None: 9}
+    assert Counter(e["wire"] for e in ENTRIES) == {
+        "openai-chat": 51,
+        "anthropic": 20,
+        "openai-responses": 1,
+        None: 8,
+    }
     assert Counter(e["kind"] for e in ENTRIES) == {"stream": 37, "error": 29, "completion": 14}
     for entry in ENTRIES:
         assert entry["file"] == f"{entry['id']}.json"
@@ -169,7 +174,14 @@ def test_cli_corpus_replays_the_bundled_corpus_by_default(
     for wire, files in BUNDLED_WIRES:
         assert f"{wire} adapter on recorded corpus ({files} files)" in printed.out
         _holds_on_every_file(tmp_path / f"report.{wire}.json", wire, files)
-    assert ": 20 anthropic, 51 openai-chat, 9 of no wire read here\n" in printed.err
+    responses = json.loads((tmp_path / "report.openai-responses.json").read_text("utf-8"))
+    held = {r["check"] for r in responses["results"] if r["outcome"] == "pass"}
+    assert held == {"W1", "W5", "E7"}
+    assert {r["outcome"] for r in responses["results"]} == {"pass", "skip"}
+    assert (
+        ": 20 anthropic, 51 openai-chat, 1 openai-responses, 8 of no wire read here\n"
+        in printed.err
+    )
 
 
 @pytest.mark.parametrize(("wire", "files"), BUNDLED_WIRES)

@@ -244,3 +244,67 @@ def test_a_source_it_cannot_read_is_an_error(
     assert run(module, tmp_path / "wire", tmp_path / "out") == 1  # no manifest row for it
     assert "needs a row in MANIFEST.md" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def responses_cassette() -> str:
+    """A Responses stream written by these tests (not recorded), as a source cassette."""
+    from agentfsm.testing import responses_events
+
+    body = "".join(responses_events("Hi from Responses."))
+    indented = "\n".join("      " + line for line in body.splitlines())
+    return f"""\
+fixture:
+  provider: openai
+  api: responses
+  scenario: streamed text (written by the agentfsm tests)
+  streaming: true
+  genuineness: written by the agentfsm tests, not recorded
+source:
+  repo: example/tests
+  path: cassettes/responses.yml
+  commit: 0123456789abcdef0123456789abcdef01234567
+  format: vcrpy cassette
+interactions:
+- request:
+    method: POST
+    uri: https://api.example.com/v1/responses
+    body: '{{"model":"m","input":[]}}'
+  response:
+    status: 200
+    headers:
+      Content-Type:
+      - text/event-stream
+    body: |+
+{indented}
+
+"""
+
+
+def test_a_responses_cassette_is_marked_and_replays(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from agentfsm import UserMessage
+    from agentfsm.adapters.providers import OpenAIResponses, ReplayTransport
+    from agentfsm.adapters.providers._replay import fixture_wire
+
+    src, dest = tmp_path / "wire", tmp_path / "corpus"
+    (src / "openai").mkdir(parents=True)
+    (src / "MANIFEST.md").write_text("# Wire fixtures\n", "utf-8")
+    (src / "openai" / "stream_text_responses__tests.yaml").write_text(responses_cassette(), "utf-8")
+    assert run(script(), src, dest) == 0
+    path = dest / "openai" / "stream_text_responses__tests.json"
+    data = read(path)
+    assert (data["api"], data["wire"]) == ("responses", "openai-responses")
+    assert read(dest / "index.json")["exchanges"][0]["wire"] == "openai-responses"
+    fixture = load_wire_fixture(path)
+    assert fixture_wire(fixture) == "openai-responses"
+
+    async def replay() -> str:
+        async with httpx.AsyncClient(transport=ReplayTransport(fixture.responses)) as client:
+            chat = OpenAIResponses("m", base_url="http://replay/v1", http_client=client)
+            result = await chat([UserMessage("hi")], [])
+        return result.message.content
+
+    assert asyncio.run(replay()) == "Hi from Responses."

@@ -12,6 +12,7 @@ from agentfsm.adapters.providers import (
     AnthropicChat,
     Limits,
     OpenAIChat,
+    OpenAIResponses,
     ProviderError,
     RetryPolicy,
     Timeouts,
@@ -80,7 +81,7 @@ async def measured(
     return row, outcome
 
 
-async def ask(chat: OpenAIChat | AnthropicChat, **options: Any) -> ChatResult:
+async def ask(chat: OpenAIChat | AnthropicChat | OpenAIResponses, **options: Any) -> ChatResult:
     """One call, then the adapter closed."""
     try:
         return await chat([UserMessage("hi")], [], **options)

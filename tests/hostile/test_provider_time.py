@@ -4,14 +4,22 @@ total deadline, whatever trickles in."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from agentfsm.adapters.providers import (
+    AnthropicChat,
+    OpenAIChat,
+    OpenAIResponses,
+    RetryPolicy,
+    Timeouts,
+)
 from agentfsm.conformance._frames import chunk, event
-from agentfsm.testing import FakeProviderServer, Reply
+from agentfsm.testing import FakeProviderServer, Repeat, Reply, responses_events
 from agentfsm.testing._hostile import keep_alive
 
-from ._provider import TOTAL, Wire, assert_kind, chat_case
+from ._provider import TOTAL, Wire, ask, assert_kind, chat_case, measured
 
 
 @pytest.fixture
@@ -90,3 +98,47 @@ async def test_retries_stay_within_the_deadline(server: FakeProviderServer) -> N
     row, outcome = await chat_case(server, "slow 500s, 10 attempts allowed", retry=retry)
     assert_kind(row, outcome, "timeout", phase="total")
     assert len(server.requests) <= 3
+
+
+FINISHED: list[tuple[str, list[str], str]] = [
+    ("openai-chat", [chunk({"content": "ok"}), chunk({}, finish="stop"), "data: [DONE]\n\n"], ""),
+    (
+        "anthropic",
+        [
+            event("message_start", {"message": {"usage": {}}}),
+            event("content_block_start", {"index": 0, "content_block": {"type": "text"}}),
+            event(
+                "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "ok"}}
+            ),
+            event("message_delta", {"delta": {"stop_reason": "end_turn"}}),
+            event("message_stop", {}),
+        ],
+        "",
+    ),
+    ("openai-responses", responses_events("ok"), "/v1"),
+]
+
+
+@pytest.mark.parametrize(("wire", "frames", "root"), FINISHED, ids=[f[0] for f in FINISHED])
+async def test_keep_alives_after_the_answer_do_not_hold_the_call(
+    server: FakeProviderServer, wire: str, frames: list[str], root: str
+) -> None:
+    """The answer is whole; the server keeps the body open with a keep-alive every 50 ms.
+    The call returns within the drain's bound, not at a deadline (there is none here)."""
+    server.enqueue(Reply.sse([*frames, Repeat(": keep-alive\n\n", interval=0.05)]))
+    unbounded = Timeouts(connect=2, first_byte=5, idle=5, terminal_grace=0.3, total=None)
+    options: dict[str, Any] = {"timeouts": unbounded, "retry": RetryPolicy(max_attempts=1)}
+    base = server.base_url + root
+    chat: OpenAIChat | AnthropicChat | OpenAIResponses = (
+        AnthropicChat("m", base_url=base, **options)
+        if wire == "anthropic"
+        else OpenAIResponses("m", base_url=base, **options)
+        if wire == "openai-responses"
+        else OpenAIChat("m", base_url=f"{base}/v1", **options)
+    )
+    row, outcome = await measured(
+        f"{wire}: keep-alives every 50 ms after the answer", lambda: ask(chat)
+    )
+    assert not isinstance(outcome, Exception), row.outcome
+    assert outcome.message.content == "ok"
+    assert row.seconds < 2, f"{row.name}: {row.seconds:.1f} s"

@@ -13,9 +13,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
 
 __all__ = ["main"]
+
+WIRE_NAMES = ("openai-chat", "anthropic", "openai-responses")
+"""The wires the kit checks; ``chat`` and ``responses`` are accepted for the OpenAI ones
+(as ``agentfsm run --wire`` names them)."""
+_ALIASES = {"chat": "openai-chat", "responses": "openai-responses"}
+
+
+def _wire_name(text: str) -> str:
+    """A ``--wire`` value: a wire's name or its short name."""
+    return _ALIASES.get(text, text)
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -32,7 +42,13 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key-env", metavar="VAR")
-    parser.add_argument("--wire", choices=["openai-chat", "anthropic"], default="openai-chat")
+    parser.add_argument(
+        "--wire",
+        type=_wire_name,
+        choices=WIRE_NAMES,
+        default="openai-chat",
+        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -65,6 +81,8 @@ def _run_parser() -> argparse.ArgumentParser:
         + ", ".join(quirk_names("openai-chat"))
         + "; AnthropicQuirks for --wire anthropic: "
         + ", ".join(quirk_names("anthropic"))
+        + "; ResponsesQuirks for --wire responses: "
+        + ", ".join(quirk_names("openai-responses"))
         + "), e.g. explicit_tool_choice=true; repeatable; 'agentfsm conformance probe' "
         "finds them",
     )
@@ -161,6 +179,7 @@ def _run(argv: Sequence[str]) -> int:
         record_dir=record,
         name=args.name,
         anthropic_quirks=profile if isinstance(profile, AnthropicQuirks) else AnthropicQuirks(),
+        responses_quirks=profile if isinstance(profile, ResponsesQuirks) else ResponsesQuirks(),
     )
 
     def progress(result: Any) -> None:
@@ -225,7 +244,12 @@ def _wire_files(out: str, wire: str, several: bool) -> Path:
 
 
 def _corpus(argv: Sequence[str]) -> int:
-    from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, RetryPolicy
+    from agentfsm.adapters.providers import (
+        AnthropicChat,
+        OpenAIChat,
+        OpenAIResponses,
+        RetryPolicy,
+    )
     from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
     from agentfsm.conformance._bundled import CorpusMissingError, bundled_corpus
     from agentfsm.conformance._context import Wire
@@ -244,7 +268,8 @@ def _corpus(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--wire",
-        choices=("openai-chat", "anthropic"),
+        type=_wire_name,
+        choices=WIRE_NAMES,
         help="replay only the recordings of this wire (default: every wire found, each "
         "recording through its own wire's adapter)",
     )
@@ -273,12 +298,13 @@ def _corpus(argv: Sequence[str]) -> int:
         for wire, files in sorted(by_wire.items(), key=lambda i: (i[0] is None, str(i[0])))
     )
     print(f"recorded files in {folder}: {found}", file=sys.stderr)
-    known: tuple[Wire, ...] = ("openai-chat", "anthropic")
+    known: tuple[Wire, ...] = ("openai-chat", "anthropic", "openai-responses")
     wires = [w for w in known if w == args.wire or (not args.wire and w in by_wire)]
     if not wires:
         print(
             f"agentfsm conformance corpus: nothing exercised: no file of {folder} speaks a "
-            "wire the project's adapters read (openai-chat, anthropic); not a pass",
+            "wire the project's adapters read (openai-chat, anthropic, openai-responses); "
+            "not a pass",
             file=sys.stderr,
         )
         return 1
@@ -288,6 +314,8 @@ def _corpus(argv: Sequence[str]) -> int:
             once = RetryPolicy(max_attempts=1)
             if wire == "anthropic":
                 return AnthropicChat("recorded", base_url=url, retry=once)
+            if wire == "openai-responses":
+                return OpenAIResponses("recorded", base_url=url, retry=once)
             return OpenAIChat("recorded", base_url=url, retry=once)
 
         return RecordedTarget(factory, wire, name=f"{wire} adapter")
@@ -329,7 +357,13 @@ def _probe_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:4000/v1")
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key-env", metavar="VAR")
-    parser.add_argument("--wire", choices=["openai-chat", "anthropic"], default="openai-chat")
+    parser.add_argument(
+        "--wire",
+        type=_wire_name,
+        choices=WIRE_NAMES,
+        default="openai-chat",
+        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+    )
     parser.add_argument(
         "--write-settings",
         nargs="?",

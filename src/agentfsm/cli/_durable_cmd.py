@@ -73,6 +73,7 @@ _OPTIONS = (
     "max_tokens",
     "context_budget",
     "quirk",
+    "wire",
 )
 
 

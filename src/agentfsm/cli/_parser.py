@@ -122,13 +122,21 @@ def add_run_arguments(parser: Any) -> None:
         "--api-key-env", metavar="VAR", help="environment variable holding the API key"
     )
     parser.add_argument(
+        "--wire",
+        choices=["chat", "anthropic", "responses"],
+        help="the API the calls speak: chat (Chat Completions), anthropic (Messages) or "
+        "responses (OpenAI Responses); default: the provider's own (anthropic for "
+        "--provider anthropic, else chat)",
+    )
+    parser.add_argument(
         "--quirk",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="a field of the wire's quirk profile (OpenAIQuirks; AnthropicQuirks for "
-        "--provider anthropic), e.g. explicit_tool_choice=true; repeatable; over the "
-        "settings' provider.quirks (docs/cli.md)",
+        "--provider anthropic; ResponsesQuirks for --wire responses), e.g. "
+        "explicit_tool_choice=true; repeatable; over the settings' provider.quirks "
+        "(docs/cli.md)",
     )
     parser.add_argument(
         "--workspace", default=".", metavar="DIR", help="the project folder (default: .)"
@@ -223,6 +231,13 @@ def _provider_options(parser: argparse.ArgumentParser) -> None:
         help="default: an OpenAI or Anthropic key in the environment, else the local model",
     )
     parser.add_argument("--model", help="model name (an OpenAI-compatible server needs one)")
+    parser.add_argument(
+        "--wire",
+        choices=["chat", "anthropic", "responses"],
+        help="the API the calls speak: chat (Chat Completions), anthropic (Messages) or "
+        "responses (OpenAI Responses); default: the provider's own (anthropic for "
+        "--provider anthropic, else chat)",
+    )
     parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument(
         "--api-key-env",

@@ -12,7 +12,14 @@ import signal
 import sys
 from pathlib import Path
 
-from agentfsm.adapters.providers import AnthropicChat, AnthropicQuirks, OpenAIChat, OpenAIQuirks
+from agentfsm.adapters.providers import (
+    AnthropicChat,
+    AnthropicQuirks,
+    OpenAIChat,
+    OpenAIQuirks,
+    OpenAIResponses,
+    ResponsesQuirks,
+)
 from agentfsm.adapters.providers._endpoints import WireName
 from agentfsm.adapters.providers._local import (
     LOCAL_CONTEXT_TOKENS,
@@ -52,11 +59,13 @@ __all__ = [
     "DEFAULT_MODELS",
     "KEY_ENVS",
     "SYSTEM_PROMPT",
+    "WIRES",
     "add_arguments",
     "exit_code",
     "quirks",
     "run",
     "run_settings",
+    "run_wire",
 ]
 
 SYSTEM_PROMPT = (
@@ -76,6 +85,12 @@ DEFAULT_BASE_URLS = {
 }
 KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """Where each hosted provider's key is read from unless ``--api-key-env`` says."""
+WIRES: dict[str, WireName] = {
+    "chat": "openai-chat",
+    "anthropic": "anthropic",
+    "responses": "openai-responses",
+}
+"""``--wire`` names and the wires they choose."""
 
 
 MAX_TURNS = 100_000
@@ -135,11 +150,25 @@ def _endpoint(args: argparse.Namespace) -> Endpoint:
     )
 
 
+def run_wire(args: argparse.Namespace) -> WireName:
+    """The wire the run speaks: ``--wire``, else the provider's own (Anthropic's Messages
+    for ``anthropic``, Chat Completions for the others). The local model speaks only
+    Chat Completions."""
+    chosen = getattr(args, "wire", None)
+    if not chosen:
+        return "anthropic" if _provider(args) == "anthropic" else "openai-chat"
+    if chosen not in WIRES:
+        raise UsageError(f"unknown wire {chosen!r} (chat, anthropic or responses)")
+    if _provider(args) == "local" and chosen != "chat":
+        raise UsageError("the local model speaks the chat wire only: leave --wire out")
+    return WIRES[chosen]
+
+
 def quirks(args: argparse.Namespace, settings: Settings) -> QuirkProfile:
     """The run's quirk profile: the provider's defaults, then the settings'
     ``provider.quirks``, then each ``--quirk NAME=VALUE`` (the command line wins)."""
     provider = _provider(args)
-    wire: WireName = "anthropic" if provider == "anthropic" else "openai-chat"
+    wire = run_wire(args)
     try:
         profile = quirk_profile(
             wire, dict(settings.provider.quirks), LOCAL_QUIRKS if provider == "local" else None
@@ -166,34 +195,33 @@ async def _chat(
         local = LocalModel(on_progress=renderer.progress)
         await stack.enter_async_context(local)
         chat = local.chat(quirks=openai_quirks or LOCAL_QUIRKS)
-    elif provider == "openai":
-        chat = OpenAIChat(
-            args.model or DEFAULT_MODELS["openai"],
-            base_url=args.base_url or DEFAULT_BASE_URLS["openai"],
-            api_key=_key(args),
-            quirks=openai_quirks,
-        )
-    elif provider == "anthropic":
-        chat_a = AnthropicChat(
-            args.model or DEFAULT_MODELS["anthropic"],
-            base_url=args.base_url or DEFAULT_BASE_URLS["anthropic"],
-            api_key=_key(args),
-            quirks=profile if isinstance(profile, AnthropicQuirks) else None,
-        )
-        stack.push_async_callback(chat_a.aclose)
-        return chat_a
-    elif provider == "openai-compatible":
+        stack.push_async_callback(chat.aclose)
+        return chat
+    if provider == "openai-compatible":
         if not args.base_url:
             raise UsageError("--provider openai-compatible needs --base-url")
         if not args.model:
             raise UsageError(_NEEDS_MODEL)
-        chat = OpenAIChat(
-            args.model, base_url=args.base_url, api_key=_key(args), quirks=openai_quirks
+    elif provider not in DEFAULT_MODELS:
+        raise UsageError(f"unknown provider {provider!r}")
+    model = args.model or DEFAULT_MODELS[provider]
+    base_url = args.base_url or DEFAULT_BASE_URLS[provider]
+    adapter: OpenAIChat | AnthropicChat | OpenAIResponses
+    wire = run_wire(args)
+    if wire == "anthropic":
+        anthropic_quirks = profile if isinstance(profile, AnthropicQuirks) else None
+        adapter = AnthropicChat(
+            model, base_url=base_url, api_key=_key(args), quirks=anthropic_quirks
+        )
+    elif wire == "openai-responses":
+        responses_quirks = profile if isinstance(profile, ResponsesQuirks) else None
+        adapter = OpenAIResponses(
+            model, base_url=base_url, api_key=_key(args), quirks=responses_quirks
         )
     else:
-        raise UsageError(f"unknown provider {provider!r}")
-    stack.push_async_callback(chat.aclose)
-    return chat
+        adapter = OpenAIChat(model, base_url=base_url, api_key=_key(args), quirks=openai_quirks)
+    stack.push_async_callback(adapter.aclose)
+    return adapter
 
 
 def _provider_record(args: argparse.Namespace) -> dict[str, str | None]:

@@ -17,6 +17,8 @@ from agentfsm.adapters.providers import (
     AnthropicQuirks,
     OpenAIChat,
     OpenAIQuirks,
+    OpenAIResponses,
+    ResponsesQuirks,
     RetryPolicy,
     Timeouts,
     endpoint_url,
@@ -24,6 +26,7 @@ from agentfsm.adapters.providers import (
 from agentfsm.adapters.providers._anthropic_wire import EventAccumulator
 from agentfsm.adapters.providers._openai_wire import StreamAccumulator
 from agentfsm.adapters.providers._profiles import QuirkProfile, quirk_names
+from agentfsm.adapters.providers._responses_wire import ResponseAccumulator
 from agentfsm.engine._messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine._protocols import ChatDelta, ChatFn
 from agentfsm.testing import FakeProviderServer, Reply
@@ -39,13 +42,21 @@ __all__ = [
     "RawExchange",
     "RecordedContext",
     "RecordedTarget",
+    "WIRES",
     "Wire",
 ]
 
-Wire: TypeAlias = Literal["openai-chat", "anthropic"]
+Wire: TypeAlias = Literal["openai-chat", "anthropic", "openai-responses"]
 
-_SHARED = tuple(name for name in quirk_names("openai-chat") if name in quirk_names("anthropic"))
-"""The quirks both wires' profiles have."""
+WIRES: tuple[Wire, ...] = ("openai-chat", "anthropic", "openai-responses")
+"""Every wire the kit checks."""
+
+_SHARED = tuple(
+    name
+    for name in quirk_names("openai-chat")
+    if name in quirk_names("anthropic") and name in quirk_names("openai-responses")
+)
+"""The quirks every wire's profile has."""
 
 TOOL_WEATHER = ToolSpec(
     "get_weather",
@@ -98,6 +109,8 @@ class LiveTarget:
     made from this target, or from a copy of it with another key, records into it."""
     anthropic_quirks: AnthropicQuirks = field(factory=AnthropicQuirks)
     """The profile ``AnthropicChat`` is built under on the Anthropic wire."""
+    responses_quirks: ResponsesQuirks = field(factory=ResponsesQuirks)
+    """The profile ``OpenAIResponses`` is built under on the OpenAI Responses wire."""
 
     @property
     def label(self) -> str:
@@ -105,7 +118,10 @@ class LiveTarget:
 
     @property
     def profile(self) -> QuirkProfile:
-        """The quirk profile of the target's wire: ``quirks`` or ``anthropic_quirks``."""
+        """The quirk profile of the target's wire: ``quirks``, ``anthropic_quirks`` or
+        ``responses_quirks``."""
+        if self.wire == "openai-responses":
+            return self.responses_quirks
         return self.anthropic_quirks if self.wire == "anthropic" else self.quirks
 
     def profile_for(self, quirks: QuirkProfile | None = None) -> QuirkProfile:
@@ -120,7 +136,11 @@ class LiveTarget:
             return own
         if isinstance(quirks, type(own)):
             return quirks
-        base = self.quirks if isinstance(quirks, OpenAIQuirks) else self.anthropic_quirks
+        base: QuirkProfile = (
+            self.quirks if isinstance(quirks, OpenAIQuirks) else self.anthropic_quirks
+        )
+        if isinstance(quirks, ResponsesQuirks):
+            base = self.responses_quirks
         changes = {
             name: getattr(quirks, name)
             for name in _SHARED
@@ -161,7 +181,7 @@ class RecordedContext:
     @property
     def base_url(self) -> str:
         root = self.server.base_url
-        return f"{root}/v1" if self.wire == "openai-chat" else root
+        return root if self.wire == "anthropic" else f"{root}/v1"
 
     def script(self, *replies: Reply) -> None:
         """The server's next answers, in order."""
@@ -192,6 +212,11 @@ def fold_payloads(wire: Wire, payloads: Sequence[dict[str, Any]]) -> ChatResult:
         for payload in payloads:
             events.add(str(payload.get("type", "")), payload)
         return events.result()
+    if wire == "openai-responses":
+        items = ResponseAccumulator()
+        for payload in payloads:
+            items.add(str(payload.get("type", "")), payload)
+        return items.result()
     chunks = StreamAccumulator()
     for payload in payloads:
         chunks.add(payload)
@@ -286,9 +311,11 @@ class LiveContext:
             "http_client": client,
         }
         profile = self.target.profile_for(quirks)
-        adapter: AnthropicChat | OpenAIChat
+        adapter: AnthropicChat | OpenAIChat | OpenAIResponses
         if isinstance(profile, AnthropicQuirks):
             adapter = AnthropicChat(self.target.model, quirks=profile, **options)
+        elif isinstance(profile, ResponsesQuirks):
+            adapter = OpenAIResponses(self.target.model, quirks=profile, **options)
         else:
             adapter = OpenAIChat(self.target.model, quirks=profile, **options)
         return adapter if client is None else _WithClient(adapter, client)
@@ -315,7 +342,7 @@ class LiveContext:
             if self.target.api_key:
                 headers["x-api-key"] = self.target.api_key
         else:
-            url = endpoint_url(self.target.base_url, "openai-chat")
+            url = endpoint_url(self.target.base_url, self.wire)
             if self.target.api_key:
                 headers["authorization"] = f"Bearer {self.target.api_key}"
         timeout = httpx.Timeout(120, connect=10)
@@ -328,7 +355,9 @@ class LiveContext:
 class _WithClient:
     """An adapter on a (recording) client of its own, which it closes with itself."""
 
-    def __init__(self, adapter: AnthropicChat | OpenAIChat, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, adapter: AnthropicChat | OpenAIChat | OpenAIResponses, client: httpx.AsyncClient
+    ) -> None:
         self._adapter = adapter
         self._client = client
 

@@ -113,7 +113,8 @@ def parse_reply(response: RecordedResponse, wire: Wire) -> RecordedReply:
             raw.error = json.dumps(payload)
         holders = (payload, payload.get("message"), payload.get("x_groq"))
         raw.usages += [h["usage"] for h in holders if isinstance(h, dict) and h.get("usage")][:1]
-        (_anthropic if wire == "anthropic" else _openai)(raw, payload)
+        read = {"anthropic": _anthropic, "openai-responses": _responses}.get(wire, _openai)
+        read(raw, payload)
     return raw
 
 
@@ -179,6 +180,57 @@ def _anthropic(raw: RecordedReply, payload: dict[str, Any]) -> None:
             ident, name = str(block.get("id", "")), str(block.get("name", ""))
             arguments = json.dumps(block["input"]) if block.get("input") else ""
             raw.calls[key] = RecordedCall(ident, name, arguments)
+
+
+def _responses_item(raw: RecordedReply, key: Any, item: Any) -> None:
+    """One whole output item of a Responses reply: message text, or a function call."""
+    if not isinstance(item, dict):
+        return
+    if item.get("type") == "message":
+        for part in item.get("content") or []:
+            if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
+                raw.text += str(part.get("text") or part.get("refusal") or "")
+    elif item.get("type") == "function_call":
+        arguments = item.get("arguments")
+        text = json.dumps(arguments) if isinstance(arguments, dict) else str(arguments or "")
+        raw.calls[key] = RecordedCall(str(item.get("call_id", "")), str(item.get("name", "")), text)
+
+
+def _responses(raw: RecordedReply, payload: dict[str, Any]) -> None:
+    """One payload of the OpenAI Responses wire: a response object, or a stream event."""
+    kind = str(payload.get("type") or "")
+    response = payload.get("response") if kind.startswith("response.") else None
+    if not raw.streamed and payload.get("object") == "response":
+        response = payload
+        for index, item in enumerate(payload.get("output") or []):
+            _responses_item(raw, ("n", index), item)
+    if isinstance(response, dict):
+        raw.model = str(response.get("model") or raw.model)
+        if raw.streamed and isinstance(response.get("usage"), dict):
+            raw.usages.append(response["usage"])
+        status = response.get("status")
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if status == "failed" or kind == "response.failed":
+            raw.error = raw.error or json.dumps(payload)
+        elif status == "incomplete":
+            raw.finish.append(str(reason or "incomplete"))
+        elif status == "completed":
+            raw.finish.append("completed")
+    raw.terminal = raw.terminal or kind in ("response.completed", "response.incomplete")
+    key = ("i", payload.get("output_index"))
+    if kind == "response.output_text.delta":
+        raw.text += str(payload.get("delta") or "")
+    elif kind == "response.output_item.added":
+        item = payload.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            _responses_item(raw, key, item)
+    elif kind == "response.function_call_arguments.delta" and key in raw.calls:
+        raw.calls[key].text += str(payload.get("delta") or "")
+    elif kind == "response.output_item.done" and key in raw.calls:
+        arguments = (payload.get("item") or {}).get("arguments")
+        if not raw.calls[key].text and isinstance(arguments, str):
+            raw.calls[key].text = arguments
 
 
 def ints(obj: Any, *keys: str) -> list[int]:

@@ -125,6 +125,11 @@ class Check:
     corpus: Callable[[RecordedExchange], Verdict | None] | None = None
     """The check's invariant on one exchange of a recorded corpus (see :mod:`.exchange`), if
     it has one: a verdict, or ``None`` when the exchange does not exercise the check."""
+    responses: tuple[Mode, ...] = ()
+    """The modes whose procedure speaks the OpenAI Responses wire too (every procedure
+    speaks Chat Completions and Messages). A procedure that only calls the adapter speaks
+    every wire; one that scripts a wire's bytes or sends raw bodies in a wire's shape knows
+    the wires it was written for. On the Responses wire the others are skipped."""
 
     @property
     def modes(self) -> tuple[Mode, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
 from agentfsm.adapters.providers._endpoints import WireName
 from agentfsm.adapters.providers._profiles import QuirkProfile, changed_quirks
 from agentfsm.adapters.tools._workspace import SETTINGS_FILE
@@ -107,6 +107,8 @@ def _target(
 ) -> LiveTarget:
     if isinstance(profile, OpenAIQuirks):
         return LiveTarget(base_url, model, wire, api_key, quirks=profile)
+    if isinstance(profile, ResponsesQuirks):
+        return LiveTarget(base_url, model, wire, api_key, responses_quirks=profile)
     return LiveTarget(base_url, model, wire, api_key, anthropic_quirks=profile)
 
 

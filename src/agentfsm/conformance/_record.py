@@ -298,7 +298,8 @@ def _plain(text: str) -> str:
 def _wire(url: str, fallback: str) -> tuple[str, str]:
     """The wire and API a request speaks, from its path."""
     wire = path_wire(httpx.URL(url).path) or fallback
-    return wire, "messages" if wire == "anthropic" else "chat.completions"
+    apis = {"anthropic": "messages", "openai-responses": "responses"}
+    return wire, apis.get(wire, "chat.completions")
 
 
 def _streaming(body: bytes) -> bool:

@@ -100,6 +100,9 @@ async def _run_check(
     missing = [need for need in check.needs if not target.capabilities.has(need)]
     if missing:
         return _result(check, mode, "skip", 0.0, message=capability_hint(missing))
+    if target.wire == "openai-responses" and mode not in check.responses:
+        message = f"no {mode} procedure for the {target.wire} wire"
+        return _result(check, mode, "skip", 0.0, message=message)
     procedure = check.recorded if mode == "recorded" else check.live
     if procedure is None:
         return _result(check, mode, "skip", 0.0, message=f"no {mode} procedure")

@@ -117,6 +117,10 @@ class UserMessage:
     """Discriminator."""
 
 
+def _items_tuple(items: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(items)
+
+
 @frozen
 class AssistantMessage:
     """A model turn: text, optional tool calls, optional reasoning text."""
@@ -129,6 +133,11 @@ class AssistantMessage:
     """Reasoning or thinking text the provider exposed, if any."""
     role: Literal["assistant"] = "assistant"
     """Discriminator."""
+    reasoning_items: tuple[dict[str, Any], ...] = field(default=(), converter=_items_tuple)
+    """Opaque reasoning records the provider wants back with the rest of the history, as
+    the adapter that read them keeps them (the OpenAI Responses API's ``reasoning`` items:
+    ``summary`` and ``encrypted_content``). Only the adapter of that wire sends them; the
+    others ignore them."""
 
 
 @frozen

@@ -10,7 +10,7 @@ from cattrs.preconf.json import make_converter
 
 from ._errors import RecordedError, error_name
 from ._events import AgentEvent
-from ._messages import ChatResult, Message
+from ._messages import AssistantMessage, ChatResult, Message
 from ._text import escape_surrogates
 
 __all__ = [
@@ -55,6 +55,13 @@ def _structure_tagged(table: dict[str, type], key: str, what: str) -> Any:
 
 
 converter.register_structure_hook(Message, _structure_tagged(_MESSAGES, "role", "message"))
+# An assistant message without reasoning items is written as before they existed.
+converter.register_unstructure_hook(
+    AssistantMessage,
+    make_dict_unstructure_fn(
+        AssistantMessage, converter, reasoning_items=override(omit_if_default=True)
+    ),
+)
 converter.register_structure_hook(AgentEvent, _structure_tagged(_EVENTS, "type", "event"))
 # ``finish_reason_raw`` is written only when set, so results without it serialize as before.
 converter.register_unstructure_hook(

@@ -115,7 +115,7 @@ class text_tool_calls:
             return None
         text, calls = parsed
         taken.update(call.id for call in calls)
-        reply = AssistantMessage(text, tool_calls=calls, reasoning=message.reasoning)
+        reply = evolve(message, content=text, tool_calls=calls)
         return evolve(result, message=reply, finish_reason="tool_calls")
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ from ._fake_server import (
     ReplyHandler,
 )
 from ._recorder import EventRecorder
+from ._responses_replies import responses_body, responses_events, responses_reply
 from ._scenarios import ScriptTurn, load_script, scenario_handler
 from ._scripted import (
     ChatRequest,
@@ -45,6 +46,9 @@ __all__ = [
     "ScriptedTools",
     "Streamed",
     "load_script",
+    "responses_body",
+    "responses_events",
+    "responses_reply",
     "scenario_handler",
     "tool_reply",
 ]

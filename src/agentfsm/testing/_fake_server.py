@@ -225,10 +225,15 @@ class FakeProviderServer:
                 yield server
 
     With ``strict=True`` the server checks each request's messages like the real providers
-    do (see :mod:`agentfsm.testing._pairing`): a ``…/chat/completions`` or ``…/messages``
-    request with an unanswered tool call, a stray tool result or (Anthropic) roles that do
-    not alternate gets HTTP 400 with an ``invalid_request_error`` naming the problem, and
-    takes no scripted reply. The request is still recorded.
+    do (see :mod:`agentfsm.testing._pairing`): a ``…/chat/completions``, ``…/messages`` or
+    ``…/responses`` request with an unanswered tool call, a stray tool result or (Anthropic)
+    roles that do not alternate gets HTTP 400 with an ``invalid_request_error`` naming the
+    problem, and takes no scripted reply. The request is still recorded.
+
+    It speaks each wire through what is enqueued: Chat Completions chunks, Messages events,
+    or OpenAI Responses replies built from scripted turns by
+    :func:`~agentfsm.testing.responses_reply` (``POST /v1/responses``, streamed from
+    ``response.created`` to ``response.completed``, or one JSON response object).
 
     Args:
         host: The address to listen on.

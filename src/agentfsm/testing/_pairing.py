@@ -13,13 +13,22 @@ Anthropic Messages (``/messages``): roles alternate ``user`` / ``assistant``, st
 ``user``; the ``tool_use`` blocks of an assistant message are answered by ``tool_result``
 blocks in the very next (user) message, which comes first in its content; a
 ``tool_result`` answers a ``tool_use`` of the message just before, once.
+
+OpenAI Responses (``/responses``): every ``function_call`` item's ``call_id`` is answered by
+a ``function_call_output`` item later in ``input``, and every ``function_call_output``
+answers a ``function_call`` before it (the API's own wording is used in the message).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["anthropic_pairing_problem", "openai_pairing_problem", "pairing_problem"]
+__all__ = [
+    "anthropic_pairing_problem",
+    "openai_pairing_problem",
+    "pairing_problem",
+    "responses_pairing_problem",
+]
 
 
 def _calls_ids(message: dict[str, Any]) -> list[str]:
@@ -111,12 +120,40 @@ def anthropic_pairing_problem(body: Any) -> str | None:
     return None
 
 
+def responses_pairing_problem(body: Any) -> str | None:
+    """What breaks the pairing rules in a Responses body's ``input`` items."""
+    items = body.get("input") if isinstance(body, dict) else None
+    if isinstance(items, str):
+        return None
+    if not isinstance(items, list):
+        return "input: expected a string or an array"
+    calls: list[str] = []
+    answered: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            return "input: every item must be an object"
+        if item.get("type") == "function_call":
+            calls.append(str(item.get("call_id")))
+        elif item.get("type") == "function_call_output":
+            call_id = str(item.get("call_id"))
+            if call_id not in calls:
+                return f"No tool call found for function call output with call_id {call_id}."
+            answered.add(call_id)
+    for call_id in calls:
+        if call_id not in answered:
+            return f"No tool output found for function call {call_id}."
+    return None
+
+
 def pairing_problem(path: str, body: Any) -> str | None:
     """The pairing problem of a request to ``path`` (``…/chat/completions`` is checked as
-    OpenAI, ``…/messages`` as Anthropic, anything else passes)."""
+    OpenAI, ``…/messages`` as Anthropic, ``…/responses`` as OpenAI Responses, anything
+    else passes)."""
     route = path.split("?", 1)[0].rstrip("/")
     if route.endswith("/chat/completions"):
         return openai_pairing_problem(body)
     if route.endswith("/messages"):
         return anthropic_pairing_problem(body)
+    if route.endswith("/responses"):
+        return responses_pairing_problem(body)
     return None

@@ -14,6 +14,7 @@ from agentfsm import UserMessage
 from agentfsm.adapters.providers import (
     AnthropicChat,
     OpenAIChat,
+    OpenAIResponses,
     ProviderError,
     ReplayTransport,
     RetryPolicy,
@@ -33,9 +34,13 @@ def recorded_name(path: Path) -> str:
 
 
 def wire_kind(fixture: Any) -> str:
-    return {"anthropic": "anthropic", "openai-chat": "openai", None: "unsupported"}[
-        fixture_wire(fixture)
-    ]
+    kinds = {
+        "anthropic": "anthropic",
+        "openai-chat": "openai",
+        "openai-responses": "responses",
+        None: "unsupported",
+    }
+    return kinds[fixture_wire(fixture)]
 
 
 def summary(result: Any) -> dict[str, Any]:
@@ -93,6 +98,8 @@ async def replay(path: Path) -> list[dict[str, Any]]:
             chat: Any = (
                 AnthropicChat("recorded", base_url="http://replay", **options)
                 if kind == "anthropic"
+                else OpenAIResponses("recorded", base_url="http://replay/v1", **options)
+                if kind == "responses"
                 else OpenAIChat("recorded", base_url="http://replay/v1", **options)
             )
             try:

@@ -21,6 +21,8 @@ from ._log_filter import SecretsFilter
 from ._openai_chat import OpenAIChat
 from ._openai_wire import OpenAIQuirks
 from ._replay import ReplayTransport, WireFixture, load_wire_fixture
+from ._responses import OpenAIResponses
+from ._responses_wire import ResponsesQuirks
 from ._retry import RetryPolicy
 from ._router import Router
 from ._transport import Timeouts
@@ -38,8 +40,10 @@ __all__ = [
     "LocalModelUnavailable",
     "OpenAIChat",
     "OpenAIQuirks",
+    "OpenAIResponses",
     "ProviderError",
     "ReplayTransport",
+    "ResponsesQuirks",
     "RetryPolicy",
     "Router",
     "Secret",

@@ -1,18 +1,18 @@
-"""Where a request goes: one rule from a base URL to the endpoint, for both wires.
+"""Where a request goes: one rule from a base URL to the endpoint, for every wire.
 
 Every caller that turns a base URL into a request URL (``OpenAIChat``, ``AnthropicChat``,
 the conformance kit's raw probes and ``conformance probe``) goes through :func:`endpoint_url`,
-so a base URL that works for one works for all of them.
+so a base URL that works for one works for all of them (``OpenAIResponses`` too).
 
 The rule, after trailing slashes are dropped:
 
 - a path ending in a version segment (``/v1``, ``/openai/v1``, ``/api/v1``, ``/v4``) is the
-  API root: the endpoint (``/chat/completions``, ``/messages``) is appended;
+  API root: the endpoint (``/chat/completions``, ``/messages``, ``/responses``) is appended;
 - no path at all (``http://127.0.0.1:4000``) is the server root: ``/v1`` comes first;
-- any other path is read the way that wire's own SDK reads it: the OpenAI SDK takes it as
-  the API root (Gemini's ``/v1beta/openai``, GitHub Models' ``/inference``), the Anthropic
-  SDK as the server root that ``/v1/messages`` goes under (DeepSeek's ``/anthropic``,
-  OpenRouter's ``/api``).
+- any other path is read the way that wire's own SDK reads it: the OpenAI SDK (for both
+  OpenAI wires) takes it as the API root (Gemini's ``/v1beta/openai``, GitHub Models'
+  ``/inference``), the Anthropic SDK as the server root that ``/v1/messages`` goes under
+  (DeepSeek's ``/anthropic``, OpenRouter's ``/api``).
 
 A query string (Azure's ``?api-version=…``) stays at the end.
 """
@@ -27,11 +27,12 @@ import httpx
 
 __all__ = ["ENDPOINT_PATHS", "WireName", "endpoint_url"]
 
-WireName: TypeAlias = Literal["openai-chat", "anthropic"]
+WireName: TypeAlias = Literal["openai-chat", "anthropic", "openai-responses"]
 
 ENDPOINT_PATHS: dict[WireName, str] = {
     "openai-chat": "/chat/completions",
     "anthropic": "/messages",
+    "openai-responses": "/responses",
 }
 """The endpoint of each wire, below its API root."""
 

@@ -116,9 +116,9 @@ def _key_headers(
 
 
 class HttpAdapter:
-    """Base of :class:`OpenAIChat` and :class:`AnthropicChat`: the model, the endpoint, the
-    key, timeouts, limits, retries, extra headers, and an ``httpx.AsyncClient`` created on
-    first use unless one is given.
+    """Base of :class:`OpenAIChat`, :class:`AnthropicChat` and :class:`OpenAIResponses`: the
+    model, the endpoint, the key, timeouts, limits, retries, extra headers, and an
+    ``httpx.AsyncClient`` created on first use unless one is given.
 
     The key (and any extra header named in :data:`~agentfsm.adapters.providers._keys.
     SENSITIVE_HEADERS`) is kept as a :class:`~agentfsm.adapters.providers.Secret`, put on

@@ -1,5 +1,6 @@
 """Quirk profiles by name: ``explicit_tool_choice=true`` from a command line or a settings
-file into an :class:`OpenAIQuirks` or :class:`AnthropicQuirks`, and back."""
+file into an :class:`OpenAIQuirks`, :class:`AnthropicQuirks` or :class:`ResponsesQuirks`,
+and back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import attrs
 from ._anthropic_wire import AnthropicQuirks
 from ._endpoints import WireName
 from ._openai_wire import OpenAIQuirks
+from ._responses_wire import ResponsesQuirks
 
 __all__ = [
     "QUIRK_CLASSES",
@@ -23,12 +25,15 @@ __all__ = [
     "quirk_profile",
 ]
 
-QuirkProfile: TypeAlias = OpenAIQuirks | AnthropicQuirks
+QuirkProfile: TypeAlias = OpenAIQuirks | AnthropicQuirks | ResponsesQuirks
 QuirkValue: TypeAlias = bool | int | str | None
 
-QUIRK_CLASSES: dict[WireName, type[OpenAIQuirks] | type[AnthropicQuirks]] = {
+QUIRK_CLASSES: dict[
+    WireName, type[OpenAIQuirks] | type[AnthropicQuirks] | type[ResponsesQuirks]
+] = {
     "openai-chat": OpenAIQuirks,
     "anthropic": AnthropicQuirks,
+    "openai-responses": ResponsesQuirks,
 }
 """The quirk class of each wire."""
 

@@ -206,29 +206,34 @@ _ANTHROPIC_EVENTS = re.compile(
 
 
 def path_wire(uri: str) -> str | None:
-    """The wire a request path speaks (``…/messages``, ``…/chat/completions``), else
-    ``None``."""
+    """The wire a request path speaks (``…/messages``, ``…/chat/completions``,
+    ``…/responses``), else ``None``."""
     path = uri.split("?", 1)[0].rstrip("/")
     if path.endswith("/messages"):
         return "anthropic"
     if path.endswith("/chat/completions"):
         return "openai-chat"
+    if path.endswith("/responses"):
+        return "openai-responses"
     return None
 
 
 def fixture_wire(fixture: WireFixture) -> str | None:
     """The wire a recorded file speaks: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
-    Completions, or an unlabelled stream), or ``None`` (Gemini-native, Responses API …).
+    Completions, or an unlabelled stream), ``"openai-responses"`` (the Responses API), or
+    ``None`` (Gemini-native …).
 
     In order: the file's own ``wire`` field; its provider or API (``anthropic``,
-    ``messages``); the path of its recorded requests (``…/messages``,
-    ``…/chat/completions``); another labelled API (no wire); for a body without a label, a
-    Messages stream or message (``message_start`` …) is Anthropic's, anything else
-    Chat Completions."""
+    ``messages``, ``responses``); the path of its recorded requests (``…/messages``,
+    ``…/chat/completions``, ``…/responses``); another labelled API (no wire); for a body
+    without a label, a Messages stream or message (``message_start`` …) is Anthropic's,
+    anything else Chat Completions."""
     if fixture.declares_wire:
         return fixture.declared_wire
     if fixture.provider == "anthropic" or fixture.api == "messages":
         return "anthropic"
+    if fixture.api == "responses":
+        return "openai-responses"
     paths = {path_wire(uri) for uri in fixture.uris} - {None}
     if len(paths) == 1:
         return paths.pop()

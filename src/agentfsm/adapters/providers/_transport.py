@@ -13,6 +13,7 @@ sent to another origin whatever client the caller passes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, cast
 
@@ -304,13 +305,16 @@ async def _chunks(
     in_stream = started is not None
     iterator = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
     drained = 0
+    drain_until: float | None = None
     try:
         while True:
             if done is not None and done[0]:
-                if drained > DRAIN_BYTES:
-                    return
+                now = time.monotonic()
+                drain_until = now + DRAIN_SECONDS if drain_until is None else drain_until
+                if drained > DRAIN_BYTES or now >= drain_until:
+                    return  # all the drain may take, however the server paces its bytes
                 try:
-                    chunk = await step(iterator.__anext__(), signal, DRAIN_SECONDS, deadline)
+                    chunk = await step(iterator.__anext__(), signal, drain_until - now, deadline)
                 except Exception:  # the end of the body, or any failure: stop quietly
                     return
                 drained += len(chunk)

@@ -14,11 +14,11 @@ from agentfsm.engine._messages import (
     UserMessage,
 )
 from agentfsm.engine._protocols import ChatDelta
-from agentfsm.testing import Reply
+from agentfsm.testing import Reply, responses_body
 
 from .._context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from .._exchange import RecordedExchange, Verdict, on_success, verdict
-from .._frames import DONE, chunk, completion, event
+from .._frames import DONE, chunk, completion, event, responses_stream
 from .._model import Check, CheckFailed, CheckSkipped, Normalized
 from .causes import blocks_as_text, expect_answer, refusal, tool_turn_needs_text
 
@@ -30,6 +30,8 @@ _PIECES = ["Hel", "lo", ", ", "wörld", " 🌍", "", "\n", "  — done."]
 
 def _answer(ctx: RecordedContext, pieces: list[str], *, stop: str | None = None) -> Reply:
     """A streamed text answer in ``pieces``, ending with ``stop`` (in the wire's own words)."""
+    if ctx.wire == "openai-responses":
+        return Reply.sse(responses_stream(pieces, incomplete=stop))
     if ctx.wire == "anthropic":
         start = {"model": "fake-model", "usage": {"input_tokens": 9, "output_tokens": 1}}
         block = {"type": "text", "text": ""}
@@ -65,6 +67,11 @@ def _answer(ctx: RecordedContext, pieces: list[str], *, stop: str | None = None)
 
 def _answer_json(ctx: RecordedContext, text: str, *, stop: str | None = None) -> Reply:
     """The same answer unstreamed."""
+    if ctx.wire == "openai-responses":
+        body = responses_body(text)
+        if stop is not None:
+            body.update(status="incomplete", incomplete_details={"reason": stop})
+        return Reply.json(body)
     if ctx.wire == "anthropic":
         return Reply.json(
             {
@@ -174,7 +181,8 @@ async def text_conservation_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def length(ctx: RecordedContext) -> Normalized | None:
-    stop = "max_tokens" if ctx.wire == "anthropic" else "length"
+    words = {"anthropic": "max_tokens", "openai-responses": "max_output_tokens"}
+    stop = words.get(ctx.wire, "length")
     ctx.script(_answer(ctx, ["1, 2, ", "3,"], stop=stop), _answer_json(ctx, "1, 2, 3,", stop=stop))
     for how in ("streamed", "unstreamed"):
         try:
@@ -188,7 +196,8 @@ async def length(ctx: RecordedContext) -> Normalized | None:
         if result.message.content != "1, 2, 3,":
             raise CheckFailed(f"the partial text kept ({how})", repr(result.message.content))
     sent = ctx.requests[0].json()
-    if 5 not in (sent.get("max_tokens"), sent.get("max_completion_tokens")):
+    fields = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+    if 5 not in (sent.get(name) for name in fields):
         raise CheckFailed("max_tokens 5 in the request", repr(sent.get("max_tokens")))
     return None
 
@@ -241,6 +250,13 @@ async def _plain_fails(ctx: LiveContext) -> str | None:
 
 
 async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":  # calls are items of their own: no content to shape
+        error = await _rejection(ctx, None)
+        if error is not None:
+            plain = await _plain_fails(ctx)
+            got = f"{error}; without the tool-call turn: {plain or 'accepted'}"
+            raise CheckFailed("a tool-call history accepted", got)
+        return None
     if ctx.wire == "anthropic":
         error = await _rejection(ctx, None)
         if error is not None:
@@ -273,8 +289,8 @@ async def content_shapes_live(ctx: LiveContext) -> Normalized | None:
 
 # -- invariants on a recorded corpus -------------------------------------------------------
 
-_LENGTH_FINISHES = frozenset({"length", "max_tokens"})
-_STOP_FINISHES = frozenset({"stop", "end_turn", "stop_sequence"})
+_LENGTH_FINISHES = frozenset({"length", "max_tokens", "max_output_tokens"})
+_STOP_FINISHES = frozenset({"stop", "end_turn", "stop_sequence", "completed"})
 
 
 @on_success
@@ -327,6 +343,7 @@ CHECKS = [
         recorded=basic,
         live=basic_live,
         corpus=basic_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "A2",
@@ -338,6 +355,7 @@ CHECKS = [
         recorded=text_conservation,
         live=text_conservation_live,
         corpus=text_conservation_corpus,
+        responses=("recorded",),
     ),
     Check(
         "A3",
@@ -349,6 +367,7 @@ CHECKS = [
         recorded=length,
         live=length_live,
         corpus=length_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "A4",
@@ -359,5 +378,6 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q23", "Q37"),
         live=content_shapes_live,
+        responses=("live",),
     ),
 ]

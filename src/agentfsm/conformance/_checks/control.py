@@ -10,10 +10,10 @@ from agentfsm.adapters.providers import ProviderError, RetryPolicy, Timeouts
 from agentfsm.engine._abort import AbortController
 from agentfsm.engine._messages import ChatResult, UserMessage
 from agentfsm.engine._protocols import ChatDelta, ChatFn
-from agentfsm.testing import Drop, Frame, Pause, Reply
+from agentfsm.testing import Drop, Frame, Pause, Reply, responses_body
 
 from .._context import LiveContext, RecordedContext
-from .._frames import DONE, chunk, completion, event
+from .._frames import DONE, chunk, completion, event, responses_stream
 from .._model import Check, CheckFailed, CheckSkipped, Normalized
 
 __all__ = ["CHECKS"]
@@ -28,6 +28,8 @@ def _frames(
     ctx: RecordedContext, text: Sequence[str | Pause | Drop], thinking: Sequence[str | Pause] = ()
 ) -> list[Frame]:
     """A whole stream: ``thinking`` then ``text`` pieces, with pauses and drops in place."""
+    if ctx.wire == "openai-responses":
+        return responses_stream(text, thinking)
     if ctx.wire == "anthropic":
         usage = {"input_tokens": 5, "output_tokens": 1}
         out: list[Frame] = [event("message_start", {"message": {"id": "msg_1", "usage": usage}})]
@@ -48,6 +50,8 @@ def _frames(
 
 
 def _ok(ctx: RecordedContext) -> Reply:
+    if ctx.wire == "openai-responses":
+        return Reply.json(responses_body("ok"))
     if ctx.wire == "anthropic":
         content = [{"type": "text", "text": "ok"}]
         message = {"type": "message", "role": "assistant", "content": content}
@@ -217,6 +221,7 @@ CHECKS = [
         quirks=("Q35",),
         recorded=abort,
         live=abort_live,
+        responses=("recorded", "live"),
     ),
     Check(
         "C2",
@@ -228,6 +233,7 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q36",),
         recorded=timeout_phases,
+        responses=("recorded",),
     ),
     Check(
         "C3",
@@ -238,5 +244,6 @@ CHECKS = [
         needs=("streaming",),
         quirks=("Q28",),
         recorded=no_blind_replay,
+        responses=("recorded",),
     ),
 ]

@@ -17,11 +17,11 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.providers._errors import is_overflow_message
 from agentfsm.engine._messages import ChatResult, UserMessage
 from agentfsm.engine._protocols import ChatDelta
-from agentfsm.testing import Drop, Reply
+from agentfsm.testing import Drop, Reply, responses_body
 
 from .._context import LiveContext, RecordedContext
 from .._exchange import CorpusJudge, RecordedExchange, RecordedReply, Verdict, on_error, verdict
-from .._frames import chunk, completion, data, event
+from .._frames import chunk, completion, data, event, response_event, responses_stream
 from .._hints import capability_hint
 from .._model import Check, CheckFailed, CheckSkipped, Normalized
 
@@ -70,6 +70,8 @@ async def _run(
 
 
 def _ok(ctx: RecordedContext) -> Reply:
+    if ctx.wire == "openai-responses":
+        return Reply.json(responses_body("ok"))
     if ctx.wire == "anthropic":
         content = [{"type": "text", "text": "ok"}]
         message = {"type": "message", "role": "assistant", "content": content}
@@ -100,6 +102,12 @@ def _error(
 def _stream_error(ctx: RecordedContext, before: str | None) -> Reply:
     """A 200 stream carrying an overloaded error, after the text ``before`` if given."""
     overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+    if ctx.wire == "openai-responses":
+        frames = responses_stream([before] if before is not None else [])[:-1]
+        if before is None:
+            frames = frames[:1]  # no item before the error
+        failure = {"code": "server_is_overloaded", "message": "Overloaded", "param": None}
+        return Reply.sse([*frames, response_event("error", failure)], headers=NOW)
     if ctx.wire == "anthropic":
         frames = [
             event("message_start", {"message": {"id": "msg_1", "usage": {"input_tokens": 5}}})
@@ -447,6 +455,7 @@ CHECKS = [
         recorded=auth,
         live=auth_live,
         corpus=_kind_corpus("auth"),
+        responses=("recorded", "live"),
     ),
     Check(
         "E2",
@@ -458,6 +467,7 @@ CHECKS = [
         recorded=bad_request,
         live=bad_request_live,
         corpus=_kind_corpus("bad_request"),
+        responses=("recorded",),
     ),
     Check(
         "E3",
@@ -467,6 +477,7 @@ CHECKS = [
         "retried once with the delay asked; x-should-retry honoured both ways",
         recorded=rate_limit,
         corpus=_kind_corpus("rate_limit"),
+        responses=("recorded",),
     ),
     Check(
         "E4",
@@ -477,6 +488,7 @@ CHECKS = [
         quirks=("Q32",),
         recorded=quota,
         corpus=_kind_corpus("quota"),
+        responses=("recorded",),
     ),
     Check(
         "E5",
@@ -487,6 +499,7 @@ CHECKS = [
         quirks=("Q28",),
         recorded=overloaded,
         corpus=_kind_corpus("overloaded"),
+        responses=("recorded",),
     ),
     Check(
         "E6",
@@ -496,6 +509,7 @@ CHECKS = [
         "retried; a persistent reset is a connection error with its phase",
         recorded=transient_5xx,
         corpus=_kind_corpus("server"),
+        responses=("recorded",),
     ),
     Check(
         "E7",
@@ -508,6 +522,7 @@ CHECKS = [
         recorded=overflow_classified,
         live=overflow_classified_live,
         corpus=overflow_classified_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "E8",
@@ -518,5 +533,6 @@ CHECKS = [
         needs=("context_window",),
         quirks=("Q29",),
         live=overflow_silent_live,
+        responses=("live",),
     ),
 ]

@@ -8,8 +8,8 @@ from typing import Any
 from attrs import evolve
 
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.engine._messages import Usage
-from agentfsm.testing import Reply
+from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
+from agentfsm.testing import Reply, responses_body, responses_events
 
 from .._context import LiveContext, RecordedContext
 from .._exchange import RecordedExchange, Verdict, ints, on_success, verdict
@@ -58,6 +58,12 @@ def _events(text: str, start: dict[str, Any], delta: dict[str, Any]) -> list[str
     ]
 
 
+def _responses(usage: Usage, *, stream: bool, reasoning: str | None = None) -> Reply:
+    """A Responses answer ``pong`` (with ``reasoning``) whose usage is ``usage``."""
+    result = ChatResult(AssistantMessage("pong", reasoning=reasoning), usage, "stop")
+    return Reply.sse(responses_events(result)) if stream else Reply.json(responses_body(result))
+
+
 def _show(values: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
@@ -98,6 +104,10 @@ def _require(ctx: LiveContext, capability: str) -> None:
 
 
 async def present(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":
+        ctx.script(_responses(Usage(12, 3), stream=False))
+        _expect((await ctx.ask()).usage, input_tokens=12, output_tokens=3)
+        return None
     if ctx.wire == "anthropic":
         body = _message("pong", {"input_tokens": 12, "output_tokens": 3})
     else:
@@ -118,7 +128,7 @@ async def present_live(ctx: LiveContext) -> Normalized | None:
     _consistent(result.usage)
     if result.usage.input_tokens <= 0:
         raise CheckFailed("input_tokens > 0", f"input_tokens={result.usage.input_tokens}")
-    if ctx.wire == "anthropic":
+    if ctx.wire != "openai-chat":  # the raw total below is Chat Completions' field
         return None
     raw = await ctx.raw(
         {"messages": [{"role": "user", "content": PONG}], "max_tokens": 16}, name="usage.present"
@@ -144,6 +154,10 @@ async def present_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def stream_final(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":  # usage comes with response.completed only
+        ctx.script(_responses(Usage(9, 2), stream=True))
+        _expect((await ctx.ask()).usage, input_tokens=9, output_tokens=2)
+        return None
     if ctx.wire == "anthropic":
         ctx.script(
             Reply.sse(
@@ -262,6 +276,11 @@ async def no_double_count(ctx: RecordedContext) -> Normalized | None:
 
 
 async def inclusive_cache(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":  # input_tokens_details.cached_tokens, inside the total
+        for stream in (False, True):
+            ctx.script(_responses(Usage(1000, 5, cache_read_tokens=800), stream=stream))
+            _expect((await ctx.ask()).usage, input_tokens=1000, cache_read_tokens=800)
+        return None
     if ctx.wire == "anthropic":
         start = {
             "input_tokens": 7,
@@ -307,6 +326,12 @@ async def inclusive_cache_live(ctx: LiveContext) -> Normalized | None:
 
 
 async def reasoning_inside_output(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":  # output_tokens_details.reasoning_tokens, inside
+        for stream in (False, True):
+            usage = Usage(20, 50, reasoning_tokens=30)
+            ctx.script(_responses(usage, stream=stream, reasoning="6*7"))
+            _expect((await ctx.ask()).usage, output_tokens=50, reasoning_tokens=30)
+        return None
     if ctx.wire == "anthropic":
         raise CheckSkipped("not applicable to the anthropic wire (no separate reasoning count)")
     details = {"completion_tokens_details": {"reasoning_tokens": 30}}
@@ -432,6 +457,7 @@ CHECKS = [
         recorded=present,
         live=present_live,
         corpus=present_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "U2",
@@ -444,6 +470,7 @@ CHECKS = [
         quirks=("Q14", "Q15", "Q16", "Q17", "Q41"),
         recorded=stream_final,
         live=stream_final_live,
+        responses=("recorded",),
     ),
     Check(
         "U3",
@@ -468,6 +495,7 @@ CHECKS = [
         recorded=inclusive_cache,
         live=inclusive_cache_live,
         corpus=inclusive_cache_corpus,
+        responses=("recorded",),
     ),
     Check(
         "U5",
@@ -479,6 +507,7 @@ CHECKS = [
         recorded=reasoning_inside_output,
         live=reasoning_inside_output_live,
         corpus=reasoning_inside_output_corpus,
+        responses=("recorded", "live"),
     ),
     Check(
         "U6",
@@ -489,5 +518,6 @@ CHECKS = [
         needs=("streaming", "stream_usage"),
         quirks=("Q15", "Q41"),
         live=stream_vs_nonstream_live,
+        responses=("live",),
     ),
 ]

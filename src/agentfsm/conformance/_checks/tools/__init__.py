@@ -23,6 +23,7 @@ CHECKS = [
         recorded=recorded.single_forced,
         live=live.single_forced_live,
         corpus=invariants.single_forced_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T2",
@@ -78,6 +79,7 @@ CHECKS = [
         recorded=recorded.no_args,
         live=live.no_args_live,
         corpus=invariants.no_args_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T7",
@@ -100,6 +102,7 @@ CHECKS = [
         recorded=recorded.parallel,
         live=live.parallel_live,
         corpus=invariants.parallel_corpus,
+        responses=("recorded",),
     ),
     _Check(
         "T9",
@@ -110,6 +113,7 @@ CHECKS = [
         needs=("tools", "parallel_tools"),
         quirks=("Q34", "Q37", "Q42"),
         live=live.parallel_results_live,
+        responses=("live",),
     ),
     _Check(
         "T10",
@@ -162,6 +166,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q6", "Q23", "Q37"),
         live=history.foreign_ids_live,
+        responses=("live",),
     ),
     _Check(
         "T15",
@@ -172,6 +177,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q37", "Q39", "Q42"),
         live=history.agent_loop_live,
+        responses=("live",),
     ),
     _Check(
         "T16",

@@ -89,7 +89,7 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
             raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",))
         why = f"{str(again)[:120]}: the ids are not the cause (see A4)"
         raise CheckFailed("a tool-call history accepted", f"{got}; with short ids too: {why}")
-    if ctx.wire == "anthropic":
+    if ctx.wire != "openai-chat":  # the long-id probe below is a Chat Completions body
         return shape
     content = None if quirks.null_assistant_content else ""
     messages = [

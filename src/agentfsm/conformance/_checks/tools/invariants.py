@@ -127,7 +127,7 @@ def trailing_empty_delta_corpus(exchange: RecordedExchange) -> Verdict | None:
     return verdict(len(calls) == len(wanted), f"{len(wanted)} calls, no phantom", pairs)
 
 
-_ANSWER_FINISHES = frozenset({"stop", "end_turn", "tool_calls", "tool_use"})
+_ANSWER_FINISHES = frozenset({"stop", "end_turn", "tool_calls", "tool_use", "completed"})
 
 
 @on_success

@@ -30,6 +30,8 @@ from .scripted import (
     anthropic_tool_use,
     openai_json,
     openai_stream,
+    responses_calls,
+    responses_interleaved,
     text_reply,
 )
 
@@ -87,7 +89,8 @@ async def _send_back(ctx: RecordedContext, reply: ChatResult) -> list[dict[str, 
     ]
     ctx.script(text_reply(ctx))
     await ctx.ask(messages=[UserMessage("Weather?"), reply.message, *results], tools=[TOOL_WEATHER])
-    messages: list[dict[str, Any]] = ctx.requests[-1].json()["messages"]
+    key = "input" if ctx.wire == "openai-responses" else "messages"
+    messages: list[dict[str, Any]] = ctx.requests[-1].json()[key]
     return messages
 
 
@@ -95,6 +98,17 @@ async def _send_back(ctx: RecordedContext, reply: ChatResult) -> list[dict[str, 
 
 
 async def single_forced(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":
+        call = ("call_1", GET_WEATHER, PARIS_JSON)
+        cases = {
+            "streamed": responses_calls(call),
+            "unstreamed": responses_calls(call, stream=False),
+        }
+        for case, result in zip(cases, await _cases(ctx, cases, PARIS_ONLY), strict=True):
+            if result.message.tool_calls[0].id != "call_1":
+                got = repr(result.message.tool_calls[0].id)
+                raise CheckFailed(f"{case}: the call_id sent by the server", got)
+        return None
     if ctx.wire == "anthropic":
         streamed = anthropic_stream(
             anthropic_tool_use(0, "toolu_01", GET_WEATHER, '{"city": ', '"Paris"}')
@@ -269,6 +283,16 @@ async def args_shapes(ctx: RecordedContext) -> Normalized | None:
 
 
 async def no_args(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":
+        cases = {
+            f"{how}, arguments {text!r}": responses_calls(
+                ("call_1", GET_TIME, text), stream=how == "streamed"
+            )
+            for how in ("streamed", "unstreamed")
+            for text in ("", "{}")
+        }
+        await _cases(ctx, cases, [(GET_TIME, {})])
+        return None
     if ctx.wire == "anthropic":
         cases = {
             "streamed, no delta": anthropic_stream(anthropic_tool_use(0, "toolu_01", GET_TIME)),
@@ -290,6 +314,20 @@ async def no_args(ctx: RecordedContext) -> Normalized | None:
 
 
 async def parallel(ctx: RecordedContext) -> Normalized | None:
+    if ctx.wire == "openai-responses":
+        calls = (("call_1", GET_WEATHER, PARIS_JSON), ("call_2", GET_WEATHER, TOKYO_JSON))
+        cases = {
+            "interleaved by output_index": responses_interleaved(*calls),
+            "unstreamed": responses_calls(*calls, stream=False),
+        }
+        first = (await _cases(ctx, cases, PARIS_AND_TOKYO))[0]
+        sent = await _send_back(ctx, first)
+        offered = [i.get("call_id") for i in sent if i.get("type") == "function_call"]
+        answered = [i.get("call_id") for i in sent if i.get("type") == "function_call_output"]
+        if offered != ["call_1", "call_2"] or answered != offered:
+            got = f"calls {offered}, results {answered}"
+            raise CheckFailed("both function_call_output items, in order", got)
+        return None
     if ctx.wire == "anthropic":
         text = anthropic_block(
             0, {"type": "text", "text": ""}, {"type": "text_delta", "text": "Both."}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.testing import Reply
+from agentfsm.engine._messages import ToolCall
+from agentfsm.testing import Reply, responses_body, responses_reply, tool_reply
 
 from ..._context import RecordedContext
-from ..._frames import DONE, chunk, completion, event
+from ..._frames import DONE, chunk, completion, event, response_event
 
 __all__ = [
     "anthropic_block",
@@ -16,6 +17,8 @@ __all__ = [
     "anthropic_tool_use",
     "openai_json",
     "openai_stream",
+    "responses_calls",
+    "responses_interleaved",
     "text_reply",
 ]
 
@@ -72,8 +75,39 @@ def anthropic_json(*uses: tuple[str, str, Any], stop: str = "tool_use", text: st
     return Reply.json({**body, "content": content, "stop_reason": stop, "usage": usage})
 
 
+def responses_calls(*calls: tuple[str, str, str], stream: bool = True) -> Reply:
+    """A Responses answer holding one ``function_call`` per (call id, name, arguments text),
+    streamed (each item's arguments in two deltas) or not."""
+    built = [ToolCall(i, n, {}, raw_arguments=a) for i, n, a in calls]
+    return responses_reply(tool_reply(*built), stream=stream)
+
+
+def responses_interleaved(*calls: tuple[str, str, str]) -> Reply:
+    """A Responses stream that opens every call first, then sends their arguments in two
+    halves each, the halves of all the calls interleaved by ``output_index``."""
+    frames = []
+    for index, (call_id, name, _) in enumerate(calls):
+        item = {"type": "function_call", "id": f"fc_{index}", "call_id": call_id, "name": name}
+        frames.append(
+            response_event(
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "arguments": ""}},
+            )
+        )
+    for half in (0, 1):
+        for index, (_, _, arguments) in enumerate(calls):
+            middle = len(arguments) // 2
+            piece = arguments[:middle] if half == 0 else arguments[middle:]
+            where = {"output_index": index, "item_id": f"fc_{index}", "delta": piece}
+            frames.append(response_event("response.function_call_arguments.delta", where))
+    final = {**responses_body(""), "output": []}
+    return Reply.sse([*frames, response_event("response.completed", {"response": final})])
+
+
 def text_reply(ctx: RecordedContext) -> Reply:
     """A plain text answer, the one that follows tool results."""
+    if ctx.wire == "openai-responses":
+        return responses_reply("Sunny.", stream=False)
     if ctx.wire == "anthropic":
         return anthropic_json(stop="end_turn", text="Sunny.")
     return Reply.json(completion({"role": "assistant", "content": "Sunny."}))
