@@ -36,7 +36,7 @@ async def test_cassettes_vcrpy_records_replay_exactly(tmp_path: Path) -> None:
     assert len(written["interactions"]) == len(scenarios())
     report = await replay_vcr(tmp_path)
     outcomes = [(r.index, r.wire, r.outcome) for r in report.results]
-    assert [o for _, w, o in outcomes if w != "responses"] == ["exact"] * 9
-    assert [o for _, w, o in outcomes if w == "responses"] == ["no adapter"]
+    assert [o for _, w, o in outcomes if w != "openai-responses"] == ["exact"] * 9
+    assert [o for _, w, o in outcomes if w == "openai-responses"] == ["exact"]
     assert report.other == 1
     assert report.passed

@@ -13,7 +13,7 @@ import httpx
 import yaml
 
 from agentfsm.conformance._frames import DONE, chunk, completion, data, event, tool_delta
-from agentfsm.testing import FakeProviderServer, Reply
+from agentfsm.testing import FakeProviderServer, Reply, responses_reply
 
 Form = Literal["vcrpy", "pydantic-ai", "ruby"]
 
@@ -135,10 +135,7 @@ def scenarios() -> list[tuple[str, Reply]]:
         ("/v1/messages", _anthropic_stream(ANSWER)),
         ("/v1/messages", Reply.json(anthropic_tool)),
         ("/v1/messages", Reply.json(overloaded, status=529)),
-        (
-            "/v1/responses",
-            Reply.json({"id": "resp_1", "object": "response", "status": "completed", "output": []}),
-        ),
+        ("/v1/responses", responses_reply(ANSWER)),
         ("/v1/models", Reply.json({"object": "list", "data": []})),
     ]
 

@@ -21,7 +21,13 @@ from typing import Any, Literal, TypeAlias
 import httpx
 from attrs import astuple, define, field, frozen
 
-from agentfsm.adapters.providers import AnthropicChat, OpenAIChat, ProviderError, RetryPolicy
+from agentfsm.adapters.providers import (
+    AnthropicChat,
+    OpenAIChat,
+    OpenAIResponses,
+    ProviderError,
+    RetryPolicy,
+)
 from agentfsm.adapters.providers._replay import RecordedResponse
 from agentfsm.engine._messages import ChatResult
 from agentfsm.engine._protocols import ChatDelta, ChatFn
@@ -60,9 +66,14 @@ def _anthropic(url: str, client: httpx.AsyncClient | None) -> ChatFn:
     return AnthropicChat("recorded", base_url=url, http_client=client, retry=_ONCE)
 
 
+def _responses(url: str, client: httpx.AsyncClient | None) -> ChatFn:
+    return OpenAIResponses("recorded", base_url=url, http_client=client, retry=_ONCE)
+
+
 ADAPTERS: dict[str, tuple[str, AdapterFactory]] = {
     "openai-chat": ("/v1", _openai),
     "anthropic": ("", _anthropic),
+    "openai-responses": ("/v1", _responses),
 }
 """Wire -> (the base URL's path, the adapter reading it). A wire of
 :data:`~._vcr.VCR_WIRES` missing here is reported "no adapter on this wire"."""

@@ -47,7 +47,7 @@ __all__ = [
 VCR_WIRES: tuple[tuple[str, str], ...] = (
     ("/chat/completions", "openai-chat"),
     ("/v1/messages", "anthropic"),
-    ("/responses", "responses"),
+    ("/responses", "openai-responses"),
 )
 """Request path ending -> the wire it speaks, first match wins."""
 
