@@ -14,7 +14,8 @@ system, from ``wait4``), which a busy shared machine disturbs less. Contenders:
   there, and the import a program building an agent makes (pydantic-ai ``Agent``, the OpenAI
   Agents SDK ``Agent, Runner``, LangGraph ``create_react_agent``).
 
-Every contender runs once untimed (the files are then in the page cache), then once per
+Every contender runs once untimed (the files are then in the page cache, and this checkout's
+bytecode cache is written, as on a user's machine after the first run), then once per
 round for ``--rounds`` rounds (15 by default), in an order that rotates each round so the
 machine's noise hits all alike; the figures are medians over the rounds. The targets:
 ``agentfsm --help`` and ``agentfsm run --help`` at most 3 times ``python -c pass``, and
@@ -109,6 +110,9 @@ def python_for(contender: Contender) -> Path:
 def child_env(contender: Contender) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    # An installed package runs from its bytecode cache (pip writes it for the peers); the
+    # warm-up run writes this checkout's, as a user's first run does.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if contender.peer_env is None:
         env["PYTHONPATH"] = str(SOURCE)  # this checkout, whatever the venv has installed
     return env

@@ -122,3 +122,26 @@ def test_bashlex_and_the_settings_schema_load_when_used(tmp_path: Path) -> None:
     assert "bashlex" in modules
     assert SETTINGS_SCHEMA in modules
     assert output.splitlines() == ["rm *", "[('ls', '-l'), ('rm', '-rf', 'x')]"]
+
+
+def test_the_parser_builds_only_the_command_it_runs_and_parses_alike() -> None:
+    from agentfsm.cli._parser import build_parser
+
+    lines = [
+        ["run", "--model", "m", "--max-turns", "3", "fix it"],
+        ["sessions", "list", "--json"],
+        ["sessions", "show", "latest"],
+        ["trace", "latest", "--html", "x.html"],
+        ["runs", "list", "--all"],
+        ["batch", "tasks.jsonl"],
+        ["worker"],
+        ["diagram", "--format", "dot", "--policies"],
+    ]
+    for argv in lines:
+        assert build_parser(argv).parse_args(argv) == build_parser().parse_args(argv), argv
+    partial = build_parser(["run", "--help"])
+    subparsers = next(a for a in partial._actions if a.dest == "command")
+    choices = subparsers.choices
+    assert isinstance(choices, dict)
+    assert len(choices["run"]._actions) > 10
+    assert [a.dest for a in choices["diagram"]._actions] == ["help"]  # not built

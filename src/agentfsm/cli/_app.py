@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         from agentfsm.testing._serve import main as serve
 
         return serve(arguments[1:])
-    parser = build_parser()
+    parser = build_parser(arguments)
     try:
         args = parser.parse_args(arguments)
     except SystemExit as exit_:

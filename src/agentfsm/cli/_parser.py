@@ -11,6 +11,7 @@ import argparse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
 __all__ = [
@@ -44,13 +45,7 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``agentfsm`` and its commands (``conformance`` and ``fake-server``
-    parse their own)."""
-    parser = _Parser(prog="agentfsm", description="An LLM agent loop as a declared state machine.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_run_arguments(commands.add_parser("run", help="run an agent on a task"))
-    sessions = commands.add_parser("sessions", help="recorded sessions")
+def _sessions_arguments(sessions: argparse.ArgumentParser) -> None:
     sessions_actions = sessions.add_subparsers(dest="action", required=True)
     for action in ("list", "show"):
         sub = sessions_actions.add_parser(action)
@@ -58,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("ref", help="latest, an id, or a unique id prefix")
         _session_options(sub)
         sub.add_argument("--json", action="store_true")
-    trace = commands.add_parser("trace", help="per-run counts of a session")
+
+
+def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
     _session_options(trace)
     trace.add_argument("--json", action="store_true")
@@ -67,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a self-contained HTML picture of the session (diagram, path, timeline)",
     )
-    runs = commands.add_parser("runs", help="durable runs (list, resume)")
+
+
+def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     runs_actions = runs.add_subparsers(dest="action", required=True)
     runs_list = runs_actions.add_parser("list", help="unfinished durable runs")
     runs_list.add_argument("--all", action="store_true", help="finished ones too")
@@ -81,15 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--database-url", metavar="URL", help="default: SQLite in the state folder"
         )
-    add_batch_arguments(commands.add_parser("batch", help="many durable runs on a queue"))
-    add_worker_arguments(commands.add_parser("worker", help="serve the batch task queue"))
-    commands.add_parser("conformance", help="check a provider (agentfsm conformance -h)")
-    commands.add_parser(
-        "fake-server",
-        help="a scripted model on a local port, to try agentfsm without a key "
-        "(agentfsm fake-server -h)",
-    )
-    diagram = commands.add_parser("diagram", help="draw the agent loop machine")
+
+
+def _diagram_arguments(diagram: argparse.ArgumentParser) -> None:
     diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
     diagram.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
@@ -102,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     diagram.add_argument(
         "--policies", action="store_true", help="name the policies behind each guard"
     )
-    return parser
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """``conformance`` and ``fake-server`` parse their own arguments."""
 
 
 def add_run_arguments(parser: Any) -> None:
@@ -323,3 +319,38 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="EXECUTOR_ID",
         help="put the unfinished tasks of a dead executor back on the queue, then exit",
     )
+
+
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "run": ("run an agent on a task", add_run_arguments),
+    "sessions": ("recorded sessions", _sessions_arguments),
+    "trace": ("per-run counts of a session", _trace_arguments),
+    "runs": ("durable runs (list, resume)", _runs_arguments),
+    "batch": ("many durable runs on a queue", add_batch_arguments),
+    "worker": ("serve the batch task queue", add_worker_arguments),
+    "conformance": ("check a provider (agentfsm conformance -h)", _no_arguments),
+    "fake-server": (
+        "a scripted model on a local port, to try agentfsm without a key (agentfsm fake-server -h)",
+        _no_arguments,
+    ),
+    "diagram": ("draw the agent loop machine", _diagram_arguments),
+}
+"""Each command: its one-line help and the function that declares its arguments."""
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``agentfsm`` and its commands (``conformance`` and ``fake-server``
+    parse their own).
+
+    Given the command line ``argv``, only the command it names gets its arguments (the
+    others are listed by name and help): ``agentfsm --help`` and ``agentfsm run --help``
+    do not build every command's options. Without ``argv``, every command is complete.
+    """
+    parser = _Parser(prog="agentfsm", description="An LLM agent loop as a declared state machine.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for name, (help_, declare) in _COMMANDS.items():
+        sub = commands.add_parser(name, help=help_)
+        if chosen is None or chosen == name:
+            declare(sub)
+    return parser
