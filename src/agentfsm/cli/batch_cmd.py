@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentfsm.adapters.sessions import default_session_dir
 
 from . import run_cmd
+from ._database_url import check_database_url
 from .parser import add_batch_arguments, add_worker_arguments
 from .terminal import json_safe
 
@@ -69,7 +70,11 @@ def _task(
     if not isinstance(prompt, str) or not prompt.strip():
         raise _Usage(f"{where}: prompt must be a non-empty string")
     max_turns = data.get("max_turns", args.max_turns)
-    if not isinstance(max_turns, int) or not 1 <= max_turns <= run_cmd.MAX_TURNS:
+    if (
+        isinstance(max_turns, bool)
+        or not isinstance(max_turns, int)
+        or not 1 <= max_turns <= run_cmd.MAX_TURNS
+    ):
         raise _Usage(f"{where}: max_turns must be between 1 and {run_cmd.MAX_TURNS}")
     folder = data.get("workspace")
     if folder is not None and not isinstance(folder, str):
@@ -80,6 +85,7 @@ def _task(
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r} is not a folder")
         session_dir = default_session_dir(workspace)
         try:
+            run_cmd.ensure_session_dir(session_dir, "the session folder")
             found = run_cmd.run_settings("agentfsm batch", args, workspace)
         except run_cmd.UsageError as error:
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r}: {error}") from None
@@ -198,6 +204,7 @@ def _check(args: argparse.Namespace) -> None:
             raise _Usage(f"--rate: {error}") from None
     if args.poll <= 0:
         raise _Usage("--poll must be positive")
+    args.database_url = check_database_url(args.database_url)
 
 
 def batch(args: argparse.Namespace) -> int:
@@ -284,7 +291,11 @@ def worker(args: argparse.Namespace) -> int:
 
     from . import durable_cmd  # noqa: F401  registers the agent factory of CLI tasks
 
-    url = args.database_url or default_database_url()
+    try:
+        url = check_database_url(args.database_url)
+    except run_cmd.UsageError as error:
+        print(f"agentfsm worker: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 2
     if args.requeue is not None:
         ids = requeue_executor(args.requeue, url)
         print(f"agentfsm worker: {len(ids)} task(s) of {args.requeue} back on {QUEUE_NAME}")

@@ -47,6 +47,7 @@ from agentfsm.engine.params import LoopOutcome
 from agentfsm.engine.text import printable
 
 from . import run_cmd
+from ._database_url import check_database_url
 from .agent_build import build_agent
 from .render import QuietRenderer
 from .report import RunTally, describe_failure, run_end
@@ -192,6 +193,7 @@ def run_durable(args: argparse.Namespace) -> int:
             raise run_cmd.UsageError(
                 "--durable starts a new run; resume one with `agentfsm runs resume ID`"
             )
+        run_cmd.check_prompt(args.prompt)
         run_cmd._check_numbers(args)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
@@ -200,6 +202,7 @@ def run_durable(args: argparse.Namespace) -> int:
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
         run_cmd.quirks(args, settings)  # a bad profile too
+        args.database_url = check_database_url(args.database_url)
     except run_cmd.UsageError as error:
         print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
@@ -294,6 +297,11 @@ def _resume(args: argparse.Namespace) -> int:
 
 def runs(args: argparse.Namespace) -> int:
     """``agentfsm runs list|resume``; returns the exit code."""
+    try:
+        args.database_url = check_database_url(args.database_url, create=args.action != "list")
+    except run_cmd.UsageError as error:
+        print(f"agentfsm runs {args.action}: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 2
     try:
         if args.action == "list":
             return _list(args)

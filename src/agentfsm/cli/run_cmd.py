@@ -388,7 +388,27 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
             raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
     except OSError as error:
         raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
+    ensure_session_dir(session_dir, "--session-dir" if args.session_dir else "the session folder")
     return workspace, session_dir
+
+
+def ensure_session_dir(folder: Path, option: str) -> None:
+    """Create the session folder now, or refuse the run: a run is never left unrecorded."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as error:
+        raise UsageError(
+            f"{option} {str(folder)[:200]!r} cannot be created or written: "
+            f"{error.strerror or error}"
+        ) from None
+
+
+def check_prompt(prompt: str) -> None:
+    """Refuse an empty task, as ``agentfsm batch`` does."""
+    if not prompt.strip():
+        raise UsageError("the prompt must be a non-empty string, e.g. agentfsm run 'fix the tests'")
 
 
 def _check_inputs(
@@ -461,6 +481,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
 
         return durable_cmd.run_durable(args)
     try:
+        check_prompt(args.prompt)
         _check_numbers(args)
         workspace, session_dir = _paths(args)
         parent = _check_inputs(args, session_dir, chat_override)

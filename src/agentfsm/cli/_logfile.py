@@ -1,0 +1,79 @@
+"""The log file of a durable or exporting command: DBOS's and the OpenTelemetry SDK's logs
+(and, for ``batch`` and ``worker``, each task's own warnings) go to a file under the state
+folder instead of the terminal, unless ``--verbose``. The command prints the file's path
+once; what it reports itself (one line per failed task, the summary) stays on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from agentfsm.adapters.sessions import state_home
+
+from .terminal import sanitize
+
+__all__ = ["LIBRARY_LOGGERS", "SDK_LOGGERS", "log_folder", "logs_to_file"]
+
+SDK_LOGGERS = ("dbos", "opentelemetry")
+"""Loggers of the libraries under a durable or exporting command."""
+LIBRARY_LOGGERS = ("agentfsm",)
+"""agentfsm's own loggers: a task's retries and failures, which ``batch`` reports itself."""
+
+
+def log_folder() -> Path:
+    """``<state folder>/agentfsm/logs``."""
+    return state_home() / "agentfsm" / "logs"
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return sanitize(super().format(record))
+
+
+@contextlib.contextmanager
+def logs_to_file(
+    command: str, *, verbose: bool, loggers: tuple[str, ...] = SDK_LOGGERS
+) -> Iterator[Path | None]:
+    """While the block runs, the records of ``loggers`` go to a new file of
+    :func:`log_folder` (yielded), not to the terminal; the command prints the path. With
+    ``verbose``, or when the file cannot be created, nothing changes (yields ``None``)."""
+    if verbose:
+        yield None
+        return
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace")
+    except OSError as error:
+        print(
+            f"agentfsm {command}: cannot write a log file ({error.strerror or error}); "
+            "logging to the terminal",
+            file=sys.stderr,
+        )
+        yield None
+        return
+    handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved: list[tuple[logging.Logger, list[logging.Handler], bool, int]] = []
+    for name in loggers:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.propagate, logger.level))
+        # DBOS adds its console handler at configuration only when its logger has none.
+        logger.handlers = [handler]
+        logger.propagate = False
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+    try:
+        yield path
+    finally:
+        for logger, handlers, propagate, level in saved:
+            logger.handlers = handlers
+            logger.propagate = propagate
+            logger.setLevel(level)
+        handler.close()
