@@ -64,7 +64,7 @@ def _within(seconds: float, check: Callable[[], None]) -> None:
     def target() -> None:
         try:
             check()
-        except BaseException as error:  # noqa: BLE001  reported in the caller's thread
+        except BaseException as error:  # reported in the caller's thread
             failure.append(error)
 
     thread = threading.Thread(target=target, name="agentfsm-database-check", daemon=True)
@@ -124,17 +124,14 @@ def _check_postgres(url: str) -> None:
         host = parsed.host or parsed.query.get("host")
     except (ArgumentError, ValueError, TypeError) as error:
         raise DatabaseUrlError(
-            f"--database-url {_shown(url)} does not parse ({_first_line(error)}); "
-            f"expected {_FORMS}"
+            f"--database-url {_shown(url)} does not parse ({_first_line(error)}); expected {_FORMS}"
         ) from None
     if not host:
         raise DatabaseUrlError(f"--database-url {_shown(url)} names no host; expected {_FORMS}")
     if port is not None and not 1 <= port <= 65535:
         raise DatabaseUrlError(f"--database-url {_shown(url)}: port {port} is out of range")
     if not parsed.database:
-        raise DatabaseUrlError(
-            f"--database-url {_shown(url)} names no database; expected {_FORMS}"
-        )
+        raise DatabaseUrlError(f"--database-url {_shown(url)} names no database; expected {_FORMS}")
     seconds = connect_timeout()
     plain = parsed.set(drivername="postgresql")
 
@@ -161,9 +158,7 @@ def _check_postgres(url: str) -> None:
         ) from None
     except Exception as error:
         reason = _first_line(error).removeprefix("connection failed: ")
-        raise DatabaseUrlError(
-            f"--database-url {_shown(url)}: cannot connect: {reason}"
-        ) from None
+        raise DatabaseUrlError(f"--database-url {_shown(url)}: cannot connect: {reason}") from None
 
 
 def check_database_url(url: str | None, *, create: bool = True) -> str:

@@ -214,11 +214,18 @@ NO_SANDBOX_WARNING = (
 
 
 def _sandbox(
-    args: argparse.Namespace, workspace: Path, settings: Settings, protected: tuple[str, ...]
+    args: argparse.Namespace,
+    workspace: Path,
+    settings: Settings,
+    protected: tuple[str, ...],
+    *,
+    warn: bool = True,
 ) -> CommandSandbox:
-    """The sandbox of the run's commands; without one the run does not start."""
+    """The sandbox of the run's commands; without one the run does not start. ``warn``:
+    print the ``--no-sandbox`` warning (commands of many runs print it once themselves)."""
     if args.no_sandbox:
-        print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
+        if warn:
+            print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
         return Unsandboxed(env=settings.sandbox.env)
     try:
         sandbox = detect_sandbox(
@@ -233,7 +240,7 @@ def _sandbox(
     except (SandboxUnavailable, ValueError) as error:
         raise UsageError(str(error)) from None
     bound = sandbox.describe().get("limits", {}).get("processes_bound", "")
-    if bound.startswith("NOT BOUNDED"):
+    if warn and bound.startswith("NOT BOUNDED"):
         print(f"agentfsm run: WARNING: sandboxed processes are {bound}", file=sys.stderr)
     return sandbox
 
