@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOSClient
 
 from agentfsm.adapters.durable import (
     APPLICATION_VERSION,
@@ -230,6 +229,7 @@ def run_durable(args: argparse.Namespace) -> int:
             )
         run_cmd.check_prompt(args.prompt)
         run_cmd._check_numbers(args)
+        args.database_url = check_database_url(args.database_url)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
         found = run_cmd.run_settings("agentfsm run", args, workspace)
@@ -237,7 +237,6 @@ def run_durable(args: argparse.Namespace) -> int:
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
         run_cmd.quirks(args, settings)  # a bad profile too
-        args.database_url = check_database_url(args.database_url)
     except run_cmd.UsageError as error:
         print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
@@ -272,7 +271,9 @@ def _list(args: argparse.Namespace) -> int:
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         runs: list[RunInfo] = []
     else:
-        client = DBOSClient(system_database_url=url)
+        from agentfsm.adapters.durable import open_client
+
+        client = open_client(url)  # creates a PostgreSQL system database that is not there yet
         try:
             runs = list_runs(unfinished=not args.all, client=client)
         finally:
