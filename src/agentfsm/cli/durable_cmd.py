@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-
 from agentfsm.adapters.durable import (
     APPLICATION_VERSION,
     UNFINISHED,
