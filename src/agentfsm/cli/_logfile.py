@@ -36,15 +36,25 @@ class _Formatter(logging.Formatter):
         return sanitize(super().format(record))
 
 
+_active: list[tuple[Path, logging.FileHandler]] = []
+"""The log file of the command running now (a command inside another one shares it)."""
+
+
 @contextlib.contextmanager
 def logs_to_file(
     command: str, *, verbose: bool, loggers: tuple[str, ...] = SDK_LOGGERS
 ) -> Iterator[Path | None]:
     """While the block runs, the records of ``loggers`` go to a new file of
     :func:`log_folder` (yielded), not to the terminal; the command prints the path. With
-    ``verbose``, or when the file cannot be created, nothing changes (yields ``None``)."""
+    ``verbose``, or when the file cannot be created, nothing changes (yields ``None``).
+    Inside another such block, the outer file is used."""
     if verbose:
         yield None
+        return
+    if _active:
+        path, handler = _active[-1]
+        with _attached(handler, loggers):
+            yield path
         return
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
@@ -60,9 +70,24 @@ def logs_to_file(
         yield None
         return
     handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    _active.append((path, handler))
+    try:
+        with _attached(handler, loggers):
+            yield path
+    finally:
+        _active.pop()
+        handler.close()
+
+
+@contextlib.contextmanager
+def _attached(handler: logging.Handler, loggers: tuple[str, ...]) -> Iterator[None]:
+    """``handler`` the only handler of ``loggers`` (INFO and up, not propagated), then
+    their own handlers, propagation and level back."""
     saved: list[tuple[logging.Logger, list[logging.Handler], bool, int]] = []
     for name in loggers:
         logger = logging.getLogger(name)
+        if handler in logger.handlers:
+            continue
         saved.append((logger, list(logger.handlers), logger.propagate, logger.level))
         # DBOS adds its console handler at configuration only when its logger has none.
         logger.handlers = [handler]
@@ -70,10 +95,9 @@ def logs_to_file(
         if logger.level == logging.NOTSET or logger.level > logging.INFO:
             logger.setLevel(logging.INFO)
     try:
-        yield path
+        yield
     finally:
-        for logger, handlers, propagate, level in saved:
+        for logger, handlers, propagate, level in reversed(saved):
             logger.handlers = handlers
             logger.propagate = propagate
             logger.setLevel(level)
-        handler.close()
