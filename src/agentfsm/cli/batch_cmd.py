@@ -88,7 +88,6 @@ def _task(
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r} is not a folder")
         session_dir = default_session_dir(workspace)
         try:
-            run_cmd.ensure_session_dir(session_dir, "the session folder")
             found = run_cmd.run_settings("agentfsm batch", args, workspace)
         except run_cmd.UsageError as error:
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r}: {error}") from None
@@ -100,6 +99,7 @@ def _task(
         )
         try:
             run_cmd.quirks(args, settings)  # a bad profile is refused now, not in a worker
+            run_cmd.ensure_session_dir(session_dir, "session folder")
         except run_cmd.UsageError as error:
             raise _Usage(f"{where}: {error}") from None
         checked[workspace] = found.digest if found.widens else None

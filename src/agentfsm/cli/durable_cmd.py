@@ -236,6 +236,8 @@ def run_durable(args: argparse.Namespace) -> int:
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
         run_cmd.quirks(args, settings)  # a bad profile too
+        option = "--session-dir" if args.session_dir else "session folder"
+        run_cmd.ensure_session_dir(session_dir, option)
     except run_cmd.UsageError as error:
         print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2

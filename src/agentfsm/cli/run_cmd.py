@@ -395,12 +395,12 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
             raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
     except OSError as error:
         raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
-    ensure_session_dir(session_dir, "--session-dir" if args.session_dir else "the session folder")
     return workspace, session_dir
 
 
 def ensure_session_dir(folder: Path, option: str) -> None:
-    """Create the session folder now, or refuse the run: a run is never left unrecorded."""
+    """Create the session folder now, or refuse the run: a run is never left unrecorded.
+    Called after the other checks, so a usage error leaves no folder behind."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
@@ -496,6 +496,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         quirks(args, settings)  # a bad profile stops the run before anything starts
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
+        ensure_session_dir(session_dir, "--session-dir" if args.session_dir else "session folder")
         engine_log = logging.getLogger("agentfsm.engine")
         reported = _ReportedHere()
         engine_log.addFilter(reported)
