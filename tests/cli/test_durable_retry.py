@@ -11,6 +11,7 @@ import re
 import shlex
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -257,3 +258,36 @@ def test_ctrl_c_on_batch_prints_the_pending_count_and_the_command_that_finishes(
             ("beta", "SUCCESS"),
             ("gamma", "SUCCESS"),
         ]
+
+
+def test_a_worker_tells_each_failed_task_in_one_line_and_warns_once(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", ["alpha", "beta", "gamma"])
+    code, _, err = batch(tmp_path, f"http://127.0.0.1:{closed_port()}/v1", "--detach")
+    assert code == 0, err
+    worker = agentfsm(tmp_path, "worker", "--database-url", database_url(tmp_path), "--poll", "0.1")
+    stream, output = worker.stderr, worker.stdout
+    assert stream is not None
+    assert output is not None
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(x.decode() for x in iter(stream.readline, b""))
+    )
+    reader.start()
+    deadline = time.monotonic() + 120
+    while sum(" failed: " in line for line in lines) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    worker.send_signal(signal.SIGINT)
+    worker.wait(timeout=60)
+    reader.join(timeout=10)
+    stream.close()
+    assert output.read() == b""
+    output.close()
+    print(f"worker stderr: {len(lines)} lines")
+    assert worker.returncode == 0, lines
+    failures = [line for line in lines if " failed: " in line]
+    assert sorted(line.split("'")[1] for line in failures) == ["alpha", "beta", "gamma"]
+    assert all("ProviderError" in line and "could not connect" in line for line in failures)
+    assert sum("--no-sandbox:" in line for line in lines) == 1
+    assert not any("Traceback" in line or "attempt 1 failed" in line for line in lines)
+    assert len(lines) == 7, lines  # logs, serving, warning, three failures, stopping

@@ -280,7 +280,7 @@ def worker(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"agentfsm worker: --rate: {error}", file=sys.stderr)
         return 2
-    durable_cmd._command.begin("worker")
+    durable_cmd._command.begin("worker", report_failures=True)
     with logs_to_file(
         "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
     ) as log:

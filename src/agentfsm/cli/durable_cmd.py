@@ -87,10 +87,28 @@ class _Command:
         self.lock = threading.Lock()
         self.begin("run")
 
-    def begin(self, name: str, *, warned: bool = False, instrument: Any = None) -> None:
-        """A new command in this process (``run``, ``batch``, ``worker``, ``runs``)."""
+    def begin(
+        self,
+        name: str,
+        *,
+        warned: bool = False,
+        instrument: Any = None,
+        report_failures: bool = False,
+    ) -> None:
+        """A new command in this process (``run``, ``batch``, ``worker``, ``runs``);
+        ``report_failures``: print one line for each run that fails here (``worker``)."""
         with self.lock:
             self.name, self.warned, self.instrument = name, warned, instrument
+            self.report_failures = report_failures
+
+    def task_failed(self, error: Exception) -> None:
+        if not self.report_failures:
+            return
+        from dbos import DBOS
+
+        line = f"agentfsm {self.name}: task {DBOS.workflow_id!r} failed: "
+        line += f"{type(error).__name__}: {error}"
+        print(run_cmd._one_line(line, 500), file=sys.stderr, flush=True)
 
     def warn_unsandboxed(self) -> None:
         with self.lock:
@@ -106,7 +124,18 @@ _command = _Command()
 
 @contextlib.asynccontextmanager
 async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
-    """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it)."""
+    """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it);
+    a run that fails is told to the command (``worker`` prints one line)."""
+    try:
+        async with _built_agent(spec) as agent:
+            yield agent
+    except Exception as error:
+        _command.task_failed(error)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _built_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     options = spec.options
     args = argparse.Namespace(
         **{name: options.get(name) for name in _OPTIONS},
