@@ -177,6 +177,8 @@ def test_runs_retry_reruns_a_failed_durable_run_with_the_new_provider(tmp_path: 
     found = re.search(r"durable run (\S+) \(resume", err.decode())
     assert found is not None, err
     run_id = found.group(1)
+    assert f"run it again with: agentfsm runs retry {run_id}" in err.decode()
+    assert b"chat call failed" not in err  # the failure is told once, by the renderer
 
     with FakeProviderServer() as server:
         server.handler = reply

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -284,15 +285,27 @@ def run_durable(args: argparse.Namespace) -> int:
         if args.json is False and args.quiet is False:
             shown.renderer.progress(f"durable run {run_id} (resume: agentfsm runs resume {run_id})")
         outcome, error = await _await(run_id)
-        return shown.finish(args, outcome, error, spec.session_path)
+        code = shown.finish(args, outcome, error, spec.session_path)
+        if error is not None and not args.json:
+            print(
+                f"agentfsm run: the run failed; after fixing the cause, run it again with: "
+                f"agentfsm runs retry {run_id} (with --base-url, --model … to change them)",
+                file=sys.stderr,
+            )
+        return code
 
     _command.begin("run", warned=True, instrument=getattr(args, "instrument", None))
+    engine_log = logging.getLogger("agentfsm.engine")
+    reported = run_cmd._ReportedHere()  # the failure is reported once, by the renderer
+    engine_log.addFilter(reported)
     try:
         with logs_to_file("run", verbose=getattr(args, "verbose", False)), _runtime(args):
             _unfinished_note(spec.run_id)
             return asyncio.run(drive())
     except KeyboardInterrupt:
         return 130
+    finally:
+        engine_log.removeFilter(reported)
 
 
 def _list(args: argparse.Namespace) -> int:
