@@ -97,6 +97,8 @@ def _check_sqlite(url: str, rest: str, create: bool) -> None:
             f"--database-url {_shown(url)}: cannot create its folder: {error.strerror or error}"
         ) from None
 
+    existed = path.exists()
+
     def open_it() -> None:
         connection = sqlite3.connect(text, timeout=connect_timeout())
         try:
@@ -105,6 +107,8 @@ def _check_sqlite(url: str, rest: str, create: bool) -> None:
             connection.rollback()
         finally:
             connection.close()
+            if not existed:  # the check leaves no file behind: DBOS creates it
+                path.unlink(missing_ok=True)
 
     try:
         _within(connect_timeout() + 1, open_it)

@@ -158,7 +158,6 @@ def _check(args: argparse.Namespace) -> None:
             raise _Usage(f"--rate: {error}") from None
     if args.poll <= 0:
         raise _Usage("--poll must be positive")
-    args.database_url = check_database_url(args.database_url)
 
 
 def _warn_changed(changed: list[str]) -> None:
@@ -189,6 +188,7 @@ def batch(args: argparse.Namespace) -> int:
     try:
         _check(args)
         tasks = read_tasks(args)
+        args.database_url = check_database_url(args.database_url)
     except run_cmd.UsageError as error:
         print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
