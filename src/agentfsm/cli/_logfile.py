@@ -18,7 +18,7 @@ from agentfsm.adapters.sessions import state_home
 
 from .terminal import sanitize
 
-__all__ = ["LIBRARY_LOGGERS", "SDK_LOGGERS", "log_folder", "logs_to_file"]
+__all__ = ["KEY_ENVS", "LIBRARY_LOGGERS", "SDK_LOGGERS", "log_folder", "logs_to_file"]
 
 SDK_LOGGERS = ("dbos", "opentelemetry")
 """Loggers of the libraries under a durable or exporting command."""
@@ -31,9 +31,22 @@ def log_folder() -> Path:
     return state_home() / "agentfsm" / "logs"
 
 
+KEY_ENVS: set[str] = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+"""Environment variables whose values never reach a log file (a run's ``--api-key-env``
+is added when its provider is built)."""
+
+
 class _Formatter(logging.Formatter):
+    """One record, sanitized for a terminal, its traceback included, with every API key
+    (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted."""
+
     def format(self, record: logging.LogRecord) -> str:
-        return sanitize(super().format(record))
+        from agentfsm.adapters.providers.errors import redact
+        from agentfsm.adapters.providers.keys import Secret, registered_secrets
+
+        secrets: list[str | Secret] = list(registered_secrets())
+        secrets += [os.environ.get(name, "") for name in sorted(KEY_ENVS)]
+        return redact(sanitize(super().format(record)), secrets)
 
 
 _active: list[tuple[Path, logging.FileHandler]] = []

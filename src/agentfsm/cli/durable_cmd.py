@@ -49,7 +49,7 @@ from agentfsm.engine.text import printable
 
 from . import run_cmd
 from ._database_url import check_database_url
-from ._logfile import logs_to_file
+from ._logfile import KEY_ENVS, logs_to_file
 from .agent_build import build_agent
 from .render import QuietRenderer
 from .report import RunTally, describe_failure, run_end
@@ -151,6 +151,9 @@ async def _built_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     sandbox = run_cmd._sandbox(args, workspace, settings, protected, warn=False)
     if args.no_sandbox:
         _command.warn_unsandboxed()
+    key_env = run_cmd._key_env(args)
+    if key_env is not None:
+        KEY_ENVS.add(key_env)  # its value is redacted from the log file
     async with contextlib.AsyncExitStack() as stack:
         chat = await run_cmd._chat(args, QuietRenderer(), stack, settings)
         local = run_cmd._provider(args) == "local"
