@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -78,13 +79,19 @@ def _write(results_: list[TaskResult], out: str | None) -> None:
     Path(out).write_text(lines, "utf-8")
 
 
+_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^@/\s]+@")
+
+
 def command_line(argv: Sequence[str] | None, extra: str | None = None) -> str:
     """``agentfsm ARGS`` as the user typed them (quoted for a shell, safe on a terminal),
-    with ``extra`` appended when it is not there yet."""
+    with ``extra`` appended when it is not there yet. A password in a URL is shown as
+    ``***`` (the line may end up in a CI log)."""
     arguments = list(argv or ())
     if extra is not None and extra not in arguments:
         arguments.append(extra)
-    return sanitize(shlex.join(["agentfsm", *arguments]))
+    hidden = [_PASSWORD.sub(r"\1***@", argument) for argument in arguments]
+    note = " (with the database password in place of ***)" if hidden != arguments else ""
+    return sanitize(shlex.join(["agentfsm", *hidden])) + note
 
 
 def _failure_line(command: str, found: TaskResult) -> str:

@@ -290,19 +290,24 @@ def run_durable(args: argparse.Namespace) -> int:
         outcome, error = await _await(run_id)
         code = shown.finish(args, outcome, error, spec.session_path)
         if error is not None and not args.json:
+            details = f"; details in {logs[0]}" if logs and logs[0] is not None else ""
             print(
                 f"agentfsm run: the run failed; after fixing the cause, run it again with: "
-                f"agentfsm runs retry {run_id} (with --base-url, --model … to change them)",
+                f"agentfsm runs retry {run_id} (with --base-url, --model … to change them)"
+                f"{details}",
                 file=sys.stderr,
             )
         return code
+
+    logs: list[Path | None] = []
 
     _command.begin("run", warned=True, instrument=getattr(args, "instrument", None))
     engine_log = logging.getLogger("agentfsm.engine")
     reported = run_cmd._ReportedHere()  # the failure is reported once, by the renderer
     engine_log.addFilter(reported)
     try:
-        with logs_to_file("run", verbose=getattr(args, "verbose", False)), _runtime(args):
+        with logs_to_file("run", verbose=getattr(args, "verbose", False)) as log, _runtime(args):
+            logs.append(log)
             _unfinished_note(spec.run_id)
             return asyncio.run(drive())
     except KeyboardInterrupt:
