@@ -106,7 +106,9 @@ def test_batch_otel_exports_its_tasks_and_a_missing_collector_is_one_line(
     warnings = [line for line in err if "--otel" in line]
     assert len(warnings) == 1
     assert warnings[0].startswith("agentfsm batch: WARNING: --otel: ")
-    [log] = [line.removeprefix("agentfsm batch: logs in ") for line in err if "logs in" in line]
+    [log] = [
+        line.removeprefix("agentfsm batch: logs go to ") for line in err if "logs go to" in line
+    ]
     assert warnings[0].endswith(f"details in {log}")  # one log file for the command
     assert "Transient error" in Path(log).read_text()  # the SDK's retries are there
     assert not any("Transient error" in line or "Traceback" in line for line in err)

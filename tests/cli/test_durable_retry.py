@@ -86,7 +86,7 @@ def test_failed_tasks_are_one_line_each_and_retry_failed_uses_the_new_base_url(
     assert all("ERROR: ProviderError" in line and "could not connect" in line for line in failures)
     assert "--retry-failed" in lines[-1]
     assert not any("Traceback" in line for line in err)
-    log = Path(lines[1].removeprefix("agentfsm batch: logs in "))
+    log = Path(lines[1].removeprefix("agentfsm batch: logs go to "))
     logged = log.read_text()
     assert "Traceback" in logged
     assert "attempt 1 failed" in logged

@@ -95,7 +95,7 @@ def test_an_echoed_key_reaches_no_log_file_nor_the_terminal(
         out, err = worker.communicate(timeout=60)
         seen["worker stdout"], seen["worker stderr"] = out.decode(), err.decode()
     logs = sorted((tmp_path / "state" / "agentfsm" / "logs").glob("*.log"))
-    assert len(logs) == 3  # the two batches' and the worker's
+    assert len(logs) >= 2  # the failing batch's and the worker's (a quiet command makes none)
     for log in logs:
         seen[log.name] = log.read_text()
     logged = "".join(seen[log.name] for log in logs)

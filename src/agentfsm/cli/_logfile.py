@@ -73,7 +73,8 @@ def logs_to_file(
     path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace")
+        # Created at the first record: a command that logs nothing leaves no empty file.
+        handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace", delay=True)
     except OSError as error:
         print(
             f"agentfsm {command}: cannot write a log file ({error.strerror or error}); "

@@ -198,7 +198,7 @@ def batch(args: argparse.Namespace) -> int:
     loggers = (*SDK_LOGGERS, *LIBRARY_LOGGERS)
     with logs_to_file("batch", verbose=args.verbose, loggers=loggers) as log:
         if log is not None and not args.quiet:
-            print(f"agentfsm batch: logs in {log}", file=sys.stderr)
+            print(f"agentfsm batch: logs go to {log}", file=sys.stderr)
         return _submit_and_work(args, tasks)
 
 
@@ -285,7 +285,7 @@ def worker(args: argparse.Namespace) -> int:
         "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
     ) as log:
         if log is not None:
-            print(f"agentfsm worker: logs in {log}", file=sys.stderr, flush=True)
+            print(f"agentfsm worker: logs go to {log}", file=sys.stderr, flush=True)
         return _serve(args, url, rate)
 
 
