@@ -469,7 +469,8 @@ def _retry(args: argparse.Namespace) -> int:
             elif attempt.status not in FAILED:
                 problem = f"its latest attempt {attempt.run_id} is {attempt.status}, not failed"
             if problem is not None or attempt is None or attempt.spec is None:
-                print(f"agentfsm runs retry: {run_id[:200]!r}: {problem}", file=sys.stderr)
+                line = f"agentfsm runs retry: {run_id[:200]!r}: {problem}"
+                print(run_cmd._one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
         submitted = submit_tasks(tasks, client=client, retry_failed=True)
