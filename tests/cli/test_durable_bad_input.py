@@ -6,7 +6,9 @@ Real ``agentfsm`` processes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -185,7 +187,9 @@ def test_a_reachable_postgres_is_accepted_and_an_unknown_role_is_one_line() -> N
     if postgres_bin() is None:
         pytest.fail("PostgreSQL is not installed (make test-postgres needs it)")
     folder = Path(tempfile.mkdtemp(prefix="agentfsm-pg-"))
-    with PostgresServer(folder) as server:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
+        server = cleanup.enter_context(PostgresServer(folder))
         missing_db = server.url.rsplit("/", 1)[0] + "/not_created_yet"  # DBOS creates it
         proc = _agentfsm(folder, ["runs", "list", "--all", "--database-url", missing_db])
         out, err = proc.communicate(timeout=120)

@@ -292,4 +292,5 @@ def test_a_worker_tells_each_failed_task_in_one_line_and_warns_once(tmp_path: Pa
     assert all("ProviderError" in line and "could not connect" in line for line in failures)
     assert sum("--no-sandbox:" in line for line in lines) == 1
     assert not any("Traceback" in line or "attempt 1 failed" in line for line in lines)
-    assert len(lines) == 7, lines  # logs, serving, warning, three failures, stopping
+    assert len(lines) == 6, lines  # serving (and the log file), warning, 3 failures, stopping
+    assert "logs go to " in lines[0]

@@ -284,12 +284,10 @@ def worker(args: argparse.Namespace) -> int:
     with logs_to_file(
         "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
     ) as log:
-        if log is not None:
-            print(f"agentfsm worker: logs go to {log}", file=sys.stderr, flush=True)
-        return _serve(args, url, rate)
+        return _serve(args, url, rate, log)
 
 
-def _serve(args: argparse.Namespace, url: str, rate: Any) -> int:
+def _serve(args: argparse.Namespace, url: str, rate: Any, log: Path | None) -> int:
     from agentfsm.adapters.durable import QUEUE_NAME, TaskWorker
 
     stop = threading.Event()
@@ -302,9 +300,10 @@ def _serve(args: argparse.Namespace, url: str, rate: Any) -> int:
             executor_id=args.executor_id,
             polling_interval=args.poll,
         ) as serving:
+            logs = f"; logs go to {log}" if log is not None else ""
             print(
                 f"agentfsm worker {serving.executor_id}: serving {QUEUE_NAME} "
-                f"(concurrency {args.concurrency}); Ctrl-C stops it",
+                f"(concurrency {args.concurrency}){logs}; Ctrl-C stops it",
                 file=sys.stderr,
                 flush=True,
             )
