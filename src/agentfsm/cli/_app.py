@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         args = parser.parse_args(arguments)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    args.argv = arguments  # the command line, to print the command that continues a batch
     from ._terminal import sanitized_logging
 
     with sanitized_logging():

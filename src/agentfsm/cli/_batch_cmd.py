@@ -11,7 +11,6 @@ machine that reaches the database. See ``docs/durable.md``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import re
@@ -26,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 from agentfsm.adapters.sessions import default_session_dir
 
 from . import _run_cmd as run_cmd
+from ._database_url import check_database_url
+from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._parser import add_batch_arguments, add_worker_arguments
-from ._terminal import json_safe
+from ._queue_work import command_line, work_queue
 
 if TYPE_CHECKING:
-    from agentfsm.adapters.durable import BatchProgress, RunSpec, TaskResult
+    from agentfsm.adapters.durable import RunSpec
 
 # The commands import the durable extra (dbos) when they run, not when the parser is built.
 
@@ -39,6 +40,7 @@ __all__ = ["add_batch_arguments", "add_worker_arguments", "batch", "worker"]
 MAX_ID = 200
 """Longest task id (it is the workflow id and names the session file)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_RETRY_SUFFIX = re.compile(r"@retry\d+$")
 
 
 class _Usage(run_cmd.UsageError):
@@ -66,10 +68,16 @@ def _task(
     task_id, prompt = data.get("id"), data.get("prompt")
     if not isinstance(task_id, str) or not 1 <= len(task_id) <= MAX_ID or not task_id.isprintable():
         raise _Usage(f"{where}: id must be a printable string of 1 to {MAX_ID} characters")
+    if _RETRY_SUFFIX.search(task_id):
+        raise _Usage(f"{where}: id must not end in @retryN (the names of retry attempts)")
     if not isinstance(prompt, str) or not prompt.strip():
         raise _Usage(f"{where}: prompt must be a non-empty string")
     max_turns = data.get("max_turns", args.max_turns)
-    if not isinstance(max_turns, int) or not 1 <= max_turns <= run_cmd.MAX_TURNS:
+    if (
+        isinstance(max_turns, bool)
+        or not isinstance(max_turns, int)
+        or not 1 <= max_turns <= run_cmd.MAX_TURNS
+    ):
         raise _Usage(f"{where}: max_turns must be between 1 and {run_cmd.MAX_TURNS}")
     folder = data.get("workspace")
     if folder is not None and not isinstance(folder, str):
@@ -85,9 +93,13 @@ def _task(
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r}: {error}") from None
         settings = found.settings
         protected = run_cmd._protected(workspace, session_dir)
-        run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not in a worker
+        # Refused now, not in a worker; its warnings are printed once, for the first.
+        run_cmd._sandbox(
+            args, workspace, settings, protected, warn=not checked and not args.no_sandbox
+        )
         try:
             run_cmd.quirks(args, settings)  # a bad profile is refused now, not in a worker
+            run_cmd.ensure_session_dir(session_dir, "session folder")
         except run_cmd.UsageError as error:
             raise _Usage(f"{where}: {error}") from None
         checked[workspace] = found.digest if found.widens else None
@@ -133,58 +145,6 @@ def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
     return tasks
 
 
-class _ProgressView:
-    """The batch's progress on stderr: a rich bar on a terminal (with the ``cli`` extra),
-    else a plain line whenever the counts change."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.quiet = quiet
-        self.last = ""
-        self.bar: Any = None
-        self.task: Any = None
-        if quiet or not sys.stderr.isatty():
-            return
-        try:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-        except ImportError:
-            return
-        self.bar = Progress(
-            TextColumn("batch"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self.task = self.bar.add_task("", total=total)
-        self.bar.start()
-
-    def __call__(self, now: BatchProgress) -> None:
-        if self.quiet:
-            return
-        if self.bar is not None:
-            detail = f"running {now.running} · failed {now.failed} · tokens {now.tokens}"
-            self.bar.update(self.task, completed=now.done + now.failed, description=detail)
-            return
-        line = now.line()
-        if line != self.last:
-            self.last = line
-            print(line, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _write(results_: list[TaskResult], out: str | None) -> None:
-    lines = "".join(json_safe(json.dumps(r.to_dict(), ensure_ascii=False)) + "\n" for r in results_)
-    if out is None:
-        sys.stdout.write(lines)
-        return
-    Path(out).write_text(lines, "utf-8")
-
-
 def _check(args: argparse.Namespace) -> None:
     from agentfsm.adapters.durable._queue import parse_rate
 
@@ -200,56 +160,91 @@ def _check(args: argparse.Namespace) -> None:
         raise _Usage("--poll must be positive")
 
 
+def _warn_changed(changed: list[str]) -> None:
+    """One line naming the known tasks given now with another prompt or other options."""
+    if not changed:
+        return
+    names = ", ".join(repr(task[:100]) for task in changed[:5])
+    more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+    print(
+        run_cmd._one_line(
+            f"agentfsm batch: WARNING: task(s) {names}{more} already known with another "
+            "prompt or other options: kept as they are, not run again (--retry-failed "
+            "reruns failed ones with the options given now)",
+            1000,
+        ),
+        file=sys.stderr,
+    )
+
+
 def batch(args: argparse.Namespace) -> int:
     """``agentfsm batch``; returns the exit code (1 when a task failed)."""
-    from agentfsm.adapters.durable import TaskWorker, default_database_url, enqueue, open_client
-    from agentfsm.adapters.durable._queue import QUEUE_NAME, gather_results
+    if getattr(args, "otel", False):
+        from ._otel import run_with_otel  # needs the cli-otel extra
+
+        return run_with_otel(args, batch, command="batch")
+    from . import _durable_cmd as durable_cmd
 
     try:
         _check(args)
         tasks = read_tasks(args)
+        args.database_url = check_database_url(args.database_url)
     except run_cmd.UsageError as error:
         print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
-    url = args.database_url or default_database_url()
-    worker_: Any = None
-    view: _ProgressView | None = None
-    client = open_client(url)
+    if args.no_sandbox:  # once for the command, not once per task
+        print(f"agentfsm batch: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr)
+    durable_cmd._command.begin("batch", warned=True, instrument=getattr(args, "instrument", None))
+    loggers = (*SDK_LOGGERS, *LIBRARY_LOGGERS)
+    with logs_to_file("batch", verbose=args.verbose, loggers=loggers) as log:
+        if log is not None and not args.quiet:
+            print(f"agentfsm batch: logs go to {log}", file=sys.stderr)
+        return _submit_and_work(args, tasks)
+
+
+def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
+    from agentfsm.adapters.durable import open_client, submit_tasks
+    from agentfsm.adapters.durable._queue import QUEUE_NAME
+
+    argv = getattr(args, "argv", None) or ["batch", args.tasks]
     try:
-        new = enqueue(tasks, client=client)
+        client = open_client(args.database_url)
+    except Exception as error:  # the database was checked: it went away since
+        print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 1
+    try:
+        submitted = submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
+        _warn_changed(submitted.changed)
         if not args.quiet:
-            known = len(tasks) - len(new)
+            known = len(tasks) - len(submitted.new) - len(submitted.retried)
             print(
-                f"agentfsm batch: {len(new)} task(s) enqueued on {QUEUE_NAME}"
+                f"agentfsm batch: {len(submitted.new)} task(s) enqueued on {QUEUE_NAME}"
+                + (f", {len(submitted.retried)} failed one(s) retried" if submitted.retried else "")
                 + (f", {known} already known (not run again)" if known else ""),
                 file=sys.stderr,
             )
         if args.detach:
             return 0
-        if not args.no_work:
-            worker_ = TaskWorker(
-                url, concurrency=args.concurrency, rate=args.rate, polling_interval=args.poll
-            ).start()
-        view = _ProgressView(len(tasks), args.quiet)
-        found = asyncio.run(
-            gather_results(
-                list(tasks), client=client, on_progress=view, interval=min(args.poll, 0.5)
-            )
+        return work_queue(
+            "batch",
+            url=args.database_url,
+            client=client,
+            runs=submitted.runs,
+            work=not args.no_work,
+            concurrency=args.concurrency,
+            rate=args.rate,
+            poll=args.poll,
+            quiet=args.quiet,
+            out=args.out,
+            finish_with=command_line([a for a in argv if a != "--retry-failed"]),
+            retry_with=command_line(argv, "--retry-failed"),
         )
-        view.close()
-        view = None
-        _write(found, args.out)
-        return 0 if all(r.status == "SUCCESS" for r in found) else 1
     except KeyboardInterrupt:
         return 130
     except OSError as error:
         print(f"agentfsm batch: {error}", file=sys.stderr)
         return 1
     finally:
-        if view is not None:
-            view.close()
-        if worker_ is not None:
-            worker_.stop()
         client.destroy()
 
 
@@ -268,13 +263,16 @@ def _on_signals(stop: threading.Event) -> Callable[[], None]:
 
 def worker(args: argparse.Namespace) -> int:
     """``agentfsm worker``: serve the task queue until SIGINT or SIGTERM."""
-    from agentfsm.adapters.durable import TaskWorker, default_database_url
+    from agentfsm.adapters.durable import requeue_executor
     from agentfsm.adapters.durable._queue import QUEUE_NAME, parse_rate
-    from agentfsm.adapters.durable._worker import requeue_executor
 
-    from . import _durable_cmd  # noqa: F401  registers the agent factory of CLI tasks
+    from . import _durable_cmd as durable_cmd  # registers the agent factory of CLI tasks
 
-    url = args.database_url or default_database_url()
+    try:
+        url = check_database_url(args.database_url)
+    except run_cmd.UsageError as error:
+        print(f"agentfsm worker: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 2
     if args.requeue is not None:
         ids = requeue_executor(args.requeue, url)
         print(f"agentfsm worker: {len(ids)} task(s) of {args.requeue} back on {QUEUE_NAME}")
@@ -284,6 +282,17 @@ def worker(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"agentfsm worker: --rate: {error}", file=sys.stderr)
         return 2
+    durable_cmd._command.begin("worker", report_failures=True)
+    with logs_to_file(
+        "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
+    ) as log:
+        return _serve(args, url, rate, log)
+
+
+def _serve(args: argparse.Namespace, url: str, rate: Any, log: Path | None) -> int:
+    from agentfsm.adapters.durable import TaskWorker
+    from agentfsm.adapters.durable._queue import QUEUE_NAME
+
     stop = threading.Event()
     restore = _on_signals(stop)
     try:
@@ -294,9 +303,10 @@ def worker(args: argparse.Namespace) -> int:
             executor_id=args.executor_id,
             polling_interval=args.poll,
         ) as serving:
+            logs = f"; logs go to {log}" if log is not None else ""
             print(
                 f"agentfsm worker {serving.executor_id}: serving {QUEUE_NAME} "
-                f"(concurrency {args.concurrency}); Ctrl-C stops it",
+                f"(concurrency {args.concurrency}){logs}; Ctrl-C stops it",
                 file=sys.stderr,
                 flush=True,
             )

@@ -14,14 +14,14 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-from dbos import DBOSClient
 
 from agentfsm.adapters.durable import (
     DurableEvent,
@@ -34,6 +34,7 @@ from agentfsm.adapters.durable import (
     register_agent_factory,
     result,
     resume,
+    retry_session_path,
     submit,
 )
 from agentfsm.adapters.durable._queue import APPLICATION_VERSION
@@ -47,6 +48,8 @@ from agentfsm.engine._text import printable
 
 from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
+from ._database_url import check_database_url
+from ._logfile import KEY_ENVS, logs_to_file
 from ._render import QuietRenderer
 from ._report import RunTally, describe_failure, run_end
 from ._run_html import attach_picture
@@ -77,17 +80,81 @@ _OPTIONS = (
 )
 
 
+class _Command:
+    """What the command running durable runs in this process lends their agents: its name,
+    whether the ``--no-sandbox`` warning was printed (once per command, not per task), and
+    the ``--otel`` instrumentation."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.begin("run")
+
+    def begin(
+        self,
+        name: str,
+        *,
+        warned: bool = False,
+        instrument: Any = None,
+        report_failures: bool = False,
+    ) -> None:
+        """A new command in this process (``run``, ``batch``, ``worker``, ``runs``);
+        ``report_failures``: print one line for each run that fails here (``worker``)."""
+        with self.lock:
+            self.name, self.warned, self.instrument = name, warned, instrument
+            self.report_failures = report_failures
+
+    def task_failed(self, error: Exception) -> None:
+        if not self.report_failures:
+            return
+        from dbos import DBOS
+
+        line = f"agentfsm {self.name}: task {DBOS.workflow_id!r} failed: "
+        line += f"{type(error).__name__}: {error}"
+        print(run_cmd._one_line(line, 500), file=sys.stderr, flush=True)
+
+    def warn_unsandboxed(self) -> None:
+        with self.lock:
+            if self.warned:
+                return
+            self.warned = True
+        print(f"agentfsm {self.name}: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr, flush=True)
+
+
+_command = _Command()
+"""The command running durable runs in this process (see :class:`_Command`)."""
+
+
 @contextlib.asynccontextmanager
 async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
-    """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it)."""
+    """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it);
+    a run that fails is told to the command (``worker`` prints one line)."""
+    try:
+        async with _built_agent(spec) as agent:
+            yield agent
+    except Exception as error:
+        _command.task_failed(error)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _built_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     options = spec.options
-    args = argparse.Namespace(**{name: options.get(name) for name in _OPTIONS}, resume=None)
+    args = argparse.Namespace(
+        **{name: options.get(name) for name in _OPTIONS},
+        resume=None,
+        instrument=_command.instrument,
+    )
     workspace, session_dir = Path(options["workspace"]), Path(options["session_dir"])
     found = read_run_settings(workspace)
     check_submitted(found, options.get(SETTINGS_DIGEST))
     settings = found.settings
     protected = run_cmd._protected(workspace, session_dir)
-    sandbox = run_cmd._sandbox(args, workspace, settings, protected)
+    sandbox = run_cmd._sandbox(args, workspace, settings, protected, warn=False)
+    if args.no_sandbox:
+        _command.warn_unsandboxed()
+    key_env = run_cmd._key_env(args)
+    if key_env is not None:
+        KEY_ENVS.add(key_env)  # its value is redacted from the log file
     async with contextlib.AsyncExitStack() as stack:
         chat = await run_cmd._chat(args, QuietRenderer(), stack, settings)
         local = run_cmd._provider(args) == "local"
@@ -194,7 +261,9 @@ def run_durable(args: argparse.Namespace) -> int:
             raise run_cmd.UsageError(
                 "--durable starts a new run; resume one with `agentfsm runs resume ID`"
             )
+        run_cmd.check_prompt(args.prompt)
         run_cmd._check_numbers(args)
+        args.database_url = check_database_url(args.database_url)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
         found = run_cmd.run_settings("agentfsm run", args, workspace)
@@ -202,6 +271,8 @@ def run_durable(args: argparse.Namespace) -> int:
         protected = run_cmd._protected(workspace, session_dir)
         run_cmd._sandbox(args, workspace, settings, protected)  # refused now, not at a step
         run_cmd.quirks(args, settings)  # a bad profile too
+        option = "--session-dir" if args.session_dir else "session folder"
+        run_cmd.ensure_session_dir(session_dir, option)
     except run_cmd.UsageError as error:
         print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 2
@@ -219,14 +290,32 @@ def run_durable(args: argparse.Namespace) -> int:
         if args.json is False and args.quiet is False:
             shown.renderer.progress(f"durable run {run_id} (resume: agentfsm runs resume {run_id})")
         outcome, error = await _await(run_id)
-        return shown.finish(args, outcome, error, spec.session_path)
+        code = shown.finish(args, outcome, error, spec.session_path)
+        if error is not None and not args.json:
+            details = f"; details in {logs[0]}" if logs and logs[0] is not None else ""
+            print(
+                f"agentfsm run: the run failed; after fixing the cause, run it again with: "
+                f"agentfsm runs retry {run_id} (with --base-url, --model … to change them)"
+                f"{details}",
+                file=sys.stderr,
+            )
+        return code
 
+    logs: list[Path | None] = []
+
+    _command.begin("run", warned=True, instrument=getattr(args, "instrument", None))
+    engine_log = logging.getLogger("agentfsm.engine")
+    reported = run_cmd._ReportedHere()  # the failure is reported once, by the renderer
+    engine_log.addFilter(reported)
     try:
-        with _runtime(args):
+        with logs_to_file("run", verbose=getattr(args, "verbose", False)) as log, _runtime(args):
+            logs.append(log)
             _unfinished_note(spec.run_id)
             return asyncio.run(drive())
     except KeyboardInterrupt:
         return 130
+    finally:
+        engine_log.removeFilter(reported)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -235,7 +324,9 @@ def _list(args: argparse.Namespace) -> int:
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         runs: list[RunInfo] = []
     else:
-        client = DBOSClient(system_database_url=url)
+        from agentfsm.adapters.durable import open_client
+
+        client = open_client(url)  # creates a PostgreSQL system database that is not there yet
         try:
             runs = list_runs(unfinished=not args.all, client=client)
         finally:
@@ -297,9 +388,107 @@ def _resume(args: argparse.Namespace) -> int:
 def runs(args: argparse.Namespace) -> int:
     """``agentfsm runs list|resume``; returns the exit code."""
     try:
-        if args.action == "list":
-            return _list(args)
-        with _runtime(args):
-            return _resume(args)
+        args.database_url = check_database_url(args.database_url, create=args.action != "list")
+    except run_cmd.UsageError as error:
+        print(f"agentfsm runs {args.action}: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        return 2
+    _command.begin("runs")
+    try:
+        with logs_to_file(f"runs-{args.action}", verbose=args.verbose):
+            if args.action == "list":
+                return _list(args)
+            if args.action == "retry":
+                return _retry(args)
+            with _runtime(args):
+                return _resume(args)
     except KeyboardInterrupt:
         return 130
+
+
+_PROVIDER_OPTIONS = (
+    "provider",
+    "model",
+    "base_url",
+    "api_key_env",
+    "quirk",
+    "temperature",
+    "max_tokens",
+    "context_budget",
+)
+"""What ``runs retry`` takes from its own command line when it names a provider."""
+_NAMES_PROVIDER = ("provider", "model", "base_url", "api_key_env")
+
+
+def _retry_spec(args: argparse.Namespace, spec: RunSpec) -> RunSpec:
+    """The failed run's spec (prompt, workspace, policies, sandbox) with the provider of
+    this command line when it names one (else the run's own), decided now, recording from
+    the first attempt's session file name (:func:`submit_tasks` names the attempt's own)."""
+    options = dict(spec.options)
+    if any(getattr(args, name) for name in _NAMES_PROVIDER):
+        options.update({name: getattr(args, name) for name in _PROVIDER_OPTIONS})
+        options["provider"] = run_cmd._provider(args)
+    return RunSpec(
+        prompt=spec.prompt,
+        factory=spec.factory,
+        session_path=retry_session_path(spec.session_path, 1),
+        options=options,
+    )
+
+
+def _retry(args: argparse.Namespace) -> int:
+    """``agentfsm runs retry ID...``: a new attempt of each failed run, on the task queue,
+    run by this process; one result line per run."""
+    from agentfsm.adapters.durable import (
+        FAILED,
+        latest_attempts,
+        open_client,
+        submit_tasks,
+        task_of_run,
+    )
+
+    from ._queue_work import command_line, work_queue
+
+    if any(getattr(args, name) for name in _NAMES_PROVIDER):
+        checked = argparse.Namespace(**vars(args), resume=None, max_turns=1)
+        try:
+            run_cmd._check_numbers(checked)
+            run_cmd._check_inputs(checked, Path("."), None)
+        except run_cmd.UsageError as error:
+            print(f"agentfsm runs retry: {run_cmd._one_line(str(error))}", file=sys.stderr)
+            return 2
+    client = open_client(args.database_url)
+    try:
+        tasks: dict[str, RunSpec] = {}
+        latest = latest_attempts(client, [task_of_run(run_id)[0] for run_id in args.ids])
+        for run_id in args.ids:
+            task = task_of_run(run_id)[0]
+            attempt = latest.get(task)
+            problem = None
+            if attempt is None or attempt.spec is None:
+                problem = "no such durable run"
+            elif attempt.spec.factory != CLI_FACTORY:
+                problem = f"built by the agent factory {attempt.spec.factory!r}, not the CLI's"
+            elif attempt.status not in FAILED:
+                problem = f"its latest attempt {attempt.run_id} is {attempt.status}, not failed"
+            if problem is not None or attempt is None or attempt.spec is None:
+                line = f"agentfsm runs retry: {run_id[:200]!r}: {problem}"
+                print(run_cmd._one_line(line), file=sys.stderr)
+                return 2
+            tasks[task] = _retry_spec(args, attempt.spec)
+        submitted = submit_tasks(tasks, client=client, retry_failed=True)
+        if not args.quiet:
+            names = ", ".join(submitted.runs[task] for task in submitted.retried)
+            print(f"agentfsm runs retry: enqueued {names}", file=sys.stderr)
+        return work_queue(
+            "runs retry",
+            url=args.database_url,
+            client=client,
+            runs=submitted.runs,
+            work=True,
+            quiet=args.quiet,
+            out=args.out,
+            finish_with=command_line(["worker", "--database-url", args.database_url]),
+            retry_with=command_line(["runs", "retry", *submitted.runs.values()]),
+        )
+    finally:
+        client.destroy()

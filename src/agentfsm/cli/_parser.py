@@ -76,10 +76,18 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     runs_output = runs_resume.add_mutually_exclusive_group()
     runs_output.add_argument("--json", action="store_true")
     runs_output.add_argument("--quiet", action="store_true")
-    for sub in (runs_list, runs_resume):
+    runs_retry = runs_actions.add_parser(
+        "retry", help="run failed durable runs again, with this command line's provider"
+    )
+    runs_retry.add_argument("ids", nargs="+", metavar="ID", help="failed runs (runs list --all)")
+    _retry_provider_options(runs_retry)
+    runs_retry.add_argument("--out", metavar="FILE", help="write one result line per run here")
+    runs_retry.add_argument("--quiet", action="store_true", help="no progress line")
+    for sub in (runs_list, runs_resume, runs_retry):
         sub.add_argument(
             "--database-url", metavar="URL", help="default: SQLite in the state folder"
         )
+        _verbose_option(sub)
 
 
 def _diagram_arguments(diagram: argparse.ArgumentParser) -> None:
@@ -99,6 +107,26 @@ def _diagram_arguments(diagram: argparse.ArgumentParser) -> None:
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
     """``conformance`` and ``fake-server`` parse their own arguments."""
+
+
+def _verbose_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="DBOS's and OpenTelemetry's logs on stderr (default: a log file, path printed)",
+    )
+
+
+def _retry_provider_options(parser: argparse.ArgumentParser) -> None:
+    """The provider options of ``runs retry`` (none given: each run's own)."""
+    parser.add_argument("--provider", choices=["openai", "anthropic", "openai-compatible", "local"])
+    parser.add_argument("--model", help="model name")
+    parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--api-key-env", metavar="VAR", help="variable holding the API key")
+    parser.add_argument("--quirk", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
 
 
 def add_run_arguments(parser: Any) -> None:
@@ -192,6 +220,7 @@ def add_run_arguments(parser: Any) -> None:
         metavar="FILE",
         help="after the run, write a self-contained HTML picture of its session to FILE",
     )
+    _verbose_option(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument(
         "--json",
@@ -303,6 +332,18 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--detach", action="store_true", help="enqueue and exit (implies --no-work)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run the tasks that ended in error again, with this command line's options "
+        "(a new attempt, ID@retryN)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces and metrics of the tasks this process runs",
+    )
+    _verbose_option(parser)
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -319,13 +360,14 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="EXECUTOR_ID",
         help="put the unfinished tasks of a dead executor back on the queue, then exit",
     )
+    _verbose_option(parser)
 
 
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("run an agent on a task", add_run_arguments),
     "sessions": ("recorded sessions", _sessions_arguments),
     "trace": ("per-run counts of a session", _trace_arguments),
-    "runs": ("durable runs (list, resume)", _runs_arguments),
+    "runs": ("durable runs (list, resume, retry)", _runs_arguments),
     "batch": ("many durable runs on a queue", add_batch_arguments),
     "worker": ("serve the batch task queue", add_worker_arguments),
     "conformance": ("check a provider (agentfsm conformance -h)", _no_arguments),

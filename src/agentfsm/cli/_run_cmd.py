@@ -271,11 +271,18 @@ NO_SANDBOX_WARNING = (
 
 
 def _sandbox(
-    args: argparse.Namespace, workspace: Path, settings: Settings, protected: tuple[str, ...]
+    args: argparse.Namespace,
+    workspace: Path,
+    settings: Settings,
+    protected: tuple[str, ...],
+    *,
+    warn: bool = True,
 ) -> CommandSandbox:
-    """The sandbox of the run's commands; without one the run does not start."""
+    """The sandbox of the run's commands; without one the run does not start. ``warn``:
+    print the ``--no-sandbox`` warning (commands of many runs print it once themselves)."""
     if args.no_sandbox:
-        print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
+        if warn:
+            print(f"agentfsm run: {NO_SANDBOX_WARNING}", file=sys.stderr)
         return Unsandboxed(env=settings.sandbox.env)
     try:
         sandbox = detect_sandbox(
@@ -290,7 +297,7 @@ def _sandbox(
     except (SandboxUnavailable, ValueError) as error:
         raise UsageError(str(error)) from None
     bound = sandbox.describe().get("limits", {}).get("processes_bound", "")
-    if bound.startswith("NOT BOUNDED"):
+    if warn and bound.startswith("NOT BOUNDED"):
         print(f"agentfsm run: WARNING: sandboxed processes are {bound}", file=sys.stderr)
     return sandbox
 
@@ -451,6 +458,26 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     return workspace, session_dir
 
 
+def ensure_session_dir(folder: Path, option: str) -> None:
+    """Create the session folder now, or refuse the run: a run is never left unrecorded.
+    Called after the other checks, so a usage error leaves no folder behind."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as error:
+        raise UsageError(
+            f"{option} {str(folder)[:200]!r} cannot be created or written: "
+            f"{error.strerror or error}"
+        ) from None
+
+
+def check_prompt(prompt: str) -> None:
+    """Refuse an empty task, as ``agentfsm batch`` does."""
+    if not prompt.strip():
+        raise UsageError("the prompt must be a non-empty string, e.g. agentfsm run 'fix the tests'")
+
+
 def _check_inputs(
     args: argparse.Namespace, session_dir: Path, chat_override: ChatFn | None
 ) -> Path | None:
@@ -527,6 +554,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
 
         return durable_cmd.run_durable(args)
     try:
+        check_prompt(args.prompt)
         _check_numbers(args)
         workspace, session_dir = _paths(args)
         parent = _check_inputs(args, session_dir, chat_override)
@@ -534,6 +562,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         quirks(args, settings)  # a bad profile stops the run before anything starts
         protected = _protected(workspace, session_dir)
         sandbox = _sandbox(args, workspace, settings, protected)
+        ensure_session_dir(session_dir, "--session-dir" if args.session_dir else "session folder")
         engine_log = logging.getLogger("agentfsm.engine")
         reported = _ReportedHere()
         engine_log.addFilter(reported)

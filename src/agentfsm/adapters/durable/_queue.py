@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 from dbos import DBOS, DBOSClient, EnqueueOptions
 from dbos._queue import QueueRateLimit
 
@@ -30,18 +30,26 @@ from ._workflow import WORKFLOW_NAME
 
 __all__ = [
     "APPLICATION_VERSION",
+    "Attempt",
     "BatchProgress",
     "FAILED",
     "QUEUE_NAME",
+    "RETRY_MARK",
+    "Submission",
     "TaskResult",
     "WORKFLOW_FORMAT",
+    "attempt_id",
     "declare_queue",
     "enqueue",
     "gather_results",
+    "latest_attempts",
     "open_client",
     "parse_rate",
     "progress",
     "results",
+    "retry_session_path",
+    "submit_tasks",
+    "task_of_run",
 ]
 
 QUEUE_NAME = "agentfsm.tasks"
@@ -128,16 +136,145 @@ def enqueue(
     for run_id, spec in tasks.items():
         if run_id in known:
             continue
-        options: EnqueueOptions = {
-            "queue_name": QUEUE_NAME,
-            "workflow_name": WORKFLOW_NAME,
-            "workflow_id": run_id,
-            "app_version": app_version,
-            "application_name": DEFAULT_APP_NAME,
-        }
-        client.enqueue(options, spec.to_dict())
+        _enqueue_one(client, run_id, spec, app_version)
         new.append(run_id)
     return new
+
+
+def _enqueue_one(client: DBOSClient, run_id: str, spec: RunSpec, app_version: str) -> None:
+    options: EnqueueOptions = {
+        "queue_name": QUEUE_NAME,
+        "workflow_name": WORKFLOW_NAME,
+        "workflow_id": run_id,
+        "app_version": app_version,
+        "application_name": DEFAULT_APP_NAME,
+    }
+    client.enqueue(options, spec.to_dict())
+
+
+RETRY_MARK = "@retry"
+"""Attempt ``N`` (2, 3, …) of task ``ID`` runs as the workflow ``ID@retryN``."""
+_RETRY_ID = re.compile(r"^(.*)@retry([2-9]|[1-9]\d+)$", re.DOTALL)
+
+
+def attempt_id(task_id: str, attempt: int) -> str:
+    """The workflow id of attempt ``attempt`` of a task: the task id, then ``ID@retryN``."""
+    return task_id if attempt == 1 else f"{task_id}{RETRY_MARK}{attempt}"
+
+
+def task_of_run(run_id: str) -> tuple[str, int]:
+    """The task id and attempt number of a workflow id (:func:`attempt_id` reversed)."""
+    match = _RETRY_ID.match(run_id)
+    return (match.group(1), int(match.group(2))) if match else (run_id, 1)
+
+
+@frozen
+class Attempt:
+    """The latest run of a task the database knows."""
+
+    run_id: str
+    attempt: int
+    status: str
+    """DBOS's status of that run."""
+    spec: RunSpec | None
+    """The spec it was given (``None`` when its input is unreadable)."""
+
+
+def latest_attempts(client: DBOSClient, task_ids: Sequence[str]) -> dict[str, Attempt]:
+    """The latest attempt of each of ``task_ids`` the database knows (tasks it does not
+    know are left out): one query per attempt number, over the tasks still in the race."""
+    found: dict[str, Attempt] = {}
+    waiting = list(dict.fromkeys(task_ids))
+    attempt = 1
+    while waiting:
+        ids = {attempt_id(task, attempt): task for task in waiting}
+        statuses: dict[str, Any] = {}
+        id_list = list(ids)
+        for start in range(0, len(id_list), 200):
+            for status in client.list_workflows(
+                workflow_ids=id_list[start : start + 200], load_output=False
+            ):
+                statuses[status.workflow_id] = status
+        for run_id, status in statuses.items():
+            data = _spec_input(status)
+            spec = RunSpec.from_dict(data) if data else None
+            found[ids[run_id]] = Attempt(run_id, attempt, str(status.status), spec)
+        waiting = [ids[run_id] for run_id in statuses]
+        attempt += 1
+    return found
+
+
+def _spec_input(status: Any) -> dict[str, Any]:
+    inputs = status.input or {}
+    args = inputs.get("args") or ()
+    return args[0] if args and isinstance(args[0], dict) else {}
+
+
+@frozen(kw_only=True)
+class Submission:
+    """What :func:`submit_tasks` did: the run watched for each task, and what it left."""
+
+    runs: dict[str, str]
+    """Task id -> the workflow id of its current attempt (new or known)."""
+    new: list[str] = field(factory=list)
+    """Tasks enqueued for the first time."""
+    retried: list[str] = field(factory=list)
+    """Failed tasks enqueued again, as a new attempt."""
+    changed: list[str] = field(factory=list)
+    """Known tasks (not retried) whose prompt or options differ from the ones given now."""
+
+
+_RETRY_SESSION = re.compile(r"\.retry\d+$")
+
+
+def retry_session_path(session_path: str, attempt: int) -> str:
+    """The session file of attempt ``attempt`` beside the first one's:
+    ``task-a.jsonl`` -> ``task-a.retry2.jsonl`` (the failed attempt's file is kept)."""
+    path = Path(session_path)
+    stem = _RETRY_SESSION.sub("", path.stem)
+    name = f"{stem}.retry{attempt}{path.suffix}" if attempt > 1 else f"{stem}{path.suffix}"
+    return str(path.with_name(name))
+
+
+def submit_tasks(
+    tasks: Mapping[str, RunSpec],
+    *,
+    client: DBOSClient,
+    retry_failed: bool = False,
+    app_version: str = APPLICATION_VERSION,
+) -> Submission:
+    """Enqueue the tasks the database does not know; with ``retry_failed``, also a new
+    attempt of each task whose latest attempt ended in error (:data:`FAILED`): the given
+    spec (its options, such as the provider's, are the ones used) as the workflow
+    ``ID@retryN``, recording into :func:`retry_session_path`. Known tasks are otherwise
+    left as they are: a finished task makes no new model call."""
+    known = latest_attempts(client, list(tasks))
+    result = Submission(runs={})
+    for task_id, spec in tasks.items():
+        latest = known.get(task_id)
+        if latest is None:
+            _enqueue_one(client, task_id, spec, app_version)
+            result.runs[task_id] = task_id
+            result.new.append(task_id)
+        elif retry_failed and latest.status in FAILED:
+            attempt = latest.attempt + 1
+            again = evolve(spec, session_path=retry_session_path(spec.session_path, attempt))
+            run_id = attempt_id(task_id, attempt)
+            _enqueue_one(client, run_id, again, app_version)
+            result.runs[task_id] = run_id
+            result.retried.append(task_id)
+        else:
+            result.runs[task_id] = latest.run_id
+            if latest.spec is not None and _differs(latest.spec, spec, latest.attempt):
+                result.changed.append(task_id)
+    return result
+
+
+def _differs(stored: RunSpec, given: RunSpec, attempt: int) -> bool:
+    """Another prompt or other options (a retry's own session file aside)."""
+    if attempt > 1:
+        return stored.prompt != given.prompt or dict(stored.options) != dict(given.options)
+    return stored.to_dict() != given.to_dict()
 
 
 @frozen(kw_only=True)
@@ -189,11 +326,14 @@ class TaskResult:
     session: str | None = None
     error: str | None = None
     executor: str | None = None
+    run: str | None = None
+    """The workflow id of the attempt reported, when it is not ``id`` (``ID@retryN``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--out`` line of the task."""
         return {
             "id": self.id,
+            "run": self.run or self.id,
             "status": self.status,
             "stopped_reason": self.stopped_reason,
             "final": self.final,

@@ -152,13 +152,32 @@ def redact(text: str, secrets: Iterable[str | Secret]) -> str:
         if len(given) >= 8:
             secret = given.reveal() if isinstance(given, Secret) else given
             text = text.replace(secret, "[redacted]")
-            # Providers echo keys partly masked ("sk-abc***xyz"): hide long fragments too.
-            for size in (16, 12, 8):
-                for start in range(0, len(secret) - size + 1, size):
-                    piece = secret[start : start + size]
-                    if piece in text:
-                        text = text.replace(piece, "[redacted]")
+            # Providers echo keys partly masked ("sk-abc***xyz"): hide every fragment of 8
+            # or more characters too, wherever it starts in the key.
+            text = _without_pieces(text, secret, 8)
     return text
+
+
+def _without_pieces(text: str, secret: str, size: int) -> str:
+    """``text`` with each run of characters covered by a ``size``-character piece of
+    ``secret`` replaced by one ``[redacted]``."""
+    pieces = {secret[start : start + size] for start in range(len(secret) - size + 1)}
+    covered: list[bool] = []
+    for piece in pieces:
+        found = text.find(piece)
+        while found != -1:
+            covered = covered or [False] * len(text)
+            covered[found : found + size] = [True] * size
+            found = text.find(piece, found + 1)
+    if not covered:
+        return text
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if not covered[index]:
+            out.append(char)
+        elif index == 0 or not covered[index - 1]:
+            out.append("[redacted]")
+    return "".join(out)
 
 
 # -- retry-after -------------------------------------------------------------------------
