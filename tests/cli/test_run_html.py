@@ -321,6 +321,27 @@ def test_run_html_puts_the_picture_in_the_summary(
     assert "picture not written" in capsys.readouterr().err
 
 
+def test_every_human_summary_gives_the_picture_beside_the_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    chat = ScriptedChat([tool_reply(("list_dir", {})), "done"])
+    assert main(["run", "look", "--workspace", str(workspace), *sandbox_options()], chat=chat) == 0
+    printed = capsys.readouterr().out
+    session = next(default_session_dir(workspace).glob("*.jsonl"))
+    picture = session.with_suffix(".html").resolve()
+    assert f"picture: {picture}" in printed
+    assert data_block(picture.read_text("utf-8"))["session"] == session.stem
+    assert not any(p.suffix == ".html" for p in workspace.rglob("*"))  # not in the workspace
+
+    chat = ScriptedChat(["quiet"])
+    argv = ["run", "x", "--workspace", str(workspace), *sandbox_options(), "--json"]
+    assert main(argv, chat=chat) == 0
+    end = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert "html_path" not in end  # --json writes a picture only when asked
+
+
 def test_model_text_in_a_tool_name_or_arguments_stays_data(tmp_path: Path) -> None:
     chat = ScriptedChat(
         [

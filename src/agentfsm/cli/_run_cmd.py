@@ -345,7 +345,10 @@ async def _run(
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
         )
-        attach_picture(end, getattr(args, "html", None))
+        # The human summary always gives the picture's path; --json and --quiet only when
+        # asked for with --html (their output is for programs).
+        human = not (getattr(args, "json", False) or getattr(args, "quiet", False))
+        attach_picture(end, getattr(args, "html", None), beside_session=human)
         renderer.finish(end, outcome)
         return code
 

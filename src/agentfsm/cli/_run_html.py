@@ -85,15 +85,18 @@ def render_run(session_path: str | Path, out: str | Path | None = None) -> str:
     return page
 
 
-def attach_picture(end: dict[str, Any], out: str | None) -> None:
-    """With ``out`` (``agentfsm run --html FILE``), write the picture of the run's session
-    there and add its absolute path to the ``run_end`` object ``end`` (``html_path``), which
-    the summary prints. A picture that cannot be written is reported on stderr and leaves
-    the run's exit code alone."""
+def attach_picture(
+    end: dict[str, Any], out: str | None, *, beside_session: bool = False
+) -> None:
+    """Write the picture of the run's session to ``out`` (``agentfsm run --html FILE``), or,
+    with ``beside_session``, beside the session file (``<session>.html``, in the session
+    folder, out of the model's reach), and add its absolute path to the ``run_end`` object
+    ``end`` (``html_path``), which the summary prints. A picture that cannot be written is
+    reported on stderr and leaves the run's exit code alone."""
     session = end.get("session_path")
-    if not out or not session:
+    if not session or not (out or beside_session):
         return
-    target = Path(out).resolve()
+    target = Path(out if out else Path(session).with_suffix(".html")).resolve()
     try:
         render_run(session, target)
     except (OSError, ValueError) as error:
@@ -101,7 +104,7 @@ def attach_picture(end: dict[str, Any], out: str | None) -> None:
         from ._terminal import sanitize
 
         print(
-            f"agentfsm: picture not written to {sanitize(str(out))[:200]!r}: "
+            f"agentfsm: picture not written to {sanitize(str(target))[:200]!r}: "
             f"{sanitize(str(reason))[:300]}",
             file=sys.stderr,
         )
