@@ -85,9 +85,7 @@ def render_run(session_path: str | Path, out: str | Path | None = None) -> str:
     return page
 
 
-def attach_picture(
-    end: dict[str, Any], out: str | None, *, beside_session: bool = False
-) -> None:
+def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool = False) -> None:
     """Write the picture of the run's session to ``out`` (``agentfsm run --html FILE``), or,
     with ``beside_session``, beside the session file (``<session>.html``, in the session
     folder, out of the model's reach), and add its absolute path to the ``run_end`` object
