@@ -119,6 +119,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         session = asyncio.run(record(folder / "sessions"))
+        # A fixed name: the picture shows the session's id, so a timestamped one would make
+        # every regeneration a different image.
+        session = session.rename(session.with_name("example-session.jsonl"))
         page = Path(args.html) if args.html else folder / "run.html"
         render_run(session, page)
         out = Path(args.out).resolve()
