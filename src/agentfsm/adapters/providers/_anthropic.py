@@ -19,7 +19,7 @@ from ._keys import Secret
 from ._limits import Deadline, Limits
 from ._retry import RetryPolicy
 from ._shapes import shape_guard
-from ._transport import Timeouts, bad_response, iter_events, read_error, send
+from ._transport import Timeouts, bad_response, iter_events
 
 __all__ = ["ANTHROPIC_VERSION", "PAUSE_CONTINUATIONS", "AnthropicChat"]
 
@@ -151,28 +151,13 @@ class AnthropicChat(HttpAdapter):
         """One request as a retryable attempt; the reply's content blocks go to ``content``."""
 
         async def attempt(deadline: Deadline) -> ChatResult:
-            response = await send(
-                self.client,
+            return await self._exchange(
                 self._request(body),
-                timeouts=self.timeouts,
-                signal=signal,
-                ctx=self._ctx,
-                deadline=deadline,
+                signal,
+                deadline,
+                lambda response: self._read_stream(response, signal, on_delta, deadline, content),
+                lambda response: self._read_json(response, signal, deadline, content),
             )
-            if response.status_code >= 400:
-                raise await read_error(
-                    response,
-                    timeouts=self.timeouts,
-                    signal=signal,
-                    ctx=self._ctx,
-                    deadline=deadline,
-                )
-            try:
-                if "text/event-stream" in response.headers.get("content-type", ""):
-                    return await self._read_stream(response, signal, on_delta, deadline, content)
-                return await self._read_json(response, signal, deadline, content)
-            finally:
-                await response.aclose()
 
         return attempt
 

@@ -19,7 +19,7 @@ from ._limits import BadShape, Deadline, Limits, loads_bounded
 from ._log_filter import install_secrets_filter
 from ._retry import RetryPolicy, call_with_retries
 from ._shapes import shape_guard
-from ._transport import Timeouts, TransportContext, frame_text, read_body
+from ._transport import Timeouts, TransportContext, frame_text, read_body, read_error, send
 
 __all__ = [
     "KEEPALIVE_EXPIRY",
@@ -211,6 +211,36 @@ class HttpAdapter:
             error.scrub(secrets)
             _forget(error)
             raise
+
+    async def _exchange(
+        self,
+        request: httpx.Request,
+        signal: SupportsAbort | None,
+        deadline: Deadline,
+        read_stream: Callable[[httpx.Response], Awaitable[ChatResult]],
+        read_json: Callable[[httpx.Response], Awaitable[ChatResult]],
+    ) -> ChatResult:
+        """Send one request and read its reply: an HTTP error status becomes the
+        :class:`ProviderError` of its kind, a ``text/event-stream`` body goes to
+        ``read_stream`` and any other to ``read_json``; the response is closed either way."""
+        response = await send(
+            self.client,
+            request,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            deadline=deadline,
+        )
+        if response.status_code >= 400:
+            raise await read_error(
+                response, timeouts=self.timeouts, signal=signal, ctx=self._ctx, deadline=deadline
+            )
+        try:
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                return await read_stream(response)
+            return await read_json(response)
+        finally:
+            await response.aclose()
 
     async def _read_json_body(
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline

@@ -19,7 +19,7 @@ from ._limits import Deadline, Limits
 from ._openai_wire import OpenAIQuirks, StreamAccumulator, build_request, parse_completion
 from ._retry import RetryPolicy
 from ._shapes import shape_guard
-from ._transport import Timeouts, bad_response, iter_events, read_error, send
+from ._transport import Timeouts, bad_response, iter_events
 
 __all__ = ["OpenAIChat"]
 
@@ -121,25 +121,13 @@ class OpenAIChat(HttpAdapter):
         on_delta: DeltaHandler | None,
         deadline: Deadline,
     ) -> ChatResult:
-        response = await send(
-            self.client,
+        return await self._exchange(
             self._request(body, stream),
-            timeouts=self.timeouts,
-            signal=signal,
-            ctx=self._ctx,
-            deadline=deadline,
+            signal,
+            deadline,
+            lambda response: self._read_stream(response, signal, on_delta, deadline),
+            lambda response: self._read_json(response, signal, deadline),
         )
-        if response.status_code >= 400:
-            raise await read_error(
-                response, timeouts=self.timeouts, signal=signal, ctx=self._ctx, deadline=deadline
-            )
-        content_type = response.headers.get("content-type", "")
-        try:
-            if "text/event-stream" in content_type:
-                return await self._read_stream(response, signal, on_delta, deadline)
-            return await self._read_json(response, signal, deadline)
-        finally:
-            await response.aclose()
 
     async def _read_json(
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline

@@ -26,7 +26,7 @@ from ._responses_wire import (
 )
 from ._retry import RetryPolicy
 from ._shapes import opt_dict, shape_guard
-from ._transport import Timeouts, bad_response, iter_events, read_error, send
+from ._transport import Timeouts, bad_response, iter_events
 
 __all__ = ["OpenAIResponses"]
 
@@ -127,28 +127,13 @@ class OpenAIResponses(HttpAdapter):
         )
 
         async def attempt(deadline: Deadline) -> ChatResult:
-            response = await send(
-                self.client,
+            return await self._exchange(
                 self._request(body),
-                timeouts=self.timeouts,
-                signal=signal,
-                ctx=self._ctx,
-                deadline=deadline,
+                signal,
+                deadline,
+                lambda response: self._read_stream(response, signal, on_delta, deadline),
+                lambda response: self._read_json(response, signal, deadline),
             )
-            if response.status_code >= 400:
-                raise await read_error(
-                    response,
-                    timeouts=self.timeouts,
-                    signal=signal,
-                    ctx=self._ctx,
-                    deadline=deadline,
-                )
-            try:
-                if "text/event-stream" in response.headers.get("content-type", ""):
-                    return await self._read_stream(response, signal, on_delta, deadline)
-                return await self._read_json(response, signal, deadline)
-            finally:
-                await response.aclose()
 
         return await self._call(attempt, signal)
 
