@@ -244,16 +244,11 @@ def _wire_files(out: str, wire: str, several: bool) -> Path:
 
 
 def _corpus(argv: Sequence[str]) -> int:
-    from agentfsm.adapters.providers import (
-        AnthropicChat,
-        OpenAIChat,
-        OpenAIResponses,
-        RetryPolicy,
-    )
     from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
     from agentfsm.conformance._bundled import CorpusMissingError, bundled_corpus
     from agentfsm.conformance._context import Wire
     from agentfsm.conformance._corpus import corpus_wires
+    from agentfsm.conformance._replay_vcr import ADAPTERS  # the recorded adapter of a wire
     from agentfsm.engine._protocols import ChatFn
 
     parser = argparse.ArgumentParser(
@@ -311,12 +306,7 @@ def _corpus(argv: Sequence[str]) -> int:
 
     def target(wire: Wire) -> RecordedTarget:
         def factory(url: str) -> ChatFn:
-            once = RetryPolicy(max_attempts=1)
-            if wire == "anthropic":
-                return AnthropicChat("recorded", base_url=url, retry=once)
-            if wire == "openai-responses":
-                return OpenAIResponses("recorded", base_url=url, retry=once)
-            return OpenAIChat("recorded", base_url=url, retry=once)
+            return ADAPTERS[wire][1](url, None)
 
         return RecordedTarget(factory, wire, name=f"{wire} adapter")
 
