@@ -6,14 +6,10 @@ import ast
 import importlib
 import pkgutil
 import re
-import sys
 import types
 from pathlib import Path
 
-import pytest
-
 import agentfsm
-from agentfsm import AgentfsmDeprecationWarning
 
 CONTRACT = {
     "SystemMessage",
@@ -88,7 +84,7 @@ LAYERS = {
     "testing": {"sandbox", "engine", "adapters", "agent", "testing"},
     "conformance": {"sandbox", "engine", "adapters", "testing", "conformance"},
 }
-"""What each part may import (``_deprecated`` is open to all); ``cli`` sits on top of all.
+"""What each part may import; ``cli`` sits on top of all.
 ``sandbox`` (the OS sandbox and the process runner) is a leaf: it imports no other part."""
 
 
@@ -109,7 +105,7 @@ def _imported_parts(path: Path) -> set[str]:
             pieces = name.strip(".").split(".")
             if pieces[0] == "agentfsm" and len(pieces) > 1 and pieces[1]:
                 parts.add(pieces[1])
-    return parts - {"_deprecated"}
+    return parts
 
 
 def test_each_part_imports_only_the_layers_below_it() -> None:
@@ -134,25 +130,8 @@ def test_the_sandbox_package_is_a_leaf() -> None:
     assert len(paths) >= 6
     for path in paths:
         assert _imported_parts(path) <= {"sandbox"}, path
-    for old in ("sandbox", "process"):  # the old paths are served by agentfsm._deprecated
-        assert not (SRC / "engine" / f"{old}.py").exists(), old
-    for gone in ("seccomp", "limits", "install_paths"):
-        assert not (SRC / "engine" / f"{gone}.py").exists(), gone
-
-
-def test_the_old_sandbox_paths_give_the_same_objects() -> None:
-    moved = {
-        "agentfsm.engine.sandbox": ("agentfsm.sandbox._bubblewrap", "BubblewrapSandbox"),
-        "agentfsm.engine.process": ("agentfsm.sandbox._process", "run_command"),
-        "agentfsm.adapters.tools.sandbox": ("agentfsm.sandbox", "ResourceLimits"),
-    }
-    for old, (new, name) in moved.items():
-        sys.modules.pop(old, None)
-        with pytest.warns(AgentfsmDeprecationWarning, match=old):
-            before = importlib.import_module(old)
-        after = importlib.import_module(new)
-        assert before is after, old
-        assert getattr(before, name) is getattr(agentfsm.sandbox, name), f"{old}.{name}"
+    for gone in ("sandbox", "process", "seccomp", "limits", "install_paths"):
+        assert not (SRC / "engine" / f"_{gone}.py").exists(), gone
 
 
 def _packages() -> list[str]:

@@ -10,10 +10,6 @@ Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 it is used (PEP 562), so the command line and a program that needs one part start fast.
 """
 
-from ._deprecated import AgentfsmDeprecationWarning
-from ._deprecated import install_module_aliases as _install_module_aliases
-from ._deprecated import package_getattr as _package_getattr
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
@@ -78,7 +74,6 @@ __all__ = [
     "AgentEmitter",
     "AgentEvent",
     "AgentLoopMachine",
-    "AgentfsmDeprecationWarning",
     "AssistantMessage",
     "ChatDelta",
     "ChatFn",
@@ -132,10 +127,6 @@ _LAZY.update(
 )
 _LAZY["render_diagram"] = "agentfsm.cli._diagram_cmd"
 _LAZY["render_run"] = "agentfsm.cli._run_html"
-del _LAZY["AgentfsmDeprecationWarning"]
-
-_renamed = _package_getattr(__name__)
-_install_module_aliases()  # old module paths (agentfsm.engine.machine, ...) keep importing
 
 
 def __getattr__(name: str) -> object:
@@ -146,7 +137,7 @@ def __getattr__(name: str) -> object:
         value = getattr(import_module(module), name)
         globals()[name] = value
         return value
-    return _renamed(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfsm._deprecated import warn_renamed
 from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
@@ -65,7 +64,7 @@ class Agent:
         session_dir: Record every run as a JSONL session there; ``None`` records nothing.
         hooks: Lifecycle hooks (``session_start``, ``user_prompt_submit``, ``stop``).
         preamble: Rendered once per session into its first user message (see
-            ``WorkspacePreamble``). ``context=`` is its deprecated spelling.
+            ``WorkspacePreamble``).
         max_turns: LLM calls per run.
         temperature: Passed to every chat call.
         max_tokens: Passed to every chat call.
@@ -104,15 +103,9 @@ class Agent:
         compress_threshold: float = 0.8,
         stepper: StepperKind = DEFAULT_STEPPER,
         sandbox: CommandSandbox | None = None,
-        context: PreambleProvider | None = None,
         instrument: bool | Instrumentation = False,
         durable_factory: str | None = None,
     ) -> None:
-        if context is not None:
-            warn_renamed("Agent(context=...)", "Agent(preamble=...)")
-            if preamble is not None:
-                raise TypeError("pass preamble= only (context= is its deprecated spelling)")
-            preamble = context
         self.chat = chat
         self.tools = tools
         self.system_prompt = system_prompt

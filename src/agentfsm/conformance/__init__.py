@@ -9,8 +9,6 @@ to subclass; ``agentfsm conformance`` runs them from the command line and merges
 into a matrix. ``replay_vcr`` replays users' own VCR.py cassettes through the adapters.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._bundled import CorpusMissingError, bundled_corpus, index_problems
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
 from ._corpus import corpus_files, run_corpus
@@ -62,8 +60,6 @@ __all__ = [
     "tool_delta",
 ]
 
-_deprecated = _package_getattr(__name__)
-
 
 def __getattr__(name: str) -> object:
     # The pytest base class needs pytest; import it only when asked for.
@@ -75,4 +71,4 @@ def __getattr__(name: str) -> object:
         from ._pytest_plugin import ProviderConformance
 
         return ProviderConformance
-    return _deprecated(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,6 @@ from typing import Any, Literal, TypeAlias
 import httpx
 from attrs import Attribute, define, evolve, field, frozen
 
-from agentfsm._deprecated import package_getattr
 from agentfsm.adapters.providers import (
     AnthropicChat,
     AnthropicQuirks,
@@ -372,6 +371,3 @@ class _WithClient:
             await self._adapter.aclose()
         finally:
             await self._client.aclose()
-
-
-__getattr__ = package_getattr("agentfsm.conformance.context")  # the old module path's renamed names

@@ -3,8 +3,6 @@
 Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._abort import AbortController, AbortSignal
 from ._compression import (
     CompressionResult,
@@ -159,6 +157,3 @@ __all__ = [
     "run_step",
     "seed_system_prompt",
 ]
-
-
-__getattr__ = _package_getattr(__name__)

@@ -550,13 +550,3 @@ _EFFECTS: dict[str, _Effect] = {
     state.id: getattr(LoopRunner, f"_{state.id}") for state in AgentLoopMachine.states
 }
 """The effect of each state: the runner's method named after it."""
-
-
-def __getattr__(name: str) -> Any:
-    # ``build_run`` and ``run_conversation`` live in :mod:`agentfsm.engine._loop` (which
-    # imports this module), and stay reachable from here.
-    if name in ("build_run", "run_conversation"):
-        from . import _loop as loop
-
-        return getattr(loop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,6 @@ Each implements any subset of the hook protocols of :mod:`agentfsm.engine` (``Tu
 ``FinalGate``, ...); pass them as ``policies=[...]`` to ``run_conversation`` or ``Agent``.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from . import presets
 from ._compression import compress
 from ._health import loop_health
@@ -61,5 +59,3 @@ __all__ = [
     "verify",
     "wrap_up",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -7,8 +7,6 @@ allow-list); :func:`run_command` runs it with a timeout and capped output and le
 process behind.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._bubblewrap import BubblewrapSandbox, detect_sandbox
 from ._errors import RunRefused
 from ._limits import ResourceLimits
@@ -29,5 +27,3 @@ __all__ = [
     "detect_sandbox",
     "run_command",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -5,8 +5,6 @@ Needs the ``durable`` extra (``pip install 'agentfsm[durable]'``). Importing thi
 registers the durable run's DBOS workflow.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._queue import (
     APPLICATION_VERSION,
     FAILED,
@@ -94,5 +92,3 @@ __all__ = [
     "submit_tasks",
     "task_of_run",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -1,7 +1,5 @@
 """Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._anthropic import AnthropicChat
 from ._anthropic_wire import AnthropicQuirks
 from ._endpoints import endpoint_url
@@ -54,5 +52,3 @@ __all__ = [
     "endpoint_url",
     "load_wire_fixture",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -1,7 +1,5 @@
 """Sessions: JSONL transcripts of runs, read back for resume."""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._lines import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -32,5 +30,3 @@ __all__ = [
     "session_files",
     "trace_session",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -1,6 +1,5 @@
 """Tools: Python functions as tools, the workspace tools, batching and MCP servers."""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
 from agentfsm.engine._batching import plan_tool_batches
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, detect_sandbox
 from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
@@ -48,5 +47,3 @@ __all__ = [
     "tool",
     "workspace_tools",
 ]
-
-__getattr__ = _package_getattr(__name__)
