@@ -44,8 +44,9 @@ test-crash: install
 test-postgres: install
 	$(BIN)/python -m pytest -m postgres tests/durable
 
-# The fuzz suite at full size: random runs of both drivers and Agent, nine invariants
-# checked on each, the count per invariant printed at the end (`make test` runs 200 runs).
+# The fuzz suite at full size: random runs of run_conversation and Agent, ten invariants
+# checked on each (the last: every event takes the compiled table and python-statemachine's
+# engine to the same state), the count per invariant printed at the end (`make test` runs 200).
 .PHONY: fuzz
 FUZZ_RUNS ?= 10000
 fuzz: install

@@ -34,7 +34,6 @@ from agentfsm.engine._messages import Message, UserMessage
 from agentfsm.engine._params import LoopOutcome, LoopParams, evolved
 from agentfsm.engine._policy import Policy, loop_policies
 from agentfsm.engine._protocols import ChatFn, SupportsAbort, ToolRunner
-from agentfsm.engine._stepper import DEFAULT_STEPPER, StepperKind
 from agentfsm.engine._steps import run_step
 from agentfsm.sandbox._process import CommandSandbox
 
@@ -70,7 +69,6 @@ class Agent:
         max_tokens: Passed to every chat call.
         context_budget_tokens: Compress older history past ``budget * compress_threshold``.
         compress_threshold: See ``context_budget_tokens``.
-        stepper: Machine driver (``"compiled"`` or ``"statechart"``).
         sandbox: The OS sandbox of the run's commands: recorded in each session's
             ``run_start`` and used by a verify gate that was given none of its own. Without
             one, such a gate finds the OS sandbox itself and hides from it, as the
@@ -101,7 +99,6 @@ class Agent:
         max_tokens: int | None = None,
         context_budget_tokens: int | None = None,
         compress_threshold: float = 0.8,
-        stepper: StepperKind = DEFAULT_STEPPER,
         sandbox: CommandSandbox | None = None,
         instrument: bool | Instrumentation = False,
         durable_factory: str | None = None,
@@ -114,7 +111,6 @@ class Agent:
         self._protected_paths = (os.path.abspath(session_dir),) if session_dir is not None else ()
         self.hooks = hooks if hooks is not None else Hooks()
         self.preamble = preamble
-        self.stepper: StepperKind = stepper
         self.sandbox = sandbox
         self.events = AgentEmitter()
         """Receives every event of every run."""
@@ -283,7 +279,6 @@ class Agent:
             params,
             policies=self._policy_set,
             emitter=run_events,
-            stepper=self.stepper,
             interruptible=True,
             deltas=True,
             policy_state=policy_state,
