@@ -13,9 +13,12 @@ from agentfsm._deprecated import package_getattr as _package_getattr
 
 from ._bundled import CorpusMissingError, bundled_corpus, index_problems
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
+from ._context import Wire as Wire
 from ._corpus import corpus_files, run_corpus
+from ._corpus import corpus_wires as corpus_wires
 from ._exchange import RecordedExchange, Verdict
 from ._frames import DONE, chunk, tool_delta
+from ._hints import probe_suggestion as probe_suggestion
 from ._model import (
     Capabilities,
     Check,
@@ -25,9 +28,19 @@ from ._model import (
     Normalized,
     Report,
 )
+from ._probe import ProbeError as ProbeError
+from ._probe import probe as probe
+from ._probe_verify import DECISIVE as DECISIVE
+from ._probe_verify import profile_text as profile_text
+from ._probe_verify import verify as verify
+from ._probe_verify import write_settings as write_settings
+from ._replay_vcr import ADAPTERS as ADAPTERS
 from ._replay_vcr import VcrReport, VcrResult, replay_vcr
+from ._report import MARKS as MARKS
 from ._report import matrix_markdown, report_markdown
 from ._runner import run_check, run_checks
+from ._vcr_report import vcr_markdown as vcr_markdown
+from ._vcr_report import vcr_text as vcr_text
 
 __all__ = [
     "ALL_CHECKS",

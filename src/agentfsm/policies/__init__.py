@@ -33,6 +33,7 @@ from ._verifier import (
     parse_verdict,
     verifier,
 )
+from ._verify import NO_CHECK_COMMAND as NO_CHECK_COMMAND
 from ._verify import verify
 
 __all__ = [

@@ -4,10 +4,7 @@ run's ``max_turns``); ``max_turns`` is its deprecated predecessor that also set 
 from __future__ import annotations
 
 from agentfsm._deprecated import warn_renamed
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._messages import AssistantMessage
-from agentfsm.engine._params import LoopOutcome, evolved
-from agentfsm.engine._policy import Remind
+from agentfsm.engine import AssistantMessage, LoopOutcome, Remind, RunContext, evolved
 
 __all__ = ["WRAP_UP_REMINDER", "max_turns", "wrap_up"]
 

@@ -9,15 +9,19 @@ process behind.
 
 from agentfsm._deprecated import package_getattr as _package_getattr
 
+from ._bubblewrap import PROTECTED_DIR as PROTECTED_DIR
 from ._bubblewrap import BubblewrapSandbox, detect_sandbox
 from ._errors import RunRefused
+from ._install_paths import agent_install_paths as agent_install_paths
 from ._limits import ResourceLimits
+from ._limits import explain_limit as explain_limit
 from ._process import (
     CommandSandbox,
     SandboxUnavailable,
     Unsandboxed,
     run_command,
 )
+from ._process import env_names as env_names
 
 __all__ = [
     "BubblewrapSandbox",

@@ -27,6 +27,8 @@ from ._queue import (
     submit_tasks,
     task_of_run,
 )
+from ._queue import QUEUE_NAME as QUEUE_NAME
+from ._queue import parse_rate as parse_rate
 from ._runtime import DurableRuntime, default_database_url
 from ._spec import (
     AgentFactory,
@@ -43,6 +45,7 @@ from ._worker import (
     TaskWorker,
     requeue_executor,
 )
+from ._workflow import UNFINISHED as UNFINISHED
 from ._workflow import (
     fork,
     gather,
@@ -52,6 +55,7 @@ from ._workflow import (
     resume,
     submit,
 )
+from ._workflow import spec_of as spec_of
 
 __all__ = [
     "APPLICATION_VERSION",
