@@ -9,16 +9,16 @@ to subclass; ``agentfsm conformance`` runs them from the command line and merges
 into a matrix. ``replay_vcr`` replays users' own VCR.py cassettes through the adapters.
 """
 
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from agentfsm._deprecated import package_getattr as _package_getattr
 
 from ._bundled import CorpusMissingError, bundled_corpus, index_problems
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
-from ._context import Wire as Wire
 from ._corpus import corpus_files, run_corpus
-from ._corpus import corpus_wires as corpus_wires
 from ._exchange import RecordedExchange, Verdict
 from ._frames import DONE, chunk, tool_delta
-from ._hints import probe_suggestion as probe_suggestion
 from ._model import (
     Capabilities,
     Check,
@@ -28,19 +28,24 @@ from ._model import (
     Normalized,
     Report,
 )
-from ._probe import ProbeError as ProbeError
-from ._probe import probe as probe
-from ._probe_verify import DECISIVE as DECISIVE
-from ._probe_verify import profile_text as profile_text
-from ._probe_verify import verify as verify
-from ._probe_verify import write_settings as write_settings
-from ._replay_vcr import ADAPTERS as ADAPTERS
 from ._replay_vcr import VcrReport, VcrResult, replay_vcr
-from ._report import MARKS as MARKS
 from ._report import matrix_markdown, report_markdown
 from ._runner import run_check, run_checks
-from ._vcr_report import vcr_markdown as vcr_markdown
-from ._vcr_report import vcr_text as vcr_text
+
+if _TYPE_CHECKING:  # offered to the command line only, loaded when it asks (not in __all__)
+    from ._context import Wire as Wire
+    from ._corpus import corpus_wires as corpus_wires
+    from ._hints import probe_suggestion as probe_suggestion
+    from ._probe import ProbeError as ProbeError
+    from ._probe import probe as probe
+    from ._probe_verify import DECISIVE as DECISIVE
+    from ._probe_verify import profile_text as profile_text
+    from ._probe_verify import verify as verify
+    from ._probe_verify import write_settings as write_settings
+    from ._replay_vcr import ADAPTERS as ADAPTERS
+    from ._report import MARKS as MARKS
+    from ._vcr_report import vcr_markdown as vcr_markdown
+    from ._vcr_report import vcr_text as vcr_text
 
 __all__ = [
     "ALL_CHECKS",
@@ -75,6 +80,23 @@ __all__ = [
     "tool_delta",
 ]
 
+_OFFERED = {
+    "ADAPTERS": "_replay_vcr",
+    "DECISIVE": "_probe_verify",
+    "MARKS": "_report",
+    "ProbeError": "_probe",
+    "Wire": "_context",
+    "corpus_wires": "_corpus",
+    "probe": "_probe",
+    "probe_suggestion": "_hints",
+    "profile_text": "_probe_verify",
+    "vcr_markdown": "_vcr_report",
+    "vcr_text": "_vcr_report",
+    "verify": "_probe_verify",
+    "write_settings": "_probe_verify",
+}
+"""Names the command line imports from the kit, and the module of each."""
+
 _deprecated = _package_getattr(__name__)
 
 
@@ -88,4 +110,6 @@ def __getattr__(name: str) -> object:
         from ._pytest_plugin import ProviderConformance
 
         return ProviderConformance
+    if name in _OFFERED:
+        return getattr(_import_module(f"{__name__}.{_OFFERED[name]}"), name)
     return _deprecated(name)
