@@ -1,6 +1,8 @@
 """The engine: the declared machine, its runner and the types they share.
 
-Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`.
+Imports nothing from :mod:`agentfsm.policies` or :mod:`agentfsm.adapters`. A name imported
+here as itself (``x as x``) and left out of ``__all__`` is offered to the other agentfsm
+packages only: it is not public API.
 """
 
 from agentfsm._deprecated import package_getattr as _package_getattr

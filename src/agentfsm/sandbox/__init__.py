@@ -5,6 +5,9 @@ verify gate) and the tools all import it from one place. :class:`BubblewrapSandb
 a command (bubblewrap namespaces, a seccomp filter, resource limits, an environment
 allow-list); :func:`run_command` runs it with a timeout and capped output and leaves no
 process behind.
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
 """
 
 from agentfsm._deprecated import package_getattr as _package_getattr

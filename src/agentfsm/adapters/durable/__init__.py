@@ -3,6 +3,9 @@ again for the steps it completed (see ``docs/durable.md``).
 
 Needs the ``durable`` extra (``pip install 'agentfsm[durable]'``). Importing this package
 registers the durable run's DBOS workflow.
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
 """
 
 from agentfsm._deprecated import package_getattr as _package_getattr

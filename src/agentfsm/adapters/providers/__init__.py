@@ -1,4 +1,8 @@
-"""Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs)."""
+"""Chat providers over their real wire protocols (httpx + httpx-sse, no provider SDKs).
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
+"""
 
 from agentfsm._deprecated import package_getattr as _package_getattr
 

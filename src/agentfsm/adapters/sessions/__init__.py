@@ -1,4 +1,8 @@
-"""Sessions: JSONL transcripts of runs, read back for resume."""
+"""Sessions: JSONL transcripts of runs, read back for resume.
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
+"""
 
 from agentfsm._deprecated import package_getattr as _package_getattr
 

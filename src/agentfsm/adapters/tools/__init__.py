@@ -1,4 +1,8 @@
-"""Tools: Python functions as tools, the workspace tools, batching and MCP servers."""
+"""Tools: Python functions as tools, the workspace tools, batching and MCP servers.
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
+"""
 
 from agentfsm._deprecated import package_getattr as _package_getattr
 from agentfsm.engine import plan_tool_batches
