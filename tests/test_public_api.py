@@ -154,7 +154,7 @@ def _allowed_imports() -> dict[str, set[str]]:
     contracts = config["tool"]["importlinter"]["contracts"]
     (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
     levels = [[p.strip().removeprefix("agentfsm.") for p in layer.split("|")] for layer in layers]
-    allowed = {part: set() for level in levels for part in level}
+    allowed: dict[str, set[str]] = {part: set() for level in levels for part in level}
     for i, level in enumerate(levels):
         for part in level:
             allowed[part] = {below for lower in levels[i + 1 :] for below in lower}
