@@ -10,11 +10,12 @@ Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 it is used (PEP 562), so the command line and a program that needs one part start fast.
 """
 
+from ._version import __version__ as __version__
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-    from .cli._diagram_cmd import render_diagram
-    from .cli._run_html import render_run
+    from .cli import render_diagram, render_run
     from .engine import (
         AbortController,
         AbortError,
@@ -63,8 +64,6 @@ if TYPE_CHECKING:
         seed_system_prompt,
     )
 del TYPE_CHECKING
-
-__version__ = "0.1.0.dev0"
 
 __all__ = [
     "AbortController",
@@ -125,8 +124,7 @@ _LAZY = dict.fromkeys(__all__, "agentfsm.engine")
 _LAZY.update(
     dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
 )
-_LAZY["render_diagram"] = "agentfsm.cli._diagram_cmd"
-_LAZY["render_run"] = "agentfsm.cli._run_html"
+_LAZY.update(dict.fromkeys(("render_diagram", "render_run"), "agentfsm.cli"))
 
 
 def __getattr__(name: str) -> object:

@@ -19,23 +19,29 @@ from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
     SessionStore,
-    read_session_messages,
-    resolve_session,
-)
-from agentfsm.adapters.sessions._reader import (
     answer_open_tool_calls,
     drop_trailing_user_messages,
+    read_session_messages,
     read_session_policy_state,
+    resolve_session,
 )
-from agentfsm.engine._abort import AbortController
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._loop import build_run
-from agentfsm.engine._messages import Message, UserMessage
-from agentfsm.engine._params import LoopOutcome, LoopParams, evolved
-from agentfsm.engine._policy import Policy, loop_policies
-from agentfsm.engine._protocols import ChatFn, SupportsAbort, ToolRunner
-from agentfsm.engine._steps import run_step
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import (
+    AbortController,
+    AgentEmitter,
+    ChatFn,
+    LoopOutcome,
+    LoopParams,
+    Message,
+    Policy,
+    SupportsAbort,
+    ToolRunner,
+    UserMessage,
+    build_run,
+    evolved,
+    loop_policies,
+    run_step,
+)
+from agentfsm.sandbox import CommandSandbox
 
 from ._durable import gather_durable, submit_durable
 from ._hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook

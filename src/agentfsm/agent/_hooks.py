@@ -13,8 +13,7 @@ from typing import Any, Literal, TypeAlias
 
 from attrs import define, frozen
 
-from agentfsm.engine._messages import Usage
-from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine import LoopOutcome, Usage
 
 __all__ = ["ExitReason", "Hooks", "PromptSubmit", "RunStop", "SessionStart", "call_hook"]
 

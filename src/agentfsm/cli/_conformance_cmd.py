@@ -29,7 +29,7 @@ def _wire_name(text: str) -> str:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    from agentfsm.adapters.providers._profiles import quirk_names
+    from agentfsm.adapters.providers import quirk_names
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
@@ -110,7 +110,7 @@ def _pairs(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _print_table(report: Any) -> None:
-    from agentfsm.conformance._report import MARKS
+    from agentfsm.conformance import MARKS
 
     try:
         from rich.console import Console
@@ -139,7 +139,7 @@ def _print_table(report: Any) -> None:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from agentfsm.adapters.providers._profiles import parse_quirk, quirk_profile
+    from agentfsm.adapters.providers import parse_quirk, quirk_profile
     from agentfsm.conformance import Capabilities, LiveTarget, report_markdown, run_checks
 
     args = _run_parser().parse_args(argv)
@@ -189,8 +189,7 @@ def _run(argv: Sequence[str]) -> int:
 
     report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
     if report.suggestion and args.api_key_env:
-        from agentfsm.conformance._hints import probe_suggestion
-        from agentfsm.conformance._probe_verify import DECISIVE
+        from agentfsm.conformance import DECISIVE, probe_suggestion
 
         report.suggestion = probe_suggestion(
             report.results,
@@ -244,12 +243,17 @@ def _wire_files(out: str, wire: str, several: bool) -> Path:
 
 
 def _corpus(argv: Sequence[str]) -> int:
-    from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
-    from agentfsm.conformance._bundled import CorpusMissingError, bundled_corpus
-    from agentfsm.conformance._context import Wire
-    from agentfsm.conformance._corpus import corpus_wires
-    from agentfsm.conformance._replay_vcr import ADAPTERS  # the recorded adapter of a wire
-    from agentfsm.engine._protocols import ChatFn
+    from agentfsm.conformance import (
+        ADAPTERS,  # the recorded adapter of a wire
+        CorpusMissingError,
+        RecordedTarget,
+        Wire,
+        bundled_corpus,
+        corpus_wires,
+        report_markdown,
+        run_corpus,
+    )
+    from agentfsm.engine import ChatFn
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance corpus",
@@ -369,9 +373,7 @@ def _probe_parser() -> argparse.ArgumentParser:
 
 
 def _probe(argv: Sequence[str]) -> int:
-    from agentfsm.conformance._probe import ProbeError, probe
-    from agentfsm.conformance._probe_verify import profile_text, verify, write_settings
-    from agentfsm.conformance._report import MARKS
+    from agentfsm.conformance import MARKS, ProbeError, probe, profile_text, verify, write_settings
 
     args = _probe_parser().parse_args(argv)
     key = None

@@ -87,7 +87,7 @@ def otel_instrumentation(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from agentfsm.adapters.telemetry._instrumentation import Instrumentation
+    from agentfsm.adapters.telemetry import Instrumentation
 
     named = "OTEL_SERVICE_NAME" in os.environ or "service.name=" in os.environ.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""

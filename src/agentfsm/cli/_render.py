@@ -12,12 +12,16 @@ import json
 import sys
 from typing import Any, TextIO
 
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._messages import AssistantMessage
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._serialization import dumps, to_jsonable
-from agentfsm.engine._text import encodable, printable
-from agentfsm.policies._verify import NO_CHECK_COMMAND
+from agentfsm.engine import (
+    AgentEmitter,
+    AssistantMessage,
+    LoopOutcome,
+    dumps,
+    encodable,
+    printable,
+    to_jsonable,
+)
+from agentfsm.policies import NO_CHECK_COMMAND
 
 from ._shown_once import ShownOnce
 from ._terminal import StreamSanitizer, json_safe, sanitize

@@ -16,13 +16,17 @@ from urllib.parse import urlsplit
 
 from attrs import define, frozen
 
-from agentfsm.adapters.providers._errors import redact
-from agentfsm.agent._hooks import RunStop
-from agentfsm.engine._errors import error_name
-from agentfsm.engine._events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
-from agentfsm.engine._messages import Usage
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._serialization import to_jsonable
+from agentfsm.adapters.providers import redact
+from agentfsm.agent import RunStop
+from agentfsm.engine import (
+    AgentEmitter,
+    LlmEndEvent,
+    LoopOutcome,
+    ToolCallStartEvent,
+    Usage,
+    error_name,
+    to_jsonable,
+)
 
 __all__ = ["Endpoint", "RunTally", "describe_failure", "run_end"]
 

@@ -13,32 +13,30 @@ import sys
 from pathlib import Path
 
 from agentfsm.adapters.providers import (
-    AnthropicChat,
-    AnthropicQuirks,
-    OpenAIChat,
-    OpenAIQuirks,
-    OpenAIResponses,
-    ResponsesQuirks,
-)
-from agentfsm.adapters.providers._endpoints import WireName
-from agentfsm.adapters.providers._local import (
     LOCAL_CONTEXT_TOKENS,
     LOCAL_MODEL_NAME,
     LOCAL_QUIRKS,
+    AnthropicChat,
+    AnthropicQuirks,
     LocalModel,
     LocalModelUnavailable,
+    OpenAIChat,
+    OpenAIQuirks,
+    OpenAIResponses,
+    QuirkProfile,
+    ResponsesQuirks,
+    WireName,
+    parse_quirk,
+    quirk_profile,
 )
-from agentfsm.adapters.providers._profiles import QuirkProfile, parse_quirk, quirk_profile
 from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
-from agentfsm.adapters.tools import detect_sandbox
-from agentfsm.adapters.tools._settings import Settings, SettingsError
-from agentfsm.adapters.tools._workspace import PROTECTED_DIR, SETTINGS_FILE
+from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError, detect_sandbox
 from agentfsm.agent import Hooks
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._protocols import ChatFn
-from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
+from agentfsm.engine import ChatFn, LoopOutcome
+from agentfsm.sandbox import PROTECTED_DIR, CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from ._agent_build import build_agent
+from ._errors import UsageError
 from ._parser import add_run_arguments as add_arguments
 from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
@@ -52,7 +50,7 @@ from ._settings_trust import (
     read_run_settings,
 )
 from ._shown_once import ShownOnce
-from ._terminal import sanitize
+from ._terminal import one_line
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -100,10 +98,6 @@ MAX_TOKENS_OPTION = 10_000_000
 
 LOCAL_MAX_TOKENS = 512
 """Reply budget for the small local model, which otherwise rambles until its window is full."""
-
-
-class UsageError(Exception):
-    """Bad command-line input (exit code 2)."""
 
 
 def exit_code(outcome: LoopOutcome) -> int:
@@ -537,25 +531,8 @@ def run_settings(command: str, args: argparse.Namespace, workspace: Path) -> Run
     return found
 
 
-def _one_line(text: str, limit: int = 500) -> str:
-    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
-    line = " ".join(sanitize(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     """Run ``agentfsm run``; returns the exit code."""
-    if getattr(args, "otel", False):
-        from ._otel import run_with_otel  # needs the cli-otel extra
-
-        return run_with_otel(args, lambda args: run(args, chat_override))
-    if getattr(args, "durable", False):
-        if chat_override is not None:
-            print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
-            return 2
-        from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
-
-        return durable_cmd.run_durable(args)
     try:
         check_prompt(args.prompt)
         _check_numbers(args)
@@ -585,7 +562,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         finally:
             engine_log.removeFilter(reported)
     except UsageError as error:
-        print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
+        print(f"agentfsm run: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -14,7 +14,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from agentfsm.engine._machine import AgentLoopMachine
+from agentfsm.engine import AgentLoopMachine
 
 __all__ = ["machine_edges", "machine_svg"]
 

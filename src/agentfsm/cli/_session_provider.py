@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentfsm.adapters.sessions._lines import iter_session_records
-from agentfsm.adapters.sessions._store import SessionHandle
-from agentfsm.engine._events import AgentEmitter, TurnStartEvent
+from agentfsm.adapters.sessions import SessionHandle, iter_session_records
+from agentfsm.engine import AgentEmitter, TurnStartEvent
 
 __all__ = ["adopt_session_provider", "record_provider", "recordable_url"]
 

@@ -55,8 +55,7 @@ def replay_vcr_main(argv: Sequence[str]) -> int:
     """Run ``replay-vcr``: 0 when every exchange read is exact, 1 otherwise (or when no
     exchange of a known wire was found), 2 when the folder is missing or a report cannot be
     written."""
-    from agentfsm.conformance._replay_vcr import replay_vcr
-    from agentfsm.conformance._vcr_report import vcr_markdown, vcr_text
+    from agentfsm.conformance import replay_vcr, vcr_markdown, vcr_text
 
     args = _parser().parse_args(argv)
     folder = Path(args.folder)

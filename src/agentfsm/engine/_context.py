@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from attrs import define, field
 
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.sandbox import CommandSandbox
 
 from ._messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from ._params import LoopParams, StopInfo

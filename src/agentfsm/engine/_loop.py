@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.sandbox import CommandSandbox
 
 from ._context import RunContext
 from ._events import AgentEmitter

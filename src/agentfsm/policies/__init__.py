@@ -2,6 +2,9 @@
 
 Each implements any subset of the hook protocols of :mod:`agentfsm.engine` (``TurnGate``,
 ``FinalGate``, ...); pass them as ``policies=[...]`` to ``run_conversation`` or ``Agent``.
+
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
 """
 
 from . import presets
@@ -31,6 +34,7 @@ from ._verifier import (
     parse_verdict,
     verifier,
 )
+from ._verify import NO_CHECK_COMMAND as NO_CHECK_COMMAND
 from ._verify import verify
 
 __all__ = [

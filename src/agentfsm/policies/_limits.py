@@ -3,10 +3,7 @@ run's ``max_turns``)."""
 
 from __future__ import annotations
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._messages import AssistantMessage
-from agentfsm.engine._params import LoopOutcome, evolved
-from agentfsm.engine._policy import Remind
+from agentfsm.engine import AssistantMessage, LoopOutcome, Remind, RunContext, evolved
 
 __all__ = ["WRAP_UP_REMINDER", "wrap_up"]
 

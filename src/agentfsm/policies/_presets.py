@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentfsm.engine._policy import Policy
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import Policy
+from agentfsm.sandbox import CommandSandbox
 
 from ._compression import compress
 from ._health import loop_health

@@ -7,20 +7,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._events import (
+from agentfsm.engine import (
     AgentEmitter,
     AgentEvent,
     BudgetExhaustedEvent,
     CompressEndEvent,
     GateEvent,
     LlmEndEvent,
+    Message,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    Usage,
+    retry_message,
+    to_jsonable,
+    tool_message_from_result,
 )
-from agentfsm.engine._history import tool_message_from_result
-from agentfsm.engine._messages import Message, Usage
-from agentfsm.engine._reminders import retry_message
-from agentfsm.engine._serialization import to_jsonable
 
 from ._store import SessionHandle
 

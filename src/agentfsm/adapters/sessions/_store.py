@@ -24,8 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._messages import Message
-from agentfsm.engine._serialization import to_jsonable
+from agentfsm.engine import Message, to_jsonable
 
 from ._resolve import SessionNotFound, session_files
 

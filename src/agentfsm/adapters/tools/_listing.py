@@ -12,7 +12,7 @@ import stat
 from collections.abc import Callable
 from contextlib import closing
 
-from agentfsm.engine._messages import ToolResult
+from agentfsm.engine import ToolResult
 
 from ._fs import PathRefused, Resolved, SafeRoot, open_regular
 from ._search import Budget, FileScan, GlobPattern, compile_regex, grep_lines, walk

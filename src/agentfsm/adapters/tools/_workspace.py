@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from agentfsm.sandbox._bubblewrap import PROTECTED_DIR
+from agentfsm.sandbox import PROTECTED_DIR
 
 from ._globs import rule_matches
 from ._shell_rules import CommandLine, parse_command_line
