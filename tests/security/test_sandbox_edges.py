@@ -29,6 +29,7 @@ from agentfsm.adapters.tools import (
     workspace_tools,
 )
 from agentfsm.sandbox import _bubblewrap as sandbox_module
+from agentfsm.sandbox import _hidden as hidden_module
 from agentfsm.sandbox._install_paths import agent_install_paths
 
 from .tally import AttackTally
@@ -218,13 +219,13 @@ def etc_secrets() -> Iterator[list[Path]]:
     made[1].mkdir(mode=0o700)
     (made[1] / "inner.conf").write_text(f"token {CONTENT}\n", "utf-8")
     (made[1] / "inner.conf").chmod(0o644)  # readable itself: the folder hides it
-    sandbox_module._etc_hidden.cache_clear()
+    hidden_module._etc_hidden.cache_clear()
     try:
         yield made
     finally:
         made[0].unlink(missing_ok=True)
         shutil.rmtree(made[1], ignore_errors=True)
-        sandbox_module._etc_hidden.cache_clear()
+        hidden_module._etc_hidden.cache_clear()
 
 
 READ_ETC = [

@@ -36,6 +36,7 @@ from agentfsm.adapters.tools._workspace import PROTECTED_DIR, SETTINGS_FILE
 from agentfsm.agent import Hooks
 from agentfsm.engine._params import LoopOutcome
 from agentfsm.engine._protocols import ChatFn
+from agentfsm.sandbox import check_workspace
 from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
 
 from ._agent_build import build_agent
@@ -449,6 +450,7 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     try:
         if not workspace.is_dir():
             raise UsageError(f"--workspace {args.workspace[:200]!r} is not a folder")
+        check_workspace(workspace)
         session_dir = (
             _folder("--session-dir", args.session_dir)
             if args.session_dir
@@ -456,6 +458,8 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
         )
         if session_dir.exists() and not session_dir.is_dir():
             raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
     return workspace, session_dir

@@ -11,6 +11,7 @@ from agentfsm._deprecated import package_getattr as _package_getattr
 
 from ._bubblewrap import BubblewrapSandbox, detect_sandbox
 from ._errors import RunRefused
+from ._hidden import check_workspace, hidden_beneath
 from ._limits import ResourceLimits
 from ._process import (
     CommandSandbox,
@@ -26,7 +27,9 @@ __all__ = [
     "RunRefused",
     "SandboxUnavailable",
     "Unsandboxed",
+    "check_workspace",
     "detect_sandbox",
+    "hidden_beneath",
     "run_command",
 ]
 
