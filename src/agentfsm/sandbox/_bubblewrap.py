@@ -6,24 +6,31 @@ import it from :mod:`agentfsm.sandbox` (or :mod:`agentfsm.adapters.tools`).
 
 Policy of :class:`BubblewrapSandbox`: a fresh mount namespace where the system (``/usr``,
 ``/etc``, ``/lib``…, the Python interpreter) is read-only, the workspace root is writable,
-``/tmp`` is a private tmpfs (also holding ``HOME``), and nothing else of the machine exists
-(no home folder, no other project, no ``/run``), except the user's toolchains, read-only:
-the folders of ``PATH``, what its commands resolve to and the base interpreters of the
-workspace's virtual environments (:mod:`~agentfsm.sandbox._toolchains`), never a home or a
-secret folder; the home's secrets stay hidden beneath anything shown. The protected paths
-of the root (``.agentfsm``…) are hidden behind empty read-only mounts, even when they do not
-exist yet.
+``/tmp`` and ``/dev/shm`` are private tmpfs of ``tmp_mb`` (``/tmp`` also holds ``HOME``),
+the rest of ``/dev`` is read-only, and nothing else of the machine exists (no home folder,
+no other project, no ``/run``), except the user's toolchains, read-only: the folders
+``PATH`` needs and the base interpreters of the workspace's virtual environments
+(:mod:`~agentfsm.sandbox._toolchains`), never a home or a secret folder. What is hidden
+(:mod:`~agentfsm.sandbox._hidden`: the home's secrets beneath anything shown, the root-only
+entries of ``/etc``) and the protected paths of the root (``.agentfsm``…) lie behind empty
+read-only mounts, even when a protected path does not exist yet; every hiding mount comes
+after the paths the settings open, so widening reads or writes never uncovers it. The root
+is never ``/``, a home or a folder holding one.
 No network namespace is shared unless ``allow_network``; capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
 with it. :func:`detect_sandbox` probes once per process that bubblewrap works here.
 
-Beyond that: root-only readable entries of ``/etc`` are hidden too; the agent's own
-interpreter, site-packages and package stay read-only even inside the workspace; a seccomp
-filter (:mod:`~agentfsm.sandbox._seccomp`) refuses setuid and setgid bits; the environment is
-an allow-list (:func:`~agentfsm.sandbox._process.sandbox_environ`); each command runs under
-:class:`~agentfsm.sandbox._limits.ResourceLimits`. Every hiding mount comes after the paths
-the settings open, so widening reads or writes never uncovers what is hidden.
+Beyond that: the agent's own interpreter, site-packages and package stay read-only even
+inside the workspace; a seccomp filter (:mod:`~agentfsm.sandbox._seccomp`) refuses setuid
+and setgid bits; the environment is an allow-list
+(:func:`~agentfsm.sandbox._process.sandbox_environ`); each command runs under
+:class:`~agentfsm.sandbox._limits.ResourceLimits`, in cgroups where they can be made.
+
+A call costs what bubblewrap costs: the mounts are worked out once (:meth:`plan`) and again
+only when what they depend on changes, and a call starts bwrap itself (reading the filter
+from a descriptor of its own, ``prlimit`` setting the limits inside), or, to join cgroups, a
+launcher ``sh`` that sets the limits and becomes bwrap.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from ._hidden import (
 from ._install_paths import agent_install_paths
 from ._limits import Cgroups, ResourceLimits, command_cgroups
 from ._missing import not_found_note
+from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
 from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
 from ._seccomp import setuid_filter, setuid_filter_fd, setuid_filter_path
 from ._toolchains import TOOLCHAIN_ENV, ToolchainView, toolchain_view, venv_signature
@@ -62,12 +70,8 @@ __all__ = ["PROTECTED_DIR", "BubblewrapSandbox", "ResourceLimits", "detect_sandb
 PROTECTED_DIR = ".agentfsm"
 """The agent's own folder in a workspace (settings): out of the model's reach."""
 
-SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-"""Read-only in the sandbox (mirrored as symlinks where they are symlinks, merged ``/usr``)."""
 MIN_BWRAP = (0, 8)
 """The oldest bubblewrap accepted (``--disable-userns`` came in 0.8)."""
-SANDBOX_TMP = "/tmp"
-SANDBOX_HOME = "/tmp/home"
 PLAN_ENV = (
     "PATH",
     "HOME",
@@ -118,10 +122,6 @@ def _bwrap_version(bwrap: str) -> str | None:
 
 def _older(version: str | None) -> bool:
     return version is not None and tuple(map(int, version.split(".")[:2])) < MIN_BWRAP
-
-
-def _inside(path: Path, folders: Iterable[str | Path]) -> bool:
-    return any(path == Path(f) or path.is_relative_to(f) for f in folders)
 
 
 def _absolute(paths: Iterable[str | Path], what: str) -> tuple[Path, ...]:
@@ -200,8 +200,8 @@ class BubblewrapSandbox:
     ) -> None:
         self.root = check_workspace(Path(root).resolve())
         self.allow_network = allow_network
-        self.read_paths = _absolute(read_paths, "read_paths")
-        self.write_paths = _absolute(write_paths, "write_paths")
+        self.read_paths = _absolute(read_paths, "read paths (sandbox.read)")
+        self.write_paths = _absolute(write_paths, "write paths (sandbox.write)")
         self.protected = tuple(self._protected_path(p) for p in dict.fromkeys(protected))
         self.env = env_names(env)
         self.limits = ResourceLimits() if limits is None else limits
@@ -240,7 +240,7 @@ class BubblewrapSandbox:
         found = []
         for prefix in sorted(prefixes):
             path = Path(prefix).resolve()
-            if not _inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
+            if not inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
                 found.append(path)
         return tuple(found)
 
@@ -286,7 +286,16 @@ class BubblewrapSandbox:
         system = tuple(hidden_system())
         # What the command could not read anyway needs no mount (a mount costs each call).
         hidden = [e for e in system if readable_without_capabilities(e[0])]
-        mounts = self._mounts(toolchains, [*hidden, *((str(p), f) for p, f in secrets)])
+        mounts = mount_options(
+            root=self.root,
+            tmp_mb=self.limits.tmp_mb,
+            read=(*self._interpreter, *toolchains.read, *self.read_paths),
+            write=self.write_paths,
+            own_code=self._own_code(),
+            hidden=[*hidden, *((str(p), f) for p, f in secrets)],
+            protected=self.protected,
+            network=self.allow_network,
+        )
         return _Plan(key, toolchains, secrets, system, tuple(mounts))
 
     @property
@@ -331,10 +340,10 @@ class BubblewrapSandbox:
         real = Path(os.path.realpath(path))
         hidden = [p for p, _ in plan.home_secrets] + [Path(p) for p in self.protected]
         hidden += [Path(p) for p, _ in plan.system]
-        if _inside(real, hidden):
+        if inside(real, hidden):
             return False
         system = [Path(os.path.realpath(f)) for f in SYSTEM_DIRS if os.path.lexists(f)]
-        return _inside(real, (*system, *self._shown(plan.toolchains)))
+        return inside(real, (*system, *self._shown(plan.toolchains)))
 
     def not_found_note(self, output: str) -> str | None:
         """For a command that exited 127: which command the sandbox did not find, what it
@@ -345,7 +354,7 @@ class BubblewrapSandbox:
     def _own_code(self) -> list[Path]:
         """The agent's own code folders that the root or a write path would make writable."""
         writable = (self.root, *self.write_paths)
-        return [p for p in self.install_paths if _inside(p, writable)]
+        return [p for p in self.install_paths if inside(p, writable)]
 
     def _flags(self) -> list[str]:
         flags = ["--unshare-all", "--unshare-user", "--disable-userns"]
@@ -354,55 +363,6 @@ class BubblewrapSandbox:
         # The command is the PID namespace's init: bwrap then returns only once the namespace
         # is gone (its own init would report the exit code first and be reaped by no one).
         return [*flags, "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-
-    def _mounts(self, toolchains: ToolchainView, hidden: list[tuple[str, bool]]) -> list[str]:
-        # /dev is read-only but for its devices and a sized /dev/shm; /tmp is sized too.
-        size = str(self.limits.tmp_mb << 20)
-        args = ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm"]
-        args += ["--remount-ro", "/dev", "--size", size, "--tmpfs", SANDBOX_TMP]
-        args += ["--dir", SANDBOX_HOME]
-        for folder in SYSTEM_DIRS:
-            if os.path.islink(folder):
-                args += ["--symlink", os.readlink(folder), folder]
-            elif os.path.isdir(folder):
-                args += ["--ro-bind", folder, folder]
-        read = (*self._interpreter, *toolchains.read, *self.read_paths)
-        for path in dict.fromkeys(read):
-            if not any(path != other and path.is_relative_to(other) for other in read):
-                args += ["--ro-bind-try", str(path), str(path)]
-        resolv = Path("/etc/resolv.conf")
-        if self.allow_network and resolv.is_symlink():
-            target = resolv.resolve()
-            if not _inside(target, SYSTEM_DIRS):
-                args += ["--ro-bind-try", str(target), str(target)]
-        args += ["--bind", str(self.root), str(self.root)]
-        for path in self.write_paths:
-            args += ["--bind-try", str(path), str(path)]
-        for path in self._own_code():
-            args += ["--ro-bind-try", str(path), str(path)]
-        # Hiding comes last: no read or write path of the settings can uncover it.
-        for secret, is_folder in hidden:
-            if is_folder:
-                args += ["--tmpfs", secret, "--remount-ro", secret]
-            else:
-                args += ["--ro-bind", "/dev/null", secret]
-        for path in self.protected:
-            if not any(path.is_relative_to(other) for other in self.protected if other != path):
-                args += self._protect(path)
-        return [*args, "--remount-ro", "/"]
-
-    def _protect(self, path: Path) -> list[str]:
-        args = []
-        # Folders between the root and a protected path become mount points: they cannot be
-        # renamed away (and the protected path recreated in their place).
-        for ancestor in reversed(path.relative_to(self.root).parents[:-1]):
-            folder = self.root / ancestor
-            if folder.is_dir() and not folder.is_symlink():
-                args += ["--bind", str(folder), str(folder)]
-        if path.exists() and not path.is_dir():
-            return [*args, "--ro-bind", "/dev/null", str(path)]
-        # A folder, or nothing yet: an empty read-only tmpfs (bubblewrap creates the folder).
-        return [*args, "--tmpfs", str(path), "--remount-ro", str(path)]
 
     # -- the command line
 
