@@ -266,6 +266,17 @@ def hidden_beneath(root: str | Path, environ: Mapping[str, str] | None = None) -
     return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
+def _same(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one folder: the same path, or the same folder by another
+    path (a bind mount, another spelling on a case-insensitive file system)."""
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def check_workspace(root: str | Path, environ: Mapping[str, str] | None = None) -> Path:
     """``root`` resolved, when it may be a workspace.
 
@@ -282,12 +293,12 @@ def check_workspace(root: str | Path, environ: Mapping[str, str] | None = None) 
             f"the workspace cannot be {path}: the agent would reach the whole machine; {use}"
         )
     for home in homes(source):
-        if home == path:
+        if _same(home, path):
             raise ValueError(
                 f"the workspace cannot be your home folder {path}: the agent would reach "
                 f"your keys, credentials and its own settings; {use}"
             )
-        if home.is_relative_to(path):
+        if any(_same(above, path) for above in home.parents):
             raise ValueError(
                 f"the workspace cannot be {path}: it holds the home folder {home}, and the "
                 f"agent would reach your keys, credentials and its own settings; {use}"

@@ -38,6 +38,7 @@ __all__ = [
     "open_subdir",
     "read_capped",
     "replace_file",
+    "within",
 ]
 
 MAX_SYMLINK_HOPS = 40
@@ -152,7 +153,7 @@ def _fold(part: str) -> str:
     return unicodedata.normalize("NFKC", part).casefold()
 
 
-def _within(parts: Sequence[str], paths: tuple[tuple[str, ...], ...]) -> bool:
+def within(parts: Sequence[str], paths: tuple[tuple[str, ...], ...]) -> bool:
     """Whether ``parts`` are, or are inside, one of ``paths`` (folded components)."""
     folded = tuple(_fold(p) for p in parts[: max(map(len, paths), default=0)])
     return any(folded[: len(item)] == item for item in paths)
@@ -269,13 +270,23 @@ class SafeRoot:
 
     # -- checks ----------------------------------------------------------------------
 
+    def below(self, path: str | Path) -> tuple[str, ...] | None:
+        """An absolute, resolved ``path`` as folded components below the root (``()`` for
+        the root or a folder above it); ``None`` when it lies elsewhere."""
+        path = Path(path)
+        if self.path.is_relative_to(path):
+            return ()
+        if not path.is_relative_to(self.path):
+            return None
+        return tuple(_fold(p) for p in path.relative_to(self.path).parts)
+
     def is_protected(self, parts: Sequence[str]) -> bool:
         """Whether ``parts`` (from the root) are, or are inside, a protected or hidden path."""
-        return _within(parts, self.protected) or _within(parts, self.hidden)
+        return within(parts, self.protected) or within(parts, self.hidden)
 
     def protected_error(self, parts: Sequence[str]) -> PathRefused:
         rel = "/".join(parts)
-        if _within(parts, self.protected):
+        if within(parts, self.protected):
             return PathRefused(
                 f"{rel!r} is the agent's own configuration; it is not accessible to tools"
             )
@@ -286,7 +297,7 @@ class SafeRoot:
 
     def is_readonly(self, parts: Sequence[str]) -> bool:
         """Whether ``parts`` (from the root) are, or are inside, a read-only path."""
-        return _within(parts, self.readonly)
+        return within(parts, self.readonly)
 
     def check_writable(self, resolved: Resolved) -> None:
         """Refuse (:class:`PathRefused`) to change what ``resolved`` names when it is, or is
