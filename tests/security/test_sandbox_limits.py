@@ -120,6 +120,7 @@ def test_the_limit_is_read_from_the_failure() -> None:
         (None, "bash: fork: retry: Resource temporarily unavailable"): "processes",
         (1, "head: error writing 'standard output': No space left on device"): "tmp_mb",
         (137, "Killed\n"): "memory_mb",
+        (-9, ""): "memory_mb",  # bwrap itself killed: the signal, not an exit code
     }
     for (code, output), key in cases.items():
         text = explain_limit(code, output, limits)

@@ -120,7 +120,7 @@ def explain_limit(code: int | None, output: str, limits: ResourceLimits) -> str 
         return said("/tmp size", "tmp_mb", f"{limits.tmp_mb} MiB for /tmp, and for /dev/shm") + (
             " (or the workspace's disk is full)"
         )
-    if code == _SIGKILL_EXIT:  # the kernel kills a process of a command past its memory cgroup
+    if code in (_SIGKILL_EXIT, -9):  # the kernel kills a process past the memory cgroup
         together = f"{limits.memory_mb} MiB for its processes together"
         return "it was killed (SIGKILL): probably " + said("memory", "memory_mb", together)
     return None
