@@ -23,6 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.adapters.sessions import default_session_dir
+from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
 from ._database_url import check_database_url
@@ -88,6 +89,10 @@ def _task(
     if workspace not in checked:
         if not workspace.is_dir():
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r} is not a folder")
+        try:
+            check_workspace(workspace)
+        except ValueError as error:
+            raise _Usage(f"{where}: {error}") from None
         session_dir = default_session_dir(workspace)
         try:
             found = run_cmd.run_settings("agentfsm batch", args, workspace)

@@ -33,7 +33,13 @@ from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, res
 from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError, detect_sandbox
 from agentfsm.agent import Hooks
 from agentfsm.engine import ChatFn, LoopOutcome
-from agentfsm.sandbox import PROTECTED_DIR, CommandSandbox, SandboxUnavailable, Unsandboxed
+from agentfsm.sandbox import (
+    PROTECTED_DIR,
+    CommandSandbox,
+    SandboxUnavailable,
+    Unsandboxed,
+    check_workspace,
+)
 
 from ._agent_build import build_agent
 from ._errors import UsageError
@@ -443,6 +449,7 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     try:
         if not workspace.is_dir():
             raise UsageError(f"--workspace {args.workspace[:200]!r} is not a folder")
+        check_workspace(workspace)
         session_dir = (
             _folder("--session-dir", args.session_dir)
             if args.session_dir
@@ -450,6 +457,8 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
         )
         if session_dir.exists() and not session_dir.is_dir():
             raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
     return workspace, session_dir

@@ -13,6 +13,7 @@ other agentfsm packages only: it is not public API.
 from ._bubblewrap import PROTECTED_DIR as PROTECTED_DIR
 from ._bubblewrap import BubblewrapSandbox, detect_sandbox
 from ._errors import RunRefused
+from ._hidden import check_workspace, hidden_beneath
 from ._install_paths import agent_install_paths as agent_install_paths
 from ._limits import ResourceLimits
 from ._limits import explain_limit as explain_limit
@@ -31,6 +32,8 @@ __all__ = [
     "RunRefused",
     "SandboxUnavailable",
     "Unsandboxed",
+    "check_workspace",
     "detect_sandbox",
+    "hidden_beneath",
     "run_command",
 ]
