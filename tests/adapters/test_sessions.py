@@ -261,17 +261,34 @@ async def test_resume_latest_goes_to_a_fresh_file(tmp_path: Path) -> None:
         engine.load_session(prefix)
 
 
-async def test_write_errors_never_fail_the_run(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_session_that_cannot_be_started_refuses_the_run(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the session folder should be", "utf-8")
-    engine = Agent(ScriptedChat(["fine"]), session_dir=blocker / "sessions")
+    chat = ScriptedChat(["fine"])
+    engine = Agent(chat, session_dir=blocker / "sessions")
+    with pytest.raises(OSError, match="could not be recorded"):
+        await engine.run("hi")
+    assert chat.calls == 0  # nothing is paid for that could not be recorded
+
+
+async def test_a_session_that_fails_mid_run_is_reported_on_the_outcome(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def answer(request: object) -> str:
+        handle.close()
+        handle.path.unlink()
+        handle.path.mkdir()  # the file can no longer be opened for writing (root too)
+        return "fine"
+
+    engine = Agent(ScriptedChat(answer), session_dir=tmp_path)
+    handle = engine.new_session()
     with caplog.at_level(logging.WARNING, logger="agentfsm"):
-        outcome = await engine.run("hi")
+        outcome = await engine.run("hi", session=handle)
     assert outcome.stopped_reason == "final"
     assert outcome.final == AssistantMessage("fine")
-    assert "not recorded" in caplog.text
+    assert outcome.session_error is not None
+    assert "Is a directory" in outcome.session_error
+    assert caplog.text.count("is incomplete") == 1
 
 
 def test_file_names_use_timestamp_counter_and_label(tmp_path: Path) -> None:

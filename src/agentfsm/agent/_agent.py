@@ -304,22 +304,36 @@ class Agent:
                 seeded=len(history_list) - len(new_input) if first else 0,
                 resumed_from=resumed,
             )
+        unrecorded = None
+        if handle is not None and handle.error is not None:
+            # Not even the run's start could be recorded: no model call is paid for.
+            unrecorded = OSError(
+                f"session {handle.id} could not be recorded "
+                f"({handle.error.strerror or handle.error}): {handle.path}"
+            )
+            unrecorded.errno = handle.error.errno
         self._active.add(controller)
         try:
+            if unrecorded is not None:
+                raise unrecorded
             outcome = await (runner.run() if telemetry is None else telemetry.run(runner.run))
         except BaseException as exc:
             reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
             if recorder is not None:
                 recorder.finish(reason, ctx.usage, exc, ctx.policy_state)
+                if exc is not unrecorded:
+                    _warn_incomplete(recorder.handle)
             if hooks.stop is not None:
                 await call_hook("stop", hooks.stop, RunStop(reason, ctx.usage, None, exc))
             raise
         finally:
             self._active.discard(controller)
             unlink()
+        session_error = None
         if recorder is not None:
             recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
-        outcome = evolved(outcome, session_path=path)
+            session_error = _warn_incomplete(recorder.handle)
+        outcome = evolved(outcome, session_path=path, session_error=session_error)
         if hooks.stop is not None:
             await call_hook(
                 "stop", hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
@@ -339,6 +353,18 @@ class Agent:
             return str(text)
 
         return await run_step("preamble", render)
+
+
+def _warn_incomplete(handle: SessionHandle) -> str | None:
+    """Why ``handle``'s file is incomplete (logged once, as a warning), or ``None``."""
+    error = handle.error
+    if error is None:
+        return None
+    why = "a record could not be written: " + " ".join(str(error.strerror or error).split())
+    logger.warning(
+        "agentfsm: session %s is incomplete (%s); it holds the run up to there", handle.id, why
+    )
+    return why
 
 
 def _link(signal: SupportsAbort | None, controller: AbortController) -> Callable[[], None]:
