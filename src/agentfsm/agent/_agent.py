@@ -312,13 +312,23 @@ class Agent:
                 f"({handle.error.strerror or handle.error}): {handle.path}"
             )
             unrecorded.errno = handle.error.errno
+
+        async def body() -> LoopOutcome:
+            done = await runner.run()
+            # A task.cancel() that came with the run's last event ends the task cancelled:
+            # take it here, so the run is recorded (span included) as what the caller gets.
+            await asyncio.sleep(0)
+            return done
+
         self._active.add(controller)
         try:
             if unrecorded is not None:
                 raise unrecorded
-            outcome = await (runner.run() if telemetry is None else telemetry.run(runner.run))
+            outcome = await (body() if telemetry is None else telemetry.run(body))
         except BaseException as exc:
-            reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
+            reason: ExitReason = (
+                "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+            )
             if recorder is not None:
                 recorder.finish(reason, ctx.usage, exc, ctx.policy_state)
                 if exc is not unrecorded:

@@ -414,7 +414,7 @@ async def _run(
         except (SessionNotFound, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
         except asyncio.CancelledError as error:
-            return finish("aborted", 130, session=handle, error=error)
+            return finish("cancelled", 130, session=handle, error=error)
         except Exception as error:  # reported once, as a documented kind (ProviderError, …)
             return finish("failed", 1, session=handle, error=error)
         finally:

@@ -54,8 +54,8 @@ class SessionRecorder:
     ``compress_end`` a meta record; ``finish`` writes
     ``run_end`` with the stop reason and the run's usage, then closes the file. An assistant
     message's record also carries its ``turn`` and the call's ``usage`` (when the provider
-    reported one); the ``run_end`` of a run that ended ``aborted`` or ``failed`` names the
-    machine state it was in (``last_state``). Policy
+    reported one); the ``run_end`` of a run that ended ``aborted``, ``failed`` or
+    ``cancelled`` names the machine state it was in (``last_state``). Policy
     decisions (warnings, notes, stops, gate refusals, redirections, reminders) are recorded
     as meta records too, without reminder or advice texts. A write that fails never reaches
     the run's loop: the handle keeps the error (:attr:`SessionHandle.error`), the file keeps
@@ -220,7 +220,7 @@ class SessionRecorder:
         }
         if error is not None:
             meta["error"] = _error_record(error)
-        if stopped_reason in ("aborted", "failed") and self._state is not None:
+        if stopped_reason in ("aborted", "failed", "cancelled") and self._state is not None:
             meta["last_state"] = self._state
         if policy_state:
             meta["policy_state"] = dict(policy_state)
