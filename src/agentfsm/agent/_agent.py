@@ -103,6 +103,8 @@ class Agent:
         instrument: bool | Instrumentation = False,
         durable_factory: str | None = None,
     ) -> None:
+        _check_chat(chat)
+        _check_tools(tools)
         self.chat = chat
         self.tools = tools
         self.system_prompt = system_prompt
@@ -185,7 +187,7 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(prompt_or_messages, **kwargs))
-        raise RuntimeError("run_sync() cannot run inside an event loop; use await engine.run()")
+        raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
 
     async def run(
         self,
@@ -363,6 +365,60 @@ class Agent:
             return str(text)
 
         return await run_step("preamble", render)
+
+
+_CHAT_SHAPE = (
+    "an async callable (messages, tools, *, temperature=None, max_tokens=None, signal=None, "
+    "on_delta=None) -> ChatResult, such as OpenAIChat(model) from agentfsm.adapters.providers"
+)
+
+
+def _check_chat(chat: object) -> None:
+    """A ``TypeError`` now, naming what was probably meant, for a ``chat`` that is no chat
+    model: otherwise the run fails at its first call, deep inside the runner."""
+    if isinstance(chat, str):
+        adapter = "AnthropicChat" if chat.startswith("claude") else "OpenAIChat"
+        raise TypeError(
+            f"Agent takes a chat model, not a model name: did you mean {adapter}({chat!r})? "
+            "(agentfsm.adapters.providers: OpenAIChat, AnthropicChat, OpenAIResponses)"
+        )
+    if isinstance(chat, type):
+        raise TypeError(
+            f"{chat.__name__} is a class, not a chat model: did you mean {chat.__name__}(...)?"
+        )
+    if inspect.isawaitable(chat):
+        if inspect.iscoroutine(chat):
+            chat.close()  # never awaited: no second warning about it
+        raise TypeError(
+            "Agent got an awaitable as its chat model: pass the chat function itself, not "
+            "what calling it returned"
+        )
+    if not callable(chat):
+        raise TypeError(f"Agent takes a chat model ({_CHAT_SHAPE}), not {type(chat).__name__}")
+    try:
+        inspect.signature(chat).bind(None, None)
+    except TypeError as error:
+        raise TypeError(
+            f"the chat model {chat!r} cannot be called as chat(messages, tools): {error}; "
+            f"a chat model is {_CHAT_SHAPE}"
+        ) from None
+    except ValueError:  # no signature to read (some builtins): the first call tells
+        pass
+
+
+def _check_tools(tools: object) -> None:
+    """A ``TypeError`` now for ``tools`` that are no tool runner."""
+    if tools is None or (
+        callable(getattr(tools, "specs", None)) and callable(getattr(tools, "run", None))
+    ):
+        return
+    hint = ""
+    if isinstance(tools, (list, tuple)) or inspect.isfunction(tools):
+        hint = "; did you mean ToolBox([...]) (agentfsm.adapters.tools), which runs functions?"
+    raise TypeError(
+        "Agent's tools must be a tool runner (specs() and async run(call, *, signal=None)), "
+        f"not {type(tools).__name__}{hint}"
+    )
 
 
 def _warn_incomplete(handle: SessionHandle) -> str | None:
