@@ -91,3 +91,67 @@ async def test_a_run_that_returns_is_not_cancelled(tmp_path: Path, otel: Otel) -
     assert outcome.stopped_reason == "final"
     assert _run_end(tmp_path)["stopped_reason"] == "final"
     assert [stop.stopped_reason for stop in stops] == ["final"]
+
+
+async def _cancelled_in(tmp_path: Path, otel: Otel, where: str) -> tuple[list[RunStop], Path]:
+    """A run cancelled while ``where`` (an async hook, or the preamble) awaits."""
+    stops: list[RunStop] = []
+    entered = asyncio.Event()
+
+    async def waits(_: object = None) -> None:
+        entered.set()
+        await asyncio.sleep(30)
+
+    async def stop(info: RunStop) -> None:
+        stops.append(info)
+        if where == "stop":
+            await waits()
+
+    class Preamble:
+        async def render(self) -> str:
+            await waits()
+            return "never"
+
+    hooks = Hooks(
+        session_start=waits if where == "session_start" else None,
+        user_prompt_submit=waits if where == "user_prompt_submit" else None,
+        stop=stop,
+    )
+    agent = Agent(
+        ScriptedChat(["done"]),
+        session_dir=tmp_path,
+        hooks=hooks,
+        preamble=Preamble() if where == "preamble" else None,
+        instrument=otel.instrumentation(),
+    )
+    task = asyncio.ensure_future(agent.run("go"))
+    await asyncio.wait_for(entered.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return stops, tmp_path
+
+
+@pytest.mark.parametrize("where", ["session_start", "user_prompt_submit", "preamble"])
+async def test_a_run_cancelled_before_its_start_is_recorded_nowhere_but_the_stop_hook(
+    tmp_path: Path, otel: Otel, where: str
+) -> None:
+    stops, folder = await _cancelled_in(tmp_path, otel, where)
+    assert [(s.stopped_reason, type(s.error).__name__) for s in stops] == [
+        ("cancelled", "CancelledError")
+    ]
+    assert list(folder.glob("*.jsonl")) == []  # nothing was recorded: no empty session left
+    assert [s for s in otel.spans() if s.name.startswith("invoke_agent")] == []
+
+
+async def test_a_cancellation_during_the_stop_hook_records_the_run_cancelled(
+    tmp_path: Path, otel: Otel
+) -> None:
+    # The hook was told the run's end and is itself cancelled; the session and the span
+    # say what the caller gets.
+    stops, folder = await _cancelled_in(tmp_path, otel, "stop")
+    assert [s.stopped_reason for s in stops] == ["final"]
+    assert _run_end(folder)["stopped_reason"] == "cancelled"
+    [span] = [s for s in otel.spans() if s.name.startswith("invoke_agent")]
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "cancelled"

@@ -51,7 +51,7 @@ def _run_parser() -> argparse.ArgumentParser:
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--only",
@@ -280,10 +280,14 @@ def _corpus(argv: Sequence[str]) -> int:
         "recording through its own wire's adapter)",
     )
     parser.add_argument(
-        "--out", metavar="report.json", help="with several wires: report.<wire>.json each"
+        "--out",
+        metavar="report.json",
+        help="write the report as JSON here (with several wires: report.<wire>.json each)",
     )
     parser.add_argument(
-        "--markdown", metavar="FILE", help="with several wires: FILE's name with .<wire> each"
+        "--markdown",
+        metavar="FILE",
+        help="write the report as Markdown here (with several wires: FILE's name with .<wire>)",
     )
     args = parser.parse_args(argv)
     try:
@@ -367,7 +371,7 @@ def _probe_parser() -> argparse.ArgumentParser:
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--write-settings",
@@ -378,7 +382,11 @@ def _probe_parser() -> argparse.ArgumentParser:
         "reads: PATH is a workspace folder (default: .) or the settings file",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120, metavar="SECONDS", help="per probe request"
+        "--timeout",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="per probe request (default: 120)",
     )
     return parser
 

@@ -41,7 +41,8 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session-dir",
         metavar="DIR",
-        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+        help="where the sessions are (default: the workspace's folder under "
+        "$XDG_STATE_HOME/agentfsm/sessions)",
     )
 
 
@@ -89,7 +90,10 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     runs_retry.add_argument("--quiet", action="store_true", help="no progress line")
     for sub in (runs_list, runs_resume, runs_retry):
         sub.add_argument(
-            "--database-url", metavar="URL", help="default: SQLite in the state folder"
+            "--database-url",
+            metavar="URL",
+            help="the DBOS system database of the durable runs (default: SQLite in "
+            "$XDG_STATE_HOME)",
         )
         _verbose_option(sub)
 
@@ -127,7 +131,8 @@ def _verbose_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="DBOS's and OpenTelemetry's logs on stderr (default: a log file, path printed)",
+        help="with --durable or --otel: DBOS's and OpenTelemetry's logs on stderr "
+        "(default: a log file, its path printed)",
     )
 
 
@@ -218,7 +223,8 @@ def add_run_arguments(parser: Any) -> None:
     parser.add_argument(
         "--session-dir",
         metavar="DIR",
-        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+        help="where the sessions are (default: the workspace's folder under "
+        "$XDG_STATE_HOME/agentfsm/sessions)",
     )
     parser.add_argument(
         "--verify-command",
@@ -315,7 +321,9 @@ def _provider_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the project folder of tasks without a workspace (default: .)",
     )
-    parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed per task")
+    parser.add_argument(
+        "--max-turns", type=int, default=20, help="LLM calls allowed per task (default: 20)"
+    )
     _preset_option(parser)
     parser.add_argument(
         "--verify-command", metavar="CMD", help="the check the verify gate runs, for every task"

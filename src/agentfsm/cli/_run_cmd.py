@@ -349,7 +349,8 @@ async def _run(
             exit_code=code,
             tally=tally,
             outcome=outcome,
-            session=session.path if session is not None else None,
+            # a run that recorded nothing left no file (see SessionHandle.remove_if_empty)
+            session=session.path if session is not None and session.path.exists() else None,
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
             session_error=None

@@ -13,6 +13,7 @@ is written as escapes and reads back as the same string.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -143,11 +144,21 @@ class SessionHandle:
                 f"written ({self.error.strerror or self.error})",
             )
         stamp = utc_timestamp(self._clock() if self._clock is not None else None)
-        data = "".join([_record_line(stamp, r) for r in records]).encode("ascii")
+        try:
+            data = "".join([_record_line(stamp, r) for r in records]).encode("ascii")
+        except (TypeError, ValueError) as exc:  # a record JSON cannot hold
+            self.error = OSError(f"a record could not be serialized: {exc}")
+            self.close()
+            raise self.error from exc
         size: int | None = None
         try:
             fd = self._fd if self._fd is not None else self._open()
-            size = os.fstat(fd).st_size
+            found = os.fstat(fd)
+            if found.st_nlink == 0:  # the file was removed under the open handle
+                raise FileNotFoundError(
+                    errno.ENOENT, "the session file was removed", str(self.path)
+                )
+            size = found.st_size
             _write_all(fd, data, str(self.path))
         except BaseException as exc:
             if size is not None:
@@ -158,6 +169,19 @@ class SessionHandle:
             if isinstance(exc, OSError):
                 self.error = exc
             raise
+
+    def remove_if_empty(self) -> bool:
+        """Remove the file when nothing was ever written to it (a run refused or cancelled
+        before its start was recorded): no empty session is left to be ``latest``. Whether
+        it was removed."""
+        self.close()
+        try:
+            if self.path.stat().st_size:
+                return False
+            self.path.unlink()
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         """Close the file if it is open (harmless otherwise); the next write reopens it."""
