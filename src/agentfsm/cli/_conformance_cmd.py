@@ -40,23 +40,29 @@ def _run_parser() -> argparse.ArgumentParser:
         "VCR.py cassettes through the adapters).",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--api-key-env", metavar="VAR")
+    parser.add_argument("--model", required=True, help="the model name the server serves")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (never written to a report)",
+    )
     parser.add_argument(
         "--wire",
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--only",
         action="append",
         metavar="GROUP",
         choices=["wire", "answers", "tools", "usage", "errors", "control"],
+        help="run one group of checks only (wire, answers, tools, usage, errors, control); "
+        "repeatable",
     )
-    parser.add_argument("--out", metavar="report.json")
-    parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument("--out", metavar="report.json", help="write the report as JSON here")
+    parser.add_argument("--markdown", metavar="FILE", help="write the report as Markdown here")
     parser.add_argument(
         "--record",
         metavar="DIR",
@@ -219,9 +225,14 @@ def _run(argv: Sequence[str]) -> int:
 def _matrix(argv: Sequence[str]) -> int:
     from agentfsm.conformance import Report, matrix_markdown
 
-    parser = argparse.ArgumentParser(prog="agentfsm conformance matrix")
-    parser.add_argument("reports", nargs="+", metavar="REPORT.json")
-    parser.add_argument("--markdown", metavar="FILE")
+    parser = argparse.ArgumentParser(
+        prog="agentfsm conformance matrix",
+        description="One table of several providers' reports (the --out JSON of each run).",
+    )
+    parser.add_argument(
+        "reports", nargs="+", metavar="REPORT.json", help="the reports, one column each"
+    )
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table here")
     args = parser.parse_args(argv)
     try:
         reports = [Report.from_dict(json.loads(Path(p).read_text("utf-8"))) for p in args.reports]
@@ -273,10 +284,14 @@ def _corpus(argv: Sequence[str]) -> int:
         "recording through its own wire's adapter)",
     )
     parser.add_argument(
-        "--out", metavar="report.json", help="with several wires: report.<wire>.json each"
+        "--out",
+        metavar="report.json",
+        help="write the report as JSON here (with several wires: report.<wire>.json each)",
     )
     parser.add_argument(
-        "--markdown", metavar="FILE", help="with several wires: FILE's name with .<wire> each"
+        "--markdown",
+        metavar="FILE",
+        help="write the report as Markdown here (with several wires: FILE's name with .<wire>)",
     )
     args = parser.parse_args(argv)
     try:
@@ -349,14 +364,18 @@ def _probe_parser() -> argparse.ArgumentParser:
         "it: the decisive checks re-run with the adapter built under it.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:4000/v1")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--api-key-env", metavar="VAR")
+    parser.add_argument("--model", required=True, help="the model name the server serves")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (never written to a report)",
+    )
     parser.add_argument(
         "--wire",
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--write-settings",
@@ -367,7 +386,11 @@ def _probe_parser() -> argparse.ArgumentParser:
         "reads: PATH is a workspace folder (default: .) or the settings file",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120, metavar="SECONDS", help="per probe request"
+        "--timeout",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="per probe request (default: 120)",
     )
     return parser
 

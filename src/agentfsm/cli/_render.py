@@ -264,6 +264,8 @@ class HumanRenderer(Renderer):
                 self._say(words)  # a capped run's last words
         rows = _summary_rows(end)
         session = f"session: {end.get('session_path') or 'not recorded'}"
+        if end.get("session_error"):
+            session += f" (incomplete: {end['session_error']})"
         if end.get("html_path"):
             session += f"\npicture: {end['html_path']}"
         if self.console is None:
@@ -292,6 +294,7 @@ def _outcome_end(outcome: LoopOutcome) -> dict[str, Any]:
         "usage": to_jsonable(outcome.usage),
         "stop": {"policy": stop.policy, "reason": stop.reason} if stop else None,
         "session_path": outcome.session_path,
+        "session_error": outcome.session_error,
     }
 
 

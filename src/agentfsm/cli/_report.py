@@ -142,6 +142,7 @@ def run_end(
     session: Path | None = None,
     resumed_from: Path | None = None,
     error: dict[str, Any] | None = None,
+    session_error: str | None = None,
 ) -> dict[str, Any]:
     """The ``run_end`` object: the last line of ``--json`` and what the summary shows."""
     usage = outcome.usage if outcome is not None else None
@@ -158,6 +159,7 @@ def run_end(
         "stop": {"policy": stop.policy, "reason": stop.reason} if stop is not None else None,
         "session_id": session.stem if session is not None else None,
         "session_path": str(session) if session is not None else None,
+        "session_error": session_error or (outcome.session_error if outcome else None),
         "resumed_from": resumed_from.stem if resumed_from is not None else None,
         "error": error,
     }

@@ -29,7 +29,12 @@ from agentfsm.adapters.providers import (
     parse_quirk,
     quirk_profile,
 )
-from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
+from agentfsm.adapters.sessions import (
+    SessionHandle,
+    SessionNotFound,
+    default_session_dir,
+    resolve_session,
+)
 from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError, detect_sandbox
 from agentfsm.agent import Hooks
 from agentfsm.engine import ChatFn, LoopOutcome
@@ -107,8 +112,10 @@ LOCAL_MAX_TOKENS = 512
 
 
 def exit_code(outcome: LoopOutcome) -> int:
-    """0 final answer, 3 budget or policy stop, 130 interrupted."""
-    return {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+    """0 final answer, 3 budget or policy stop, 130 interrupted; 1 when the run's session
+    could not be recorded (unless interrupted)."""
+    code = {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+    return 1 if outcome.session_error is not None and code != 130 else code
 
 
 def _provider(args: argparse.Namespace) -> str:
@@ -333,17 +340,22 @@ async def _run(
         reason: str,
         code: int,
         outcome: LoopOutcome | None = None,
-        session: Path | None = None,
+        session: SessionHandle | None = None,
         error: BaseException | None = None,
     ) -> int:
+        lost = session.error if session is not None else None
         end = run_end(
             stopped_reason=reason,
             exit_code=code,
             tally=tally,
             outcome=outcome,
-            session=session,
+            # a run that recorded nothing left no file (see SessionHandle.remove_if_empty)
+            session=session.path if session is not None and session.path.exists() else None,
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
+            session_error=None
+            if lost is None
+            else "a record could not be written: " + " ".join(str(lost.strerror or lost).split()),
         )
         # The human summary always gives the picture's path; --json and --quiet only when
         # asked for with --html (their output is for programs).
@@ -403,13 +415,13 @@ async def _run(
         except (SessionNotFound, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
         except asyncio.CancelledError as error:
-            return finish("aborted", 130, session=handle.path, error=error)
+            return finish("cancelled", 130, session=handle, error=error)
         except Exception as error:  # reported once, as a documented kind (ProviderError, …)
-            return finish("failed", 1, session=handle.path, error=error)
+            return finish("failed", 1, session=handle, error=error)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
-    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle.path)
+    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

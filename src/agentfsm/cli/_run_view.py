@@ -398,7 +398,7 @@ def read_run_view(path: str | Path) -> dict[str, Any]:
     verdicts: dict[str, dict[str, int]] = {}
     for run in reader.runs:
         numbers = run["turns"]
-        if numbers and run["stopped_reason"] in ("aborted", "failed"):
+        if numbers and run["stopped_reason"] in ("aborted", "failed", "cancelled"):
             why = f": {run['error']}" if run.get("error") else ""
             reader.turns[numbers[-1]]["events"].append(
                 {"kind": "stop", "text": f"run {run['stopped_reason']}{why}"}

@@ -11,6 +11,7 @@ those options the command line leaves out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ def record_provider(
     def on_turn_start(event: TurnStartEvent) -> None:
         for stop in unsubscribe:
             stop()
-        handle.write_meta(meta)
+        with contextlib.suppress(OSError):  # kept as handle.error, reported when the run ends
+            handle.write_meta(meta)
 
     unsubscribe.append(emitter.on("turn_start", on_turn_start))
     return unsubscribe[0]

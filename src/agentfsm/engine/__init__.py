@@ -101,6 +101,7 @@ from ._policy_check import hooks_of as hooks_of
 from ._policy_check import policy_name as policy_name
 from ._protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort, ToolRunner
 from ._reminders import retry_message as retry_message
+from ._runner import LoopRunner as LoopRunner
 from ._serialization import converter
 from ._serialization import dumps as dumps
 from ._serialization import nests_deeper_than as nests_deeper_than
