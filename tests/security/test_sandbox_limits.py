@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -225,3 +226,34 @@ async def test_the_limits_are_set_however_the_command_starts(
         rows = {line[:26].strip(): line[26:].split()[:2] for line in text.splitlines()}
         for name, values in expected.items():
             assert tuple(rows[name]) == values, (name, text)
+
+
+_UNDER_A_HARD_LIMIT = """
+import asyncio, resource, sys
+from pathlib import Path
+from agentfsm.sandbox import BubblewrapSandbox, run_command
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # the user's own ulimit -H -f
+root = Path(sys.argv[1])
+code, output = asyncio.run(run_command(
+    "head -c 3M /dev/zero > big", cwd=root, timeout=60, max_output=10_000,
+    sandbox=BubblewrapSandbox(root),
+))
+print(code, (root / "big").stat().st_size)
+"""
+
+
+def test_a_users_lower_hard_limit_narrows_the_sandbox_instead_of_refusing_it(
+    tmp_path: Path,
+) -> None:
+    # Before: prlimit could not raise the file size limit to 512 MiB above the user's hard
+    # limit, and every command failed as if the sandbox could not start.
+    done = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_HARD_LIMIT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    code, size = done.stdout.split()
+    assert code != "0"  # the write past the user's 1 MiB stopped there
+    assert int(size) <= 1 << 20

@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import os
 import re
+import resource
 from pathlib import Path
 
 from attrs import field, frozen
@@ -60,24 +61,28 @@ class ResourceLimits:
     """CPU time of each process, in seconds (``RLIMIT_CPU``)."""
 
     def prlimit_args(self) -> list[str]:
-        """The ``prlimit`` options that set these limits (hard and soft)."""
+        """The ``prlimit`` options that set these limits (hard and soft), each no higher
+        than the limit this process already has (which no unprivileged process can raise)."""
         mib = 1 << 20
         values = {
-            "nproc": self.processes,
-            "data": self.memory_mb * mib,
-            "fsize": self.file_size_mb * mib,
+            "nproc": _capped(resource.RLIMIT_NPROC, self.processes),
+            "data": _capped(resource.RLIMIT_DATA, self.memory_mb * mib),
+            "fsize": _capped(resource.RLIMIT_FSIZE, self.file_size_mb * mib),
         }
         # CPU: SIGXCPU at the limit (its exit status names it), SIGKILL a few seconds on.
-        cpu = f"--cpu={self.cpu_seconds}:{self.cpu_seconds + CPU_GRACE_SECONDS}"
+        hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
+        cpu = f"--cpu={min(self.cpu_seconds, hard)}:{hard}"
         return [*(f"--{name}={value}:{value}" for name, value in values.items()), cpu]
 
     def ulimit_script(self) -> str:
         """POSIX ``sh`` setting the limits but ``RLIMIT_NPROC`` (hard and soft, as
         :meth:`prlimit_args`): ``-d`` counts KiB, ``-f`` blocks of 512 bytes."""
-        cpu = self.cpu_seconds
+        data = _capped(resource.RLIMIT_DATA, self.memory_mb << 20) >> 10
+        size = _capped(resource.RLIMIT_FSIZE, self.file_size_mb << 20) >> 9
+        hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
         return (
-            f"ulimit -d {self.memory_mb << 10} && ulimit -f {self.file_size_mb << 11} && "
-            f"ulimit -t {cpu + CPU_GRACE_SECONDS} && ulimit -S -t {cpu}"
+            f"ulimit -d {data} && ulimit -f {size} && "
+            f"ulimit -t {hard} && ulimit -S -t {min(self.cpu_seconds, hard)}"
         )
 
     def describe(self) -> dict[str, int]:
@@ -89,6 +94,16 @@ class ResourceLimits:
             "tmp_mb": self.tmp_mb,
             "cpu_seconds": self.cpu_seconds,
         }
+
+
+def _capped(kind: int, value: int) -> int:
+    """``value``, or the hard limit of ``kind`` this process has when that is lower (a user's
+    own ``ulimit -H``): the sandbox narrows what the user allowed, never asks for more."""
+    try:
+        hard = resource.getrlimit(kind)[1]
+    except (OSError, ValueError):
+        return value
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 _SIGXCPU_EXIT = 128 + 24
