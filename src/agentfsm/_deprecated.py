@@ -101,7 +101,6 @@ INTERNAL: dict[str, dict[str, str]] = {
         "answer_open_tool_calls": "agentfsm.adapters.sessions._reader",
         "drop_trailing_user_messages": "agentfsm.adapters.sessions._reader",
         "iter_session_records": "agentfsm.adapters.sessions._lines",
-        "read_session_policy_state": "agentfsm.adapters.sessions._reader",
         "state_home": "agentfsm.adapters.sessions._location",
     },
     "agentfsm.adapters.durable": {

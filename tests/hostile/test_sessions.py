@@ -19,12 +19,12 @@ from agentfsm import Agent
 from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
+    read_session,
     read_session_messages,
     resolve_session,
     trace_session,
 )
 from agentfsm.adapters.sessions._lines import MAX_LINE_BYTES, MAX_SESSION_BYTES
-from agentfsm.adapters.sessions._reader import read_session_policy_state
 from agentfsm.cli import main
 from agentfsm.testing import ScriptedChat
 
@@ -270,7 +270,7 @@ async def test_wrong_typed_policy_state_is_ignored(
     path.write_text("\n".join([*GOOD, json.dumps(end)]) + "\n", "utf-8")
     with measure("sessions", f"policy_state {policy_state!r}") as row:
         with caplog.at_level(logging.WARNING, "agentfsm.sessions"):
-            state = read_session_policy_state(path)
+            state = read_session(path).policy_state
             from agentfsm.policies import presets
 
             engine = Agent(

@@ -9,27 +9,42 @@ from ._lines import (
 )
 from ._location import default_session_dir
 from ._reader import (
+    CallTrace,
+    MetaRecord,
+    RunTrace,
+    SessionLog,
+    TurnTrace,
+    read_session,
+    read_session_chain,
     read_session_messages,
+    tool_outcome,
+    trace_session,
 )
 from ._recorder import SessionRecorder
 from ._resolve import SessionNotFound, is_session_file, resolve_session, session_files
 from ._store import SessionHandle, SessionStore
-from ._trace import RunTrace, trace_session
 
 __all__ = [
+    "CallTrace",
     "MAX_JSON_DEPTH",
     "MAX_LINE_BYTES",
     "MAX_SESSION_BYTES",
+    "MetaRecord",
     "RunTrace",
     "SessionHandle",
+    "SessionLog",
     "SessionNotFound",
     "SessionRecorder",
     "SessionStore",
+    "TurnTrace",
     "default_session_dir",
     "is_session_file",
+    "read_session",
+    "read_session_chain",
     "read_session_messages",
     "resolve_session",
     "session_files",
+    "tool_outcome",
     "trace_session",
 ]
 
