@@ -3,7 +3,6 @@ merge reports, probe quirks."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
+
+from ._parser import UsageParser
 
 __all__ = ["main"]
 
@@ -28,10 +29,10 @@ def _wire_name(text: str) -> str:
     return _ALIASES.get(text, text)
 
 
-def _run_parser() -> argparse.ArgumentParser:
+def _run_parser() -> UsageParser:
     from agentfsm.adapters.providers._profiles import quirk_names
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
         "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
@@ -220,7 +221,7 @@ def _run(argv: Sequence[str]) -> int:
 def _matrix(argv: Sequence[str]) -> int:
     from agentfsm.conformance import Report, matrix_markdown
 
-    parser = argparse.ArgumentParser(prog="agentfsm conformance matrix")
+    parser = UsageParser(prog="agentfsm conformance matrix")
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
     parser.add_argument("--markdown", metavar="FILE")
     args = parser.parse_args(argv)
@@ -251,7 +252,7 @@ def _corpus(argv: Sequence[str]) -> int:
     from agentfsm.conformance._replay_vcr import ADAPTERS  # the recorded adapter of a wire
     from agentfsm.engine._protocols import ChatFn
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="agentfsm conformance corpus",
         description="The recorded checks on recorded exchanges: replay the corpus that ships "
         "with agentfsm (or DIR: a --record folder, or a folder of provider folders) through "
@@ -338,8 +339,8 @@ def _corpus(argv: Sequence[str]) -> int:
     return code
 
 
-def _probe_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _probe_parser() -> UsageParser:
+    parser = UsageParser(
         prog="agentfsm conformance probe",
         description="Find the quirk profile a server needs from what it answers, then verify "
         "it: the decisive checks re-run with the adapter built under it.",
