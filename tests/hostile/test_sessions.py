@@ -94,6 +94,7 @@ def test_fifo_named_like_a_session(folder: Path, capsys: pytest.CaptureFixture[s
             _bounded(lambda: resolve_session(folder, fifo.stem))
         for argv, command in (
             (["trace", "latest"], "trace"),
+            (["trace", fifo.stem, "--html", str(folder.parent / "run.html")], "trace"),
             (["sessions", "show", fifo.stem], "sessions show"),
         ):
             _one_line_error(*_cli([*argv, "--session-dir", str(folder)], capsys), command)
@@ -175,7 +176,9 @@ def test_damaged_lines_are_skipped(
         for argv in (
             ["trace", "latest"],
             ["trace", "latest", "--json"],
+            ["trace", "latest", "--html", str(folder.parent / "run.html")],
             ["sessions", "show", "latest"],
+            ["sessions", "list"],
         ):
             code, out, err = _cli([*argv, "--session-dir", str(folder)], capsys)
             assert code == 0, err
