@@ -16,16 +16,13 @@ from typing import Any
 from agentfsm.adapters.sessions import RunTrace, TurnTrace, read_session_chain, tool_outcome
 from agentfsm.engine import AssistantMessage, Message, ToolMessage, UserMessage
 
-__all__ = ["END_STATES", "MAX_TEXT_CHARS", "read_run_view"]
+__all__ = ["MAX_TEXT_CHARS", "read_run_view"]
 
 MAX_TEXT_CHARS = 200_000
 """Longest text kept per message field; the rest is cut with a note."""
-END_STATES = {
-    "final": "final",
-    "budget": "budget",
-    "aborted": "aborted",
+_END_STATES = {
+    **{end: end for end in ("final", "budget", "aborted", "failed")},
     "policy": "stopped",
-    "failed": "failed",
 }
 """The machine's final state for each recorded ``stopped_reason``."""
 
@@ -87,7 +84,7 @@ class _View:
             "input": [self.message(m) for m in run.input],
             "turns": [],
             "stopped_reason": run.stopped_reason,
-            "end_state": END_STATES.get(run.stopped_reason or ""),
+            "end_state": _END_STATES.get(run.stopped_reason or ""),
             "last_state": run.last_state,
             "ended": run.ended,
             "usage": run.usage,
@@ -115,7 +112,7 @@ class _View:
                 {
                     "name": _text(call.call.name, 200),
                     "id": _text(call.call.id, 200),
-                    "status": call.status,
+                    "status": tool_outcome(call.result)[0] if call.result else None,
                     "result": self.message(call.result) if call.result else None,
                 }
                 for call in turn.calls

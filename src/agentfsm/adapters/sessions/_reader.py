@@ -22,15 +22,9 @@ from typing import Any
 
 from attrs import define, field, frozen
 
+from agentfsm.engine import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.engine._cancellation import unrecorded_result
 from agentfsm.engine._history import TURN_BUDGET_EXHAUSTED, tool_message_from_result
-from agentfsm.engine._messages import (
-    AssistantMessage,
-    Message,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
 from agentfsm.engine._serialization import structure_message
 
 from ._lines import iter_session_records
@@ -81,7 +75,7 @@ class MetaRecord:
     fields: Mapping[str, Any]
     """The record's ``meta`` object (its ``event`` included)."""
     ts: str | None = None
-    """When it was written (``None`` if the record has no string ``ts``)."""
+    """When it was written, if the record says."""
 
     def text(self, name: str) -> str | None:
         """The string field ``name``, else ``None``."""
@@ -120,12 +114,7 @@ class CallTrace:
     started: bool = False
     """Its tool began (a ``tool_call_start`` record names it)."""
     result: ToolMessage | None = None
-    """The tool message answering it, if one was recorded."""
-
-    @property
-    def status(self) -> str | None:
-        """The result's status (see :func:`tool_outcome`), ``None`` without a result."""
-        return None if self.result is None else tool_outcome(self.result)[0]
+    """The tool message answering it, if one was recorded (:func:`tool_outcome` reads it)."""
 
 
 @define
@@ -156,10 +145,8 @@ def _clip(text: str | None, limit: int) -> str | None:
 
 @define
 class RunTrace:
-    """One run of a session file, read back: how it started and ended, its turns.
-
-    ``turns``, ``tool_calls`` and the other counts are its own: the history the run was
-    seeded with (a resumed session's earlier messages) is not counted."""
+    """One run of a session file: how it started and ended, its turns. Its counts leave out
+    the history it was seeded with (a resumed session's earlier messages)."""
 
     index: int
     """1-based position of the run in its session file."""
@@ -170,8 +157,7 @@ class RunTrace:
     usage: dict[str, int] = field(factory=dict)
     """The run's usage as recorded in ``run_end``."""
     error: dict[str, str] | None = None
-    """A failed run's error from ``run_end``: ``name``, ``message`` and ``kind`` (when the
-    error has one)."""
+    """A failed run's error from ``run_end``: ``name``, ``message``, ``kind`` (if any)."""
     last_state: str | None = None
     """The machine state an aborted or failed run was in, from ``run_end``."""
     sandbox: dict[str, Any] | None = None
@@ -181,8 +167,7 @@ class RunTrace:
     resumed_path: str | None = None
     """The path of that session's file, as ``run_start`` names it."""
     seeded: int = 0
-    """Messages recorded at the start before the run's input (system prompt, earlier
-    history of a resumed session): not counted in ``turns`` or ``tool_calls``."""
+    """Messages recorded before the run's input (system prompt, a resumed history)."""
     context: list[Message] = field(factory=list)
     """Those seeded messages."""
     input: list[Message] = field(factory=list)
@@ -212,9 +197,9 @@ class RunTrace:
 
     @property
     def tool_calls(self) -> Counter[str]:
-        """Tool calls that started (their ``tool_call_start`` records), by name: a call the
-        model asked for but that never ran (no turn left to read it, an interrupt) is not
-        counted. A run recorded without such records (an older file) counts every call asked."""
+        """Tool calls that started (a ``tool_call_start`` record), by name: one asked for but
+        never run (no turn left, an interrupt) is not counted; in a file without such
+        records (an older one), every call asked is."""
         calls = [call for turn in self.timeline for call in turn.calls]
         if any(call.started for call in calls):
             calls = [call for call in calls if call.started]
@@ -237,10 +222,9 @@ class RunTrace:
         return next((m.content for m in self.input if isinstance(m, UserMessage)), None)
 
     def as_dict(self) -> dict[str, Any]:
-        """Its counts, JSON-ready (what ``agentfsm trace --json`` prints): besides the
-        fields, compressions that rewrote the history, policy warnings by code,
-        redirections fired and skipped (by reason), final answers refused (by gate)
-        and its duration."""
+        """Its counts, JSON-ready (``agentfsm trace --json``): with compressions that rewrote
+        the history, warnings by code, redirections fired and skipped (by reason), answers
+        refused (by gate) and its duration."""
         started, ended = _moment(self.started), _moment(self.ended)
         return {
             "run": self.index,
@@ -353,11 +337,8 @@ def _policy_state(recorded: Any, where: str) -> dict[str, Any] | None:
     """The entries of a recorded ``policy_state`` that have the shape policies keep
     (``None``, with a logged warning, when it is not an object)."""
     if not isinstance(recorded, dict):
-        logger.warning(
-            "agentfsm: session %s: ignoring policy_state of type %s",
-            where,
-            type(recorded).__name__,
-        )
+        kind = type(recorded).__name__
+        logger.warning("agentfsm: session %s: ignoring policy_state of type %s", where, kind)
         return None
     kept: dict[str, Any] = {}
     for name, entry in recorded.items():
@@ -420,16 +401,15 @@ class _Fold:
     def start(self, meta: MetaRecord) -> RunTrace:
         """A new run, with what ``run_start`` says. Before ``seeded`` was recorded, a file's
         first run wrote the prior history (``history_size`` messages) before its own."""
-        is_start = meta.event == "run_start"
-        seeded = meta.count("seeded") if is_start else 0
-        if seeded is None:
-            seeded = meta.count("history_size") if not self.log.runs else 0
+        seeded = meta.count("seeded")
+        if seeded is None and not self.log.runs:
+            seeded = meta.count("history_size")
         sandbox, parent = meta.fields.get("sandbox"), meta.fields.get("resumed_from")
-        parent = parent if is_start and isinstance(parent, dict) else {}
+        parent = parent if isinstance(parent, dict) else {}
         run = RunTrace(
             len(self.log.runs) + 1,
             session=self.log.id,
-            sandbox=sandbox if is_start and isinstance(sandbox, dict) else None,
+            sandbox=sandbox if isinstance(sandbox, dict) else None,
             resumed_from=_text(parent, "id"),
             resumed_path=_text(parent, "path"),
             seeded=seeded or 0,
@@ -464,8 +444,8 @@ class _Fold:
 
     def meta(self, meta: MetaRecord) -> None:
         self.log.last[meta.event] = meta
-        if meta.event == "run_start" or self.run is None:
-            run = self.start(meta)
+        if meta.event == "run_start" or self.run is None:  # a file without run_start: one run
+            run = self.start(meta if meta.event == "run_start" else MetaRecord("", {}, meta.ts))
             if meta.event == "run_start":
                 return
         else:
