@@ -29,11 +29,11 @@ FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 """What must never reach a terminal (see docs/security.md#the-terminal)."""
 
 
-def agentfsm(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """The console script, as a user starts it."""
+def agentfsm(cwd: Path, *argv: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """The console script, as a user starts it (``environ``: more variables)."""
     script = Path(sys.executable).with_name("agentfsm")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["COLUMNS"] = "1000"  # no line wrapped
+    env.update(COLUMNS="1000", **environ)  # COLUMNS: no line wrapped
     return subprocess.run(
         [str(script), *argv],
         cwd=cwd,
@@ -158,6 +158,13 @@ def cells(text: str) -> int:
     )
 
 
+def prompt_column(line: str) -> int:
+    """Where the sixth column (what the session was asked) starts."""
+    found = re.match(r"(\S+ +){5}", line)
+    assert found is not None, line
+    return found.end()
+
+
 async def test_sessions_list_tells_sessions_apart(tmp_path: Path) -> None:
     """Each row shows what the session was first asked and why its last run stopped, in
     columns that stay aligned whatever the prompts hold."""
@@ -192,10 +199,19 @@ async def test_sessions_list_tells_sessions_apart(tmp_path: Path) -> None:
     # every column starts at the same terminal column on every row
     for column in ("runs=", "turns=", "tool_calls=", "last="):
         assert len({cells(line[: line.index(column)]) for line in lines}) == 1, column
-    prompt_ends = {cells(line[: line.index("last=")]) + 6 + 2 for line in lines}
-    assert len(prompt_ends) == 1
+    assert len({cells(line[: prompt_column(line)]) for line in lines}) == 1
     assert max(cells(line) for line in rest) < 200  # a long prompt is cut with …
     assert any("…" in line for line in rest)
+    # a terminal that takes ASCII only: the same columns, what it cannot show escaped
+    ascii = agentfsm(
+        tmp_path, "sessions", "list", "--session-dir", str(folder), PYTHONIOENCODING="ascii"
+    )
+    assert ascii.returncode == 0, ascii.stderr
+    assert ascii.stdout.isascii()
+    assert "\\u65e5" in ascii.stdout  # 日
+    ascii_lines = ascii.stdout.splitlines()
+    assert len({line.index("last=") for line in ascii_lines}) == 1
+    assert len({prompt_column(line) for line in ascii_lines}) == 1
     listed = agentfsm(tmp_path, "sessions", "list", "--json", "--session-dir", str(folder))
     rows = json.loads(listed.stdout)
     assert [row["prompt"] for row in rows] == ["deploy the site", *reversed(prompts.values())]

@@ -17,7 +17,7 @@ from agentfsm.adapters.sessions import (
     trace_session,
 )
 from agentfsm.engine import AssistantMessage, ToolMessage
-from agentfsm.engine._text import printable
+from agentfsm.engine._text import encodable, printable
 
 from ._terminal import cells, fit, sanitize
 
@@ -92,9 +92,10 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
             min(max((cells(line[i]) for line in table if len(line) > i + 1), default=0), limit)
             for i, limit in enumerate(_WIDTHS)
         ]
+        more = "…" if encodable("…", sys.stdout) else "..."
         for line in table:
-            padded = [fit(text, width) for text, width in zip(line[:-1], widths, strict=False)]
-            sys.stdout.write("  ".join([*padded, line[-1]]).rstrip() + "\n")
+            cut = [fit(text, width, more) for text, width in zip(line[:-1], widths, strict=False)]
+            sys.stdout.write("  ".join([*cut, line[-1]]).rstrip() + "\n")
     return 0
 
 
@@ -135,7 +136,7 @@ def show_session(session_dir: Path, ref: str) -> int:
             if status == "ok":
                 _say(f"[{tool}] {output[:500]}")
             else:
-                _say(f"[{tool} {status.upper()}] {error[:2000]}")
+                _say(f"[{tool} {status.upper()}] {error[:2000] or '(no error text)'}")
                 if output:
                     _say("  output: " + output[:500])
         else:

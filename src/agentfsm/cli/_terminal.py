@@ -160,17 +160,17 @@ def cells(text: str) -> int:
     return sum(map(_cells, text))
 
 
-def fit(text: str, width: int) -> str:
-    """``text`` (printable, one line) in exactly ``width`` columns: cut, ending with ``…``,
-    when it is wider; padded with spaces when it is narrower."""
+def fit(text: str, width: int, more: str = "…") -> str:
+    """``text`` (printable, one line) in exactly ``width`` columns: cut, ending with
+    ``more``, when it is wider; padded with spaces when it is narrower."""
     if cells(text) > width:
-        kept, used = [], 1
+        kept, used = [], cells(more)
         for char in text:
             used += _cells(char)
             if used > width:
                 break
             kept.append(char)
-        text = "".join(kept) + "…"
+        text = "".join(kept) + more
     return text + " " * (width - cells(text))
 
 

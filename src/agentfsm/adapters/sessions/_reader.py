@@ -100,7 +100,8 @@ def tool_outcome(message: ToolMessage) -> tuple[str, str, str]:
         data = None
     if not isinstance(data, dict):
         return "failed", message.content, ""
-    error, output = _text(data, "error") or "", _text(data, "output") or ""
+    error, output = data.get("error"), _text(data, "output") or ""
+    error = error if isinstance(error, str) else "" if error is None else json.dumps(error)
     if error.startswith("cancelled:") or error == "interrupted":
         return "cancelled", error, output
     return "skipped" if error == TURN_BUDGET_EXHAUSTED else "failed", error, output
