@@ -103,11 +103,14 @@ def test_an_unreadable_session_is_one_line_and_exit_2_for_every_command(tmp_path
     with big.open("wb") as file:
         file.truncate(512 * 1024 * 1024 + 1)  # sparse: over the bound, no disk used
     where = ["--session-dir", str(folder)]
+    workspace = tmp_path / "project"
+    workspace.mkdir()
     for argv, prefix in (
         (["trace", big.stem, "--html", str(tmp_path / "x.html")], "agentfsm trace: "),
         (["trace", big.stem], "agentfsm trace: "),
         (["trace", big.stem, "--json"], "agentfsm trace: "),
         (["sessions", "show", big.stem], "agentfsm sessions show: "),
+        (["run", "go on", "--resume", big.stem, "--workspace", str(workspace)], "agentfsm run: "),
     ):
         line = one_line_error(agentfsm(tmp_path, *argv, *where), prefix)
         assert "larger than 512 MiB" in line
