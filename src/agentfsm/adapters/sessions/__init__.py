@@ -9,19 +9,15 @@ from ._lines import (
 )
 from ._location import default_session_dir
 from ._reader import (
-    CallTrace,
-    MetaRecord,
-    RunTrace,
     SessionLog,
-    TurnTrace,
     read_session,
     read_session_chain,
     read_session_messages,
-    tool_outcome,
     trace_session,
 )
 from ._recorder import SessionRecorder
 from ._resolve import SessionNotFound, is_session_file, resolve_session, session_files
+from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, tool_outcome
 from ._store import SessionHandle, SessionStore
 
 __all__ = [

@@ -12,37 +12,31 @@ included: whatever prints them makes them safe for its medium.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from attrs import define, field, frozen
+from attrs import define, field
 
 from agentfsm.engine import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.engine._cancellation import unrecorded_result
-from agentfsm.engine._history import TURN_BUDGET_EXHAUSTED, tool_message_from_result
+from agentfsm.engine._history import tool_message_from_result
 from agentfsm.engine._serialization import structure_message
 
 from ._lines import iter_session_records
 from ._resolve import SessionNotFound, is_session_file
+from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, parse_moment, text_of
 
 __all__ = [
-    "CallTrace",
     "MAX_CHAIN",
-    "MetaRecord",
-    "RunTrace",
     "SessionLog",
-    "TurnTrace",
     "answer_open_tool_calls",
     "drop_trailing_user_messages",
     "read_session",
     "read_session_chain",
     "read_session_messages",
-    "tool_outcome",
     "trace_session",
 ]
 
@@ -59,205 +53,6 @@ _TURN_EVENTS = {"tool_call_start", "budget_exhausted", "compress_end", "policy_w
     "reminder",
 }
 """The meta events of a turn (each belongs to the turn it names, else the latest one)."""
-
-
-def _text(mapping: Mapping[str, Any], name: str) -> str | None:
-    value = mapping.get(name)
-    return value if isinstance(value, str) else None
-
-
-@frozen
-class MetaRecord:
-    """A ``meta`` record that names its event."""
-
-    event: str
-    """``run_start``, ``run_end``, ``compress_end``, ``policy_warn``, ``provider`` …"""
-    fields: Mapping[str, Any]
-    """The record's ``meta`` object (its ``event`` included)."""
-    ts: str | None = None
-    """When it was written, if the record says."""
-
-    def text(self, name: str) -> str | None:
-        """The string field ``name``, else ``None``."""
-        return _text(self.fields, name)
-
-    def count(self, name: str) -> int | None:
-        """The non-negative integer field ``name``, else ``None``."""
-        value = self.fields.get(name)
-        return value if type(value) is int and value >= 0 else None
-
-
-def tool_outcome(message: ToolMessage) -> tuple[str, str, str]:
-    """``(status, error, output)`` of a tool result. ``status`` is ``ok`` (``error`` empty,
-    ``output`` the content), ``failed``, ``cancelled`` (an interrupt or a cancellation closed
-    the call) or ``skipped`` (closed by the turn budget). A failed result's content is
-    ``{"ok": false, "output": …, "error": …}``; other content is the error itself."""
-    if not message.is_error:
-        return "ok", "", message.content
-    try:
-        data = json.loads(message.content)
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict):
-        return "failed", message.content, ""
-    error, output = data.get("error"), _text(data, "output") or ""
-    error = error if isinstance(error, str) else "" if error is None else json.dumps(error)
-    if error.startswith("cancelled:") or error == "interrupted":
-        return "cancelled", error, output
-    return "skipped" if error == TURN_BUDGET_EXHAUSTED else "failed", error, output
-
-
-@define
-class CallTrace:
-    """A tool call a turn's reply asked for, and what became of it."""
-
-    call: ToolCall
-    started: bool = False
-    """Its tool began (a ``tool_call_start`` record names it)."""
-    result: ToolMessage | None = None
-    """The tool message answering it, if one was recorded (:func:`tool_outcome` reads it)."""
-
-
-@define
-class TurnTrace:
-    """One turn of a run: its reply, tool calls and the policy records it got."""
-
-    number: int
-    """The turn's number in its run (1-based)."""
-    reply: AssistantMessage | None = None
-    """The model's reply (``None`` when the run stopped before one)."""
-    usage: dict[str, int] | None = None
-    """The reply's usage, when the provider reported one."""
-    calls: list[CallTrace] = field(factory=list)
-    """The calls the reply asked for, in order."""
-    events: list[MetaRecord] = field(factory=list)
-    """Its compression, budget and policy records, in order."""
-    after: list[Message] = field(factory=list)
-    """Messages recorded after the turn's results (a gate's retry turn, tool images)."""
-    ms: int | None = None
-    """Time between the run's previous record and the turn's last one."""
-    compressed: bool = False
-    """A compression ran at its start."""
-
-
-def _clip(text: str | None, limit: int) -> str | None:
-    return None if text is None else text[:limit]
-
-
-@define
-class RunTrace:
-    """One run of a session file: how it started and ended, its turns. Its counts leave out
-    the history it was seeded with (a resumed session's earlier messages)."""
-
-    index: int
-    """1-based position of the run in its session file."""
-    session: str = ""
-    """The id of the session file."""
-    stopped_reason: str | None = None
-    """How it ended (``None`` if the file ends before ``run_end``)."""
-    usage: dict[str, int] = field(factory=dict)
-    """The run's usage as recorded in ``run_end``."""
-    error: dict[str, str] | None = None
-    """A failed run's error from ``run_end``: ``name``, ``message``, ``kind`` (if any)."""
-    last_state: str | None = None
-    """The machine state an aborted or failed run was in, from ``run_end``."""
-    sandbox: dict[str, Any] | None = None
-    """The OS sandbox the run's commands used, as recorded in ``run_start``."""
-    resumed_from: str | None = None
-    """The id of the session whose history this run continued (``--resume``), if any."""
-    resumed_path: str | None = None
-    """The path of that session's file, as ``run_start`` names it."""
-    seeded: int = 0
-    """Messages recorded before the run's input (system prompt, a resumed history)."""
-    context: list[Message] = field(factory=list)
-    """Those seeded messages."""
-    input: list[Message] = field(factory=list)
-    """The messages of the run's input (before its first turn)."""
-    timeline: list[TurnTrace] = field(factory=list)
-    """Its turns, in order (a turn stopped before its reply included)."""
-    started: str | None = None
-    """Timestamp of ``run_start``."""
-    ended: str | None = None
-    """Timestamp of ``run_end``."""
-
-    def _events(self, event: str) -> list[MetaRecord]:
-        return [meta for turn in self.timeline for meta in turn.events if meta.event == event]
-
-    def _by(self, event: str, *keys: str) -> dict[str, int]:
-        """How many ``event`` records the run has, by the first of their ``keys`` given."""
-        found = (next(filter(None, map(meta.text, keys)), None) for meta in self._events(event))
-        return dict(Counter(str(_clip(key, 200)) for key in found))
-
-    def _said(self, meta: MetaRecord) -> str:
-        return f"{_clip(meta.text('policy'), 200)}: {_clip(meta.text('reason'), 2000)}"
-
-    @property
-    def turns(self) -> int:
-        """LLM calls (the replies recorded)."""
-        return sum(1 for turn in self.timeline if turn.reply is not None)
-
-    @property
-    def tool_calls(self) -> Counter[str]:
-        """Tool calls that started (a ``tool_call_start`` record), by name: one asked for but
-        never run (no turn left, an interrupt) is not counted; in a file without such
-        records (an older one), every call asked is."""
-        calls = [call for turn in self.timeline for call in turn.calls]
-        if any(call.started for call in calls):
-            calls = [call for call in calls if call.started]
-        return Counter(call.call.name for call in calls)
-
-    @property
-    def policy_stop(self) -> str | None:
-        """The policy and reason that stopped the run, if one did."""
-        stops = self._events("policy_stop")
-        return self._said(stops[-1]) if stops else None
-
-    @property
-    def notes(self) -> list[str]:
-        """What policies reported (``policy_note``), e.g. the verify gate's command."""
-        return [self._said(meta) for meta in self._events("policy_note")]
-
-    @property
-    def prompt(self) -> str | None:
-        """The run's first user message: what it was asked."""
-        return next((m.content for m in self.input if isinstance(m, UserMessage)), None)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Its counts, JSON-ready (``agentfsm trace --json``): with compressions that rewrote
-        the history, warnings by code, redirections fired and skipped (by reason), answers
-        refused (by gate) and its duration."""
-        started, ended = _moment(self.started), _moment(self.ended)
-        return {
-            "run": self.index,
-            "stopped_reason": self.stopped_reason,
-            "turns": self.turns,
-            "tool_calls": dict(self.tool_calls),
-            "usage": self.usage,
-            "compressions": sum(
-                1 for meta in self._events("compress_end") if meta.fields.get("summary_chars")
-            ),
-            "health_warnings": self._by("policy_warn", "code", "policy"),
-            "redirections": len(self._events("redirect")),
-            "redirections_skipped": self._by("redirect_skipped", "reason"),
-            "gate_refusals": self._by("gate", "policy"),
-            "policy_stop": self.policy_stop,
-            "sandbox": self.sandbox,
-            "resumed_from": self.resumed_from,
-            "seeded_messages": self.seeded,
-            "error": self.error,
-            "notes": self.notes,
-            "duration_s": (ended - started).total_seconds() if started and ended else None,
-        }
-
-
-def _moment(stamp: str | None) -> datetime | None:
-    if stamp is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _ints(value: Any) -> dict[str, int] | None:
@@ -411,14 +206,14 @@ class _Fold:
             len(self.log.runs) + 1,
             session=self.log.id,
             sandbox=sandbox if isinstance(sandbox, dict) else None,
-            resumed_from=_text(parent, "id"),
-            resumed_path=_text(parent, "path"),
+            resumed_from=text_of(parent, "id"),
+            resumed_path=text_of(parent, "path"),
             seeded=seeded or 0,
             started=meta.ts,
         )
         self.log.runs.append(run)
         self.run, self.skip, self.calls, self.numbered = run, run.seeded, {}, {}
-        self.stamp = _moment(meta.ts)
+        self.stamp = parse_moment(meta.ts)
         return run
 
     def turn(self, run: RunTrace, number: int | None = None) -> TurnTrace:
@@ -436,7 +231,7 @@ class _Fold:
 
     def elapsed(self, turn: TurnTrace, stamp: str | None) -> None:
         """Count the time since the run's previous record towards ``turn``."""
-        moment = _moment(stamp)
+        moment = parse_moment(stamp)
         if moment is not None and self.stamp is not None:
             elapsed = int((moment - self.stamp).total_seconds() * 1000)
             turn.ms = (turn.ms or 0) + max(elapsed, 0)
@@ -463,7 +258,7 @@ class _Fold:
         run.ended = meta.ts
         error = meta.fields.get("error")
         if isinstance(error, dict):
-            texts = {key: _text(error, key) for key in ("name", "kind", "message")}
+            texts = {key: text_of(error, key) for key in ("name", "kind", "message")}
             run.error = {key: text for key, text in texts.items() if text is not None} or None
         if run.last_state in ("turn_start", "compress", "llm_start"):  # a turn without records
             turn = self.turn(run)
