@@ -27,10 +27,11 @@ from agentfsm import (
 from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
+    read_session,
     read_session_messages,
     resolve_session,
 )
-from agentfsm.adapters.sessions._reader import answer_open_tool_calls, read_session_policy_state
+from agentfsm.adapters.sessions._reader import answer_open_tool_calls
 from agentfsm.engine._cancellation import UNRECORDED_BEFORE_TOOL, UNRECORDED_DURING_TOOL
 from agentfsm.engine._serialization import to_jsonable
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
@@ -172,7 +173,7 @@ def test_wrong_typed_policy_state_is_ignored(
         "utf-8",
     )
     with caplog.at_level(logging.WARNING, "agentfsm.sessions"):
-        assert read_session_policy_state(path) == {"other": {}}
+        assert read_session(path).policy_state == {"other": {}}
     assert "prune_tool_results" in caplog.text
 
 

@@ -27,11 +27,11 @@ from agentfsm import (
     render_run,
 )
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.sessions import SessionStore, default_session_dir
+from agentfsm.adapters.sessions import SessionStore, default_session_dir, read_session_chain
 from agentfsm.cli import main
 from agentfsm.cli._run_html import CSP
 from agentfsm.cli._run_svg import machine_edges
-from agentfsm.cli._run_view import read_run_view, session_chain
+from agentfsm.cli._run_view import read_run_view
 from agentfsm.engine._context import RunContext
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
@@ -174,6 +174,10 @@ async def test_a_failed_and_an_interrupted_run_end_on_the_edge_they_took(tmp_pat
     assert view["turns"][-1]["path"][-1] == "run_tools>aborted"
     assert [c["status"] for c in view["turns"][-1]["tool_calls"]] == ["cancelled"]
     assert view["end_state"] == "aborted"
+
+
+def session_chain(path: Path) -> list[Path]:
+    return [log.path for log in read_session_chain(path)]
 
 
 async def test_resumed_sessions_make_one_timeline(tmp_path: Path) -> None:

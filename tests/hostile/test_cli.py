@@ -115,10 +115,19 @@ CASES: dict[str, list[str]] = {
     "trace --session-dir with NUL": ["trace", "latest", "--session-dir", "a\0b"],
     "sessions list --session-dir a file": ["sessions", "list", "--session-dir", "{ws}/notes.txt"],
     "sessions bogus": ["sessions", "bogus"],
+    "trace --html empty": ["trace", "latest", "--html", "", "--session-dir", "{tmp}"],
+    "run --html empty": [*RUN, "--html", ""],
+    "diagram --out empty": ["diagram", "--out", ""],
+    "conformance replay-vcr without DIR": ["conformance", "replay-vcr"],
+    "conformance replay-vcr --json empty": ["conformance", "replay-vcr", "{tmp}", "--json", ""],
+    "conformance matrix without reports": ["conformance", "matrix"],
+    "conformance probe --bogus": ["conformance", "probe", "--bogus"],
 }
 
 
 def _prefix(argv: list[str]) -> str:
+    if argv[:1] == ["conformance"]:
+        return f"agentfsm conformance {argv[1]}: "
     if not argv or argv[0] not in ("run", "sessions", "trace", "diagram"):
         return "agentfsm: "
     if argv[0] == "sessions" and len(argv) > 1 and argv[1] in ("list", "show"):

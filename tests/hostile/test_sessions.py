@@ -19,12 +19,12 @@ from agentfsm import Agent
 from agentfsm.adapters.sessions import (
     SessionNotFound,
     SessionStore,
+    read_session,
     read_session_messages,
     resolve_session,
     trace_session,
 )
 from agentfsm.adapters.sessions._lines import MAX_LINE_BYTES, MAX_SESSION_BYTES
-from agentfsm.adapters.sessions._reader import read_session_policy_state
 from agentfsm.cli import main
 from agentfsm.testing import ScriptedChat
 
@@ -94,6 +94,7 @@ def test_fifo_named_like_a_session(folder: Path, capsys: pytest.CaptureFixture[s
             _bounded(lambda: resolve_session(folder, fifo.stem))
         for argv, command in (
             (["trace", "latest"], "trace"),
+            (["trace", fifo.stem, "--html", str(folder.parent / "run.html")], "trace"),
             (["sessions", "show", fifo.stem], "sessions show"),
         ):
             _one_line_error(*_cli([*argv, "--session-dir", str(folder)], capsys), command)
@@ -175,7 +176,9 @@ def test_damaged_lines_are_skipped(
         for argv in (
             ["trace", "latest"],
             ["trace", "latest", "--json"],
+            ["trace", "latest", "--html", str(folder.parent / "run.html")],
             ["sessions", "show", "latest"],
+            ["sessions", "list"],
         ):
             code, out, err = _cli([*argv, "--session-dir", str(folder)], capsys)
             assert code == 0, err
@@ -270,7 +273,7 @@ async def test_wrong_typed_policy_state_is_ignored(
     path.write_text("\n".join([*GOOD, json.dumps(end)]) + "\n", "utf-8")
     with measure("sessions", f"policy_state {policy_state!r}") as row:
         with caplog.at_level(logging.WARNING, "agentfsm.sessions"):
-            state = read_session_policy_state(path)
+            state = read_session(path).policy_state
             from agentfsm.policies import presets
 
             engine = Agent(

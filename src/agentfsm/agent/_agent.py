@@ -21,8 +21,8 @@ from agentfsm.adapters.sessions import (
     SessionStore,
     answer_open_tool_calls,
     drop_trailing_user_messages,
+    read_session,
     read_session_messages,
-    read_session_policy_state,
     resolve_session,
 )
 from agentfsm.engine import (
@@ -232,8 +232,9 @@ class Agent:
             if history is not None:
                 raise ValueError("pass either history or resume, not both")
             resumed = self._resolve(resume)
-            history = read_session_messages(resumed, keep=is_preamble_message, compressed=True)
-            policy_state = read_session_policy_state(resumed)
+            log = read_session(resumed)
+            history = log.transcript(keep=is_preamble_message, compressed=True)
+            policy_state = log.policy_state
         handle = session
         if handle is None and self.store is not None:
             handle = self.store.new_handle()

@@ -3,7 +3,6 @@ merge reports, probe quirks."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
+
+from ._parser import UsageParser
 
 __all__ = ["main"]
 
@@ -28,10 +29,10 @@ def _wire_name(text: str) -> str:
     return _ALIASES.get(text, text)
 
 
-def _run_parser() -> argparse.ArgumentParser:
+def _run_parser() -> UsageParser:
     from agentfsm.adapters.providers import quirk_names
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="agentfsm conformance",
         description="Run the live checks: a provider's URL against what the agent loop "
         "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
@@ -225,7 +226,7 @@ def _run(argv: Sequence[str]) -> int:
 def _matrix(argv: Sequence[str]) -> int:
     from agentfsm.conformance import Report, matrix_markdown
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="agentfsm conformance matrix",
         description="One table of several providers' reports (the --out JSON of each run).",
     )
@@ -266,7 +267,7 @@ def _corpus(argv: Sequence[str]) -> int:
     )
     from agentfsm.engine import ChatFn
 
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
         prog="agentfsm conformance corpus",
         description="The recorded checks on recorded exchanges: replay the corpus that ships "
         "with agentfsm (or DIR: a --record folder, or a folder of provider folders) through "
@@ -357,8 +358,8 @@ def _corpus(argv: Sequence[str]) -> int:
     return code
 
 
-def _probe_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _probe_parser() -> UsageParser:
+    parser = UsageParser(
         prog="agentfsm conformance probe",
         description="Find the quirk profile a server needs from what it answers, then verify "
         "it: the decisive checks re-run with the adapter built under it.",

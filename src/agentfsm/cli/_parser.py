@@ -16,22 +16,31 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRUST_FLAG",
+    "UsageParser",
     "add_batch_arguments",
     "add_run_arguments",
     "add_trust_argument",
     "add_worker_arguments",
     "build_parser",
+    "file_name",
 ]
 
 TRUST_FLAG = "--trust-workspace-settings"
 """The option that applies a widening workspace file for one run."""
 
 
-class _Parser(argparse.ArgumentParser):
+class UsageParser(argparse.ArgumentParser):
     """Usage errors in one line (``agentfsm run: argument --x: …``), exit code 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
+def file_name(text: str) -> str:
+    """A ``FILE`` argument: an empty one is a usage error, not "no file"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    return text
 
 
 def _session_options(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +76,7 @@ def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument(
         "--html",
         metavar="FILE",
+        type=file_name,
         help="write a self-contained HTML picture of the session (diagram, path, timeline)",
     )
 
@@ -86,7 +96,9 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     )
     runs_retry.add_argument("ids", nargs="+", metavar="ID", help="failed runs (runs list --all)")
     _retry_provider_options(runs_retry)
-    runs_retry.add_argument("--out", metavar="FILE", help="write one result line per run here")
+    runs_retry.add_argument(
+        "--out", metavar="FILE", type=file_name, help="write one result line per run here"
+    )
     runs_retry.add_argument("--quiet", action="store_true", help="no progress line")
     for sub in (runs_list, runs_resume, runs_retry):
         sub.add_argument(
@@ -105,7 +117,9 @@ def _diagram_arguments(diagram: argparse.ArgumentParser) -> None:
         default="mermaid",
         help="mermaid (default); dot needs the diagrams extra; svg and png also Graphviz",
     )
-    diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
+    diagram.add_argument(
+        "--out", type=file_name, help="write to this file (default: stdout for text formats)"
+    )
     diagram.add_argument(
         "--preset",
         choices=["minimal", "coding-agent"],
@@ -263,6 +277,7 @@ def add_run_arguments(parser: Any) -> None:
     parser.add_argument(
         "--html",
         metavar="FILE",
+        type=file_name,
         help="after the run, write a self-contained HTML picture of its session to FILE",
     )
     _verbose_option(parser)
@@ -373,7 +388,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tasks", help="a JSONL file: id, prompt (optional workspace, max_turns)")
     _provider_options(parser)
     _queue_options(parser)
-    parser.add_argument("--out", metavar="FILE", help="write one result line per task here")
+    parser.add_argument(
+        "--out", metavar="FILE", type=file_name, help="write one result line per task here"
+    )
     parser.add_argument(
         "--no-work",
         action="store_true",
@@ -439,7 +456,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     others are listed by name and help): ``agentfsm --help`` and ``agentfsm run --help``
     do not build every command's options. Without ``argv``, every command is complete.
     """
-    parser = _Parser(prog="agentfsm", description="An LLM agent loop as a declared state machine.")
+    parser = UsageParser(
+        prog="agentfsm", description="An LLM agent loop as a declared state machine."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     for name, (help_, declare) in _COMMANDS.items():

@@ -511,7 +511,7 @@ def _check_inputs(
         if chat_override is None:  # the resumed session's provider, unless given
             try:
                 adopt_session_provider(args, parent)
-            except ValueError as error:
+            except (ValueError, SessionNotFound) as error:  # e.g. a file over the size bound
                 raise UsageError(str(error)) from None
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")

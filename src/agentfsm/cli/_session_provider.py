@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentfsm.adapters.sessions import SessionHandle, iter_session_records
+from agentfsm.adapters.sessions import SessionHandle, read_session
 from agentfsm.engine import AgentEmitter, TurnStartEvent
 
 __all__ = ["adopt_session_provider", "record_provider", "recordable_url"]
@@ -57,16 +57,12 @@ def record_provider(
     return unsubscribe[0]
 
 
-def _recorded(path: Path) -> dict[str, Any] | None:
+def _recorded(path: Path) -> Mapping[str, Any] | None:
     """The last ``provider`` record of the session file, if it has a usable one."""
-    found: dict[str, Any] | None = None
-    for record in iter_session_records(path, contains=b'"provider"'):
-        meta = record.get("meta") if isinstance(record, dict) else None
-        if isinstance(meta, dict) and meta.get("event") == "provider":
-            found = meta
-    if found is None or found.get("provider") not in _PROVIDERS:
+    found = read_session(path).last.get("provider")
+    if found is None or found.fields.get("provider") not in _PROVIDERS:
         return None
-    return found
+    return found.fields
 
 
 def _text(value: object) -> str | None:

@@ -8,15 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.adapters.sessions import (
+    RunTrace,
     SessionNotFound,
-    read_session_messages,
+    read_session,
     resolve_session,
     session_files,
+    tool_outcome,
     trace_session,
 )
-from agentfsm.engine import AssistantMessage, ToolMessage, printable
+from agentfsm.engine import AssistantMessage, ToolMessage, encodable, printable
 
-from ._terminal import sanitize
+from ._terminal import cells, fit, sanitize
 
 __all__ = ["describe", "list_sessions", "show_session", "trace", "trace_html"]
 
@@ -36,8 +38,29 @@ def describe(error: BaseException) -> str:
     return str(error)[:500]
 
 
+def _cell(text: str) -> str:
+    """``text`` as one line of the terminal's text: sanitized, runs of white space (line
+    breaks included) as one space, what stdout cannot encode escaped."""
+    return printable(" ".join(sanitize(text).split()), sys.stdout)
+
+
+def _reason(run: RunTrace) -> str | None:
+    """Why the run ended, when it did not end with a final answer."""
+    if run.error:
+        return _error_line(run.error)
+    if run.policy_stop:
+        return f"stopped by {run.policy_stop}"
+    return None
+
+
+_WIDTHS = (60, 20, 20, 20, 24, 40)
+"""The widest each column of ``sessions list`` is shown; the last column, why the last
+run ended, is not padded."""
+
+
 def list_sessions(session_dir: Path, as_json: bool) -> int:
-    """``sessions list``: one row per session, the newest first (as ``latest`` picks)."""
+    """``sessions list``: one row per session, the newest first (as ``latest`` picks): its
+    counts, how its last run ended, what it was asked first and why it stopped."""
     rows: list[dict[str, Any]] = []
     for path in reversed(session_files(session_dir)):
         try:
@@ -54,6 +77,8 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
                 "tool_calls": sum(sum(r.tool_calls.values()) for r in runs),
                 "last_stop": last.stopped_reason if last else None,
                 "resumed_from": runs[0].resumed_from if runs else None,
+                "prompt": next((r.prompt[:500] for r in runs if r.prompt is not None), None),
+                "reason": _reason(last) if last else None,
             }
         )
     if as_json:
@@ -61,28 +86,58 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
     elif not rows:
         _say(f"no sessions in {session_dir}")
     else:
-        for row in rows:
-            if "error" in row:
-                _say(f"{row['id']}  unreadable: {row['error']}")
-            else:
-                parent = f"  resumed from {row['resumed_from']}" if row["resumed_from"] else ""
-                _say(
-                    f"{row['id']}  runs={row['runs']}  turns={row['turns']}  "
-                    f"tool_calls={row['tool_calls']}  last={row['last_stop']}{parent}"
-                )
+        table = [_columns(row) for row in rows]
+        widths = [  # a row's last cell is not padded, nor counted here
+            min(max((cells(line[i]) for line in table if len(line) > i + 1), default=0), limit)
+            for i, limit in enumerate(_WIDTHS)
+        ]
+        more = "…" if encodable("…", sys.stdout) else "..."
+        for line in table:
+            cut = [fit(text, width, more) for text, width in zip(line[:-1], widths, strict=False)]
+            sys.stdout.write("  ".join([*cut, line[-1]]).rstrip() + "\n")
     return 0
 
 
+def _columns(row: dict[str, Any]) -> list[str]:
+    """The cells of a ``sessions list`` row, each one printable line."""
+    if "error" in row:
+        return [_cell(row["id"]), _cell(f"unreadable: {row['error']}")]
+    why = [
+        row["reason"] or "",
+        f"resumed from {row['resumed_from']}" if row["resumed_from"] else "",
+    ]
+    return [
+        _cell(row["id"]),
+        f"runs={row['runs']}",
+        f"turns={row['turns']}",
+        f"tool_calls={row['tool_calls']}",
+        _cell(f"last={row['last_stop'] or 'unfinished'}"),
+        _cell(row["prompt"] or "-"),
+        _cell("; ".join(filter(None, why))),
+    ]
+
+
 def show_session(session_dir: Path, ref: str) -> int:
+    """``sessions show``: the transcript a resume would continue, one message a paragraph;
+    a failed tool result shows its error (and what the tool printed), marked with how it
+    failed."""
     path = resolve_session(session_dir, ref)
-    for message in read_session_messages(path):
+    names: dict[str, str] = {}
+    for message in read_session(path).transcript():
         if isinstance(message, AssistantMessage):
             _say(f"[assistant] {message.content}")
             for call in message.tool_calls:
+                names[call.id] = call.name
                 _say(f"  -> {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
         elif isinstance(message, ToolMessage):
-            flag = " (error)" if message.is_error else ""
-            _say(f"[tool {message.tool_call_id}{flag}] {message.content[:500]}")
+            status, error, output = tool_outcome(message)
+            tool = f"tool {names.get(message.tool_call_id, '?')} {message.tool_call_id}"
+            if status == "ok":
+                _say(f"[{tool}] {output[:500]}")
+            else:
+                _say(f"[{tool} {status.upper()}] {error[:2000] or '(no error text)'}")
+                if output:
+                    _say("  output: " + output[:500])
         else:
             _say(f"[{message.role}] {message.content[:2000]}")
     return 0

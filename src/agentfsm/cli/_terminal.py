@@ -25,9 +25,18 @@ import contextlib
 import logging
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator
 
-__all__ = ["StreamSanitizer", "json_safe", "one_line", "sanitize", "sanitized_logging"]
+__all__ = [
+    "StreamSanitizer",
+    "cells",
+    "fit",
+    "json_safe",
+    "one_line",
+    "sanitize",
+    "sanitized_logging",
+]
 
 _GROUND, _ESC, _CSI, _STRING, _STRING_ESC, _ESCAPE_TAIL = range(6)
 
@@ -151,6 +160,32 @@ def one_line(text: str, limit: int = 500) -> str:
     """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
     line = " ".join(sanitize(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _cells(char: str) -> int:
+    if unicodedata.category(char) in ("Mn", "Me", "Cf"):  # combining marks, zero-width
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def cells(text: str) -> int:
+    """The columns ``text`` (printable, one line) takes on a terminal: wide and fullwidth
+    characters two, combining marks and format characters none."""
+    return sum(map(_cells, text))
+
+
+def fit(text: str, width: int, more: str = "…") -> str:
+    """``text`` (printable, one line) in exactly ``width`` columns: cut, ending with
+    ``more``, when it is wider; padded with spaces when it is narrower."""
+    if cells(text) > width:
+        kept, used = [], cells(more)
+        for char in text:
+            used += _cells(char)
+            if used > width:
+                break
+            kept.append(char)
+        text = "".join(kept) + more
+    return text + " " * (width - cells(text))
 
 
 def json_safe(line: str) -> str:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._parser import UsageParser, file_name
+
 __all__ = ["replay_vcr_main"]
 
 _STDOUT = "-"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> UsageParser:
+    parser = UsageParser(
         prog="agentfsm conformance replay-vcr",
         description="Replay the provider exchanges of VCR.py cassettes (the YAML pydantic-ai, "
         "LangChain, Mirascope and LiteLLM record with) through the project's adapters: "
@@ -30,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         const=_STDOUT,
         metavar="FILE",
+        type=file_name,
         help="write the report as Markdown to FILE (without FILE: print it instead of the "
         "plain report)",
     )
@@ -38,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         const=_STDOUT,
         metavar="FILE",
+        type=file_name,
         help="write the report as JSON to FILE (without FILE: print it instead of the plain "
         "report)",
     )

@@ -109,6 +109,17 @@ def _task(history: Sequence[Message]) -> str:
     return "(the task text is not available)"
 
 
+def _partial_reason(text: str, stopped_reason: str) -> str:
+    """Why a review came to ``PARTIAL``: the reviewer's own words before its verdict line,
+    or that it gave no verdict (and how its run ended, when not with an answer)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if lines and _VERDICT_LINE.match(lines[-1]):
+        return " ".join(lines[:-1]) or "the reviewer gave no reason"
+    if stopped_reason != "final":
+        return f"the reviewer gave no verdict (its run ended: {stopped_reason})"
+    return f"no VERDICT line in the reviewer's answer: {text}" if lines else "its answer was empty"
+
+
 class verifier:
     """A final gate: an independent read-only sub-run reviews the work; ``FAIL`` refuses the
     answer with the reviewer's reasons.
@@ -154,7 +165,10 @@ class verifier:
 
     def _verdict_note(self, ctx: RunContext, verdict: str, rounds: int, why: str = "") -> Notice:
         """The verdict as a ``policy_note`` (code ``verifier_verdict``): in the CLI's output,
-        the session file and ``agentfsm trace``."""
+        the session file and ``agentfsm trace``; ``why`` (a ``PARTIAL``'s reason) follows
+        it on the same line."""
+        why = " ".join(why.split())
+        why = f": {why[:300]}{'…' if len(why) > 300 else ''}" if why else ""
         reason = f"VERDICT: {verdict} (review {rounds} of at most {self.max_rounds}){why}"
         return Notice(
             PolicyNoteEvent(turn=ctx.turn, policy=self.name, reason=reason, code="verifier_verdict")
@@ -193,12 +207,13 @@ class verifier:
         except Exception as exc:  # a reviewer that fails cannot pass the work, nor block it
             logger.warning("agentfsm: verifier failed, verdict PARTIAL: %s", exc)
             state["verdict"] = "PARTIAL"
-            failed = f"; the review itself failed: {type(exc).__name__}"
+            failed = f"the review itself failed: {type(exc).__name__}: {exc}"
             return [self._verdict_note(ctx, "PARTIAL", state["rounds"], failed)]
         text = outcome.result.message.content if outcome.result is not None else ""
         verdict = parse_verdict(text)
         state["verdict"] = verdict
-        note = self._verdict_note(ctx, verdict, state["rounds"])
+        why = _partial_reason(text, outcome.stopped_reason) if verdict == "PARTIAL" else ""
+        note = self._verdict_note(ctx, verdict, state["rounds"], why)
         if verdict != "FAIL":
             return [note]
         reasons = (

@@ -9,33 +9,42 @@ from ._lines import (
     MAX_LINE_BYTES,
     MAX_SESSION_BYTES,
 )
-from ._lines import iter_session_records as iter_session_records
 from ._location import default_session_dir
 from ._location import state_home as state_home
+from ._reader import (
+    SessionLog,
+    read_session,
+    read_session_chain,
+    read_session_messages,
+    trace_session,
+)
 from ._reader import answer_open_tool_calls as answer_open_tool_calls
 from ._reader import drop_trailing_user_messages as drop_trailing_user_messages
-from ._reader import (
-    read_session_messages,
-)
-from ._reader import read_session_policy_state as read_session_policy_state
 from ._recorder import SessionRecorder
 from ._resolve import SessionNotFound, is_session_file, resolve_session, session_files
+from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, tool_outcome
 from ._store import SessionHandle, SessionStore
-from ._trace import RunTrace, trace_session
 
 __all__ = [
+    "CallTrace",
     "MAX_JSON_DEPTH",
     "MAX_LINE_BYTES",
     "MAX_SESSION_BYTES",
+    "MetaRecord",
     "RunTrace",
     "SessionHandle",
+    "SessionLog",
     "SessionNotFound",
     "SessionRecorder",
     "SessionStore",
+    "TurnTrace",
     "default_session_dir",
     "is_session_file",
+    "read_session",
+    "read_session_chain",
     "read_session_messages",
     "resolve_session",
     "session_files",
+    "tool_outcome",
     "trace_session",
 ]

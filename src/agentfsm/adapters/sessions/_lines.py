@@ -5,8 +5,8 @@ memory or crash the reader.
   (opened without blocking, then checked), so is a file over :data:`MAX_SESSION_BYTES`.
 * A line longer than :data:`MAX_LINE_BYTES` is skipped without being held in memory.
 * A record nested deeper than :data:`MAX_JSON_DEPTH` is skipped (no ``RecursionError``).
-* Invalid UTF-8 becomes U+FFFD; lone surrogates (``"\\ud800"``) become ``?``, unless the
-  caller asks for the exact strings (``exact=True``, as the transcript reader does).
+* Invalid UTF-8 becomes U+FFFD; strings are read as written, lone surrogates
+  (``"\\ud800"``) included.
 
 Skipped lines are counted and reported in one logged warning per file.
 """
@@ -87,18 +87,7 @@ def _lines(file: BinaryIO) -> Iterator[bytes | None]:
         yield line
 
 
-def _clean(value: Any) -> Any:
-    """``value`` with lone surrogates in its strings replaced by ``?``."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(value, list):
-        return [_clean(item) for item in value]
-    if isinstance(value, dict):
-        return {_clean(key): _clean(item) for key, item in value.items()}
-    return value
-
-
-def _record(raw: bytes, exact: bool = False) -> tuple[bool, Any]:
+def _record(raw: bytes) -> tuple[bool, Any]:
     """``(True, record)`` or ``(False, None)`` for a line that cannot be used."""
     text = raw.decode("utf-8", errors="replace").strip()
     if not text:
@@ -109,20 +98,15 @@ def _record(raw: bytes, exact: bool = False) -> tuple[bool, Any]:
         return False, None
     if nests_deeper_than(record, MAX_JSON_DEPTH):
         return False, None
-    if not exact and ("\\ud" in text or "\\uD" in text):
-        record = _clean(record)
     return True, record
 
 
-def iter_session_records(
-    path: str | Path, *, contains: bytes | None = None, exact: bool = False
-) -> Iterator[Any]:
+def iter_session_records(path: str | Path) -> Iterator[Any]:
     """The parsed records of a session file, in order, skipping unusable lines.
 
     Blank lines are passed over; a line that is not JSON, too long or too deep is skipped,
-    and the count of skipped lines is logged once as a warning. With ``contains``, lines
-    without that byte string are not parsed. With ``exact``, strings are kept as written,
-    lone surrogates included. Raises like :func:`open_session_file`.
+    and the count of skipped lines is logged once as a warning. Raises like
+    :func:`open_session_file`.
     """
     skipped = 0
     with open_session_file(path) as file:
@@ -131,9 +115,7 @@ def iter_session_records(
                 if raw is None:
                     skipped += 1
                     continue
-                if contains is not None and contains not in raw:
-                    continue
-                ok, record = _record(raw, exact)
+                ok, record = _record(raw)
                 if not ok:
                     skipped += 1
                 elif record is not None:

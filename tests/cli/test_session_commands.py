@@ -1,0 +1,287 @@
+"""What ``agentfsm sessions list|show``, ``trace`` and ``trace --html`` print, read from real
+session files through the real ``agentfsm`` command (a process): malformed records are read
+past, an unreadable file or a bad option is one line with exit code 2, failed tool results
+and the verifier's PARTIAL read as sentences."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentfsm import ChatResult, Message
+from agentfsm.adapters.providers import ProviderError
+from agentfsm.adapters.sessions import default_session_dir, read_session
+from agentfsm.conformance._frames import DONE, chunk, tool_delta
+from agentfsm.testing import FakeProviderServer, Reply, ScriptedChat
+
+from ..run_sessions import tool_run
+from ..security.commands import provider_options
+from .conftest import sandbox_options
+
+FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What must never reach a terminal (see docs/security.md#the-terminal)."""
+
+
+def agentfsm(cwd: Path, *argv: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """The console script, as a user starts it (``environ``: more variables)."""
+    script = Path(sys.executable).with_name("agentfsm")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(COLUMNS="1000", **environ)  # COLUMNS: no line wrapped
+    return subprocess.run(
+        [str(script), *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
+        timeout=120,
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], prefix: str) -> str:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    return lines[0]
+
+
+def record(kind: str, payload: object) -> str:
+    return json.dumps({"ts": "2026-01-01T00:00:00.000Z", "kind": kind, kind: payload}) + "\n"
+
+
+def test_a_meta_record_of_any_shape_is_read_past_by_every_command(tmp_path: Path) -> None:
+    """The format allows any metadata: an event that is a list (this made ``trace --html``
+    end in a traceback), a meta that is a list, a number or null."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "20260101T000000000000Z-0001.jsonl").write_text(
+        record("meta", {"event": ["run_start"], "turn": {"a": 1}})
+        + record("meta", ["a", "list"])
+        + record("meta", None)
+        + record("meta", {"event": "run_start", "seeded": 0})
+        + record("message", {"role": "user", "content": "count the words"})
+        + record("meta", {"event": {"policy_warn": 1}, "code": [1]})
+        + record("message", {"role": "assistant", "content": "two words"})
+        + record("meta", {"event": 7})
+        + record("meta", {"event": "run_end", "stopped_reason": "final", "usage": {}}),
+        "utf-8",
+    )
+    where = ["--session-dir", str(folder)]
+    page = tmp_path / "run.html"
+    drawn = agentfsm(tmp_path, "trace", "latest", "--html", str(page), *where)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "Traceback" not in drawn.stderr
+    assert "two words" in page.read_text("utf-8")
+    traced = agentfsm(tmp_path, "trace", "latest", "--json", *where)
+    assert traced.returncode == 0, traced.stderr
+    [run] = json.loads(traced.stdout)["runs"]
+    assert (run["turns"], run["stopped_reason"], run["health_warnings"]) == (1, "final", {})
+    for argv in (["sessions", "list"], ["sessions", "show", "latest"], ["trace", "latest"]):
+        done = agentfsm(tmp_path, *argv, *where)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    assert (
+        "[assistant] two words" in agentfsm(tmp_path, "sessions", "show", "latest", *where).stdout
+    )
+
+
+def test_an_unreadable_session_is_one_line_and_exit_2_for_every_command(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    big = folder / "20260101T000000000000Z-0001.jsonl"
+    with big.open("wb") as file:
+        file.truncate(512 * 1024 * 1024 + 1)  # sparse: over the bound, no disk used
+    where = ["--session-dir", str(folder)]
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    for argv, prefix in (
+        (["trace", big.stem, "--html", str(tmp_path / "x.html")], "agentfsm trace: "),
+        (["trace", big.stem], "agentfsm trace: "),
+        (["trace", big.stem, "--json"], "agentfsm trace: "),
+        (["sessions", "show", big.stem], "agentfsm sessions show: "),
+        (["run", "go on", "--resume", big.stem, "--workspace", str(workspace)], "agentfsm run: "),
+    ):
+        line = one_line_error(agentfsm(tmp_path, *argv, *where), prefix)
+        assert "larger than 512 MiB" in line
+    assert not (tmp_path / "x.html").exists()
+    listed = agentfsm(tmp_path, "sessions", "list", *where)
+    assert listed.returncode == 0
+    assert listed.stdout.split() == [big.stem, "unreadable:", *line.split(": ", 1)[1].split()]
+
+
+def test_an_empty_html_file_name_is_a_usage_error(tmp_path: Path) -> None:
+    """``--html ''`` used to print the text trace and write nothing, silently."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "20260101T000000000000Z-0001.jsonl").write_text(
+        record("meta", {"event": "run_start"}), "utf-8"
+    )
+    where = ["--session-dir", str(folder)]
+    line = one_line_error(agentfsm(tmp_path, "trace", "latest", "--html", "", *where), "")
+    assert line == "agentfsm trace: argument --html: needs a file name (see agentfsm trace -h)"
+    line = one_line_error(agentfsm(tmp_path, "run", "hi", "--html", " ", *where), "")
+    assert line == "agentfsm run: argument --html: needs a file name (see agentfsm run -h)"
+    assert os.listdir(tmp_path) == ["sessions"]
+
+
+def test_conformance_usage_errors_are_one_line(tmp_path: Path) -> None:
+    """``replay-vcr``'s took four lines (argparse's usage, then the error)."""
+    for argv, prefix in (
+        (["replay-vcr"], "agentfsm conformance replay-vcr: the following arguments are required"),
+        (["replay-vcr", str(tmp_path), "--bogus"], "agentfsm conformance replay-vcr: unrecognized"),
+        (["replay-vcr", str(tmp_path), "--json", ""], "agentfsm conformance replay-vcr: argument"),
+        (["matrix"], "agentfsm conformance matrix: the following arguments are required"),
+        (["probe"], "agentfsm conformance probe: the following arguments are required"),
+        (["corpus", "--bogus"], "agentfsm conformance corpus: unrecognized"),
+        ([], "agentfsm conformance: the following arguments are required"),
+    ):
+        one_line_error(agentfsm(tmp_path, "conformance", *argv), prefix)
+
+
+def cells(text: str) -> int:
+    """Terminal columns, counted independently of the command's own helper."""
+    return sum(
+        0
+        if unicodedata.combining(c) or unicodedata.category(c) == "Cf"
+        else 2
+        if unicodedata.east_asian_width(c) in "WF"
+        else 1
+        for c in text
+    )
+
+
+def prompt_column(line: str) -> int:
+    """Where the sixth column (what the session was asked) starts."""
+    found = re.match(r"(\S+ +){5}", line)
+    assert found is not None, line
+    return found.end()
+
+
+async def test_sessions_list_tells_sessions_apart(tmp_path: Path) -> None:
+    """Each row shows what the session was first asked and why its last run stopped, in
+    columns that stay aligned whatever the prompts hold."""
+    folder = tmp_path / "sessions"
+    prompts = {
+        "plain": "count the words",
+        "wide": "日本語のとても長い質問です。" * 5,
+        "hostile": "\x1b]0;title\x07\x1b[2Jfix\u202e it\nplease\tnow",
+        "combining": "e\u0301" * 60,
+    }
+    for prompt in prompts.values():
+        await tool_run(folder, prompt=prompt)
+
+    async def refused(messages: Sequence[Message], tools: object, **options: object) -> ChatResult:
+        raise ProviderError("auth", "invalid API key")
+
+    from agentfsm import Agent
+
+    with contextlib.suppress(ProviderError):
+        await Agent(refused, session_dir=folder).run("deploy the site")
+    done = agentfsm(tmp_path, "sessions", "list", "--session-dir", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert not FORBIDDEN.search(done.stdout)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5
+    failed, *rest = lines
+    assert "last=failed" in failed
+    assert "deploy the site" in failed
+    assert failed.rstrip().endswith("ProviderError (auth): auth: invalid API key")
+    assert any("count the words" in line for line in rest)
+    assert any("<U+202E>" in line and "fix" in line and "please now" in line for line in rest)
+    # every column starts at the same terminal column on every row
+    for column in ("runs=", "turns=", "tool_calls=", "last="):
+        assert len({cells(line[: line.index(column)]) for line in lines}) == 1, column
+    assert len({cells(line[: prompt_column(line)]) for line in lines}) == 1
+    assert max(cells(line) for line in rest) < 200  # a long prompt is cut with …
+    assert any("…" in line for line in rest)
+    # a terminal that takes ASCII only: the same columns, what it cannot show escaped
+    ascii = agentfsm(
+        tmp_path, "sessions", "list", "--session-dir", str(folder), PYTHONIOENCODING="ascii"
+    )
+    assert ascii.returncode == 0, ascii.stderr
+    assert ascii.stdout.isascii()
+    assert "\\u65e5" in ascii.stdout  # 日
+    ascii_lines = ascii.stdout.splitlines()
+    assert len({line.index("last=") for line in ascii_lines}) == 1
+    assert len({prompt_column(line) for line in ascii_lines}) == 1
+    listed = agentfsm(tmp_path, "sessions", "list", "--json", "--session-dir", str(folder))
+    rows = json.loads(listed.stdout)
+    assert [row["prompt"] for row in rows] == ["deploy the site", *reversed(prompts.values())]
+    assert rows[0]["reason"] == "ProviderError (auth): auth: invalid API key"
+    assert [row["reason"] for row in rows[1:]] == [None] * 4
+
+
+async def test_sessions_show_renders_a_failed_tool_result(tmp_path: Path) -> None:
+    path = await tool_run(tmp_path / "sessions")
+    [shell] = [m for m in read_session(path).messages if getattr(m, "tool_call_id", "") == "c2"]
+    assert shell.content == '{"ok":false,"output":"","error":"exit 1"}'  # as recorded
+    done = agentfsm(tmp_path, "sessions", "show", "latest", "--session-dir", str(path.parent))
+    assert done.returncode == 0, done.stderr
+    assert "[tool shell c2 FAILED] exit 1" in done.stdout.splitlines()
+    assert "[tool read c3] hello world" in done.stdout.splitlines()
+    assert '"ok":false' not in done.stdout
+
+
+def test_a_partial_verdict_says_why_in_the_output_the_session_and_the_trace(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+
+    def said(text: str) -> Reply:
+        return Reply.sse([chunk({"content": text}), chunk({}, finish="stop"), DONE])
+
+    write = json.dumps({"path": "out.txt", "content": "ok\n"})
+    with FakeProviderServer() as server:
+        server.enqueue(
+            Reply.sse(
+                [
+                    chunk(tool_delta(index=0, id="w", name="write_file", arguments=write)),
+                    chunk({}, finish="tool_calls"),
+                    DONE,
+                ]
+            ),
+            said("Wrote out.txt."),
+            said("I could not run the tests: no test command.\nVERDICT: PARTIAL"),
+        )
+        options = provider_options(workspace, server)
+        del options[-2:]  # "--preset minimal": the default preset has the verifier
+        done = agentfsm(tmp_path, "run", "write ok to out.txt", *options, *sandbox_options())
+    assert done.returncode == 0, done.stderr
+    why = "VERDICT: PARTIAL (review 1 of at most 3): I could not run the tests: no test command."
+    assert f"verifier(max_turns=15): {why}" in done.stdout
+    folder = default_session_dir(workspace)
+    [path] = folder.glob("*.jsonl")
+    [run] = read_session(path).runs
+    assert f"verifier(max_turns=15): {why}" in run.notes
+    traced = agentfsm(tmp_path, "trace", "latest", "--session-dir", str(folder))
+    assert why in traced.stdout
+
+
+async def test_a_partial_verdict_without_a_verdict_line_says_so(tmp_path: Path) -> None:
+    from agentfsm import Agent
+    from agentfsm.policies import verifier
+
+    for review, why in (
+        ("Looks fine to me.", "no VERDICT line in the reviewer's answer: Looks fine to me."),
+        ("", "its answer was empty"),
+        ("Could not tell.\nVERDICT: PARTIAL", "Could not tell."),
+        ("VERDICT: PARTIAL", "the reviewer gave no reason"),
+    ):
+        agent = Agent(ScriptedChat(["done", review]), policies=[verifier()], session_dir=tmp_path)
+        outcome = await agent.run("do it")
+        [run] = read_session(str(outcome.session_path)).runs
+        assert run.notes == [
+            f"verifier(max_turns=15): VERDICT: PARTIAL (review 1 of at most 3): {why}"
+        ]
