@@ -7,6 +7,7 @@ registers the durable run's DBOS workflow.
 
 from agentfsm._deprecated import package_getattr as _package_getattr
 
+from ._outage import DatabaseUnreachable
 from ._queue import (
     APPLICATION_VERSION,
     FAILED,
@@ -58,6 +59,7 @@ __all__ = [
     "AgentFactory",
     "Attempt",
     "BatchProgress",
+    "DatabaseUnreachable",
     "DbosStepRunner",
     "DurableAgent",
     "DurableEvent",

@@ -1,0 +1,106 @@
+"""What ``agentfsm batch``, ``worker`` and ``runs retry`` do while their system database does
+not answer: one line saying so (the URL with its password hidden, for how long, why), the
+same line again every :data:`REFRESH` seconds, one line when it answers again; past
+``--database-wait`` seconds they give up (exit code 1) with the command that resumes.
+
+Stopping never waits on the database: a worker's DBOS is given :data:`STOP_WAIT` seconds to
+shut down, and when its threads are still waiting on the database the process ends
+without them (:func:`leave`): what they were doing is recorded, or runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from . import _run_cmd as run_cmd
+from ._database_url import _shown
+
+__all__ = ["DEFAULT_WAIT", "REFRESH", "STOP_WAIT", "DatabaseStatus", "leave", "stop_worker"]
+
+DEFAULT_WAIT = 300.0
+"""``--database-wait``'s default, in seconds."""
+REFRESH = 10.0
+"""Seconds between two lines about the same wait."""
+STOP_WAIT = 3.0
+"""Seconds a stopping command gives DBOS to shut down before it ends without it."""
+
+_left_running = threading.Event()
+
+
+class DatabaseStatus:
+    """The lines about one command's waits on its database."""
+
+    def __init__(self, command: str, url: str, limit: float | None) -> None:
+        self.command = command
+        self.shown_url = _shown(url)
+        self.limit = limit
+        self._printed: float | None = None
+        self._lock = threading.Lock()
+
+    def line(self, seconds: float, reason: str | None) -> str:
+        """``the database 'URL' has not answered for 12 s (REASON); waiting up to 300 s``."""
+        because = f" ({reason})" if reason else ""
+        wait = (
+            f"; waiting up to {self.limit:.0f} s (--database-wait)"
+            if self.limit is not None
+            else "; waiting"
+        )
+        return run_cmd._one_line(
+            f"the database {self.shown_url} has not answered for {seconds:.0f} s{because}{wait}",
+            600,
+        )
+
+    def waiting(self, seconds: float, reason: str | None) -> None:
+        """Called about every second of a wait: prints the line at first, then every
+        :data:`REFRESH` seconds."""
+        with self._lock:
+            if self._printed is not None and seconds - self._printed < REFRESH:
+                return
+            self._printed = seconds
+        self._print(self.line(seconds, reason))
+
+    def answered(self, seconds: float | None = None) -> None:
+        """The database answers again: one line, when the wait was shown."""
+        with self._lock:
+            printed, self._printed = self._printed, None
+        if printed is not None:
+            after = f" after {seconds:.0f} s" if seconds is not None else ""
+            self._print(f"the database answers again{after}")
+
+    def gave_up(self, seconds: float, reason: str | None, then: str) -> None:
+        """The wait passed ``--database-wait``: one line, with what to do next."""
+        because = f" ({reason})" if reason else ""
+        self._print(
+            run_cmd._one_line(
+                f"the database {self.shown_url} has not answered for {seconds:.0f} s{because}: "
+                f"giving up (--database-wait {self.limit:.0f}); {then}",
+                1200,
+            )
+        )
+
+    def _print(self, text: str) -> None:
+        print(f"agentfsm {self.command}: {text}", file=sys.stderr, flush=True)
+
+
+def stop_worker(worker: Any) -> None:
+    """Stop a :class:`~agentfsm.adapters.durable.TaskWorker` within :data:`STOP_WAIT`
+    seconds; when DBOS is still waiting on the database then, :func:`leave` ends the
+    process without it."""
+    if not worker.stop(timeout=STOP_WAIT):
+        _left_running.set()
+
+
+def leave(code: int) -> int:
+    """``code``; but when a stopped worker left DBOS's threads waiting on the database
+    (the interpreter would wait for them at exit, for ever if the database is gone), the
+    logs are flushed and the process ends now with ``code``."""
+    if _left_running.is_set():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
