@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from agentfsm.adapters.durable import open_client, progress
 from agentfsm.testing import FakeProviderServer, Reply
 from tests.durable.batch_helpers import agentfsm, reply, task_of, write_tasks
 
@@ -313,3 +314,87 @@ def test_a_worker_tells_each_failed_task_in_one_line_and_warns_once(tmp_path: Pa
     assert "serving agentfsm.tasks" in lines[0]
     [log_line] = [line for line in lines if "logs go to " in line]
     assert Path(log_line.split("logs go to ", 1)[1].strip()).is_file()
+
+
+def test_a_worker_tells_each_task_it_ends_and_stops_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", ["alpha", "beta", "gamma"])
+    with FakeProviderServer() as server:
+        server.handler = reply
+        code, _, err = batch(tmp_path, f"{server.base_url}/v1", "--detach")
+        assert code == 0, err
+        worker = agentfsm(
+            tmp_path, "worker", "--database-url", database_url(tmp_path), "--poll", "0.1"
+        )
+        stream = worker.stderr
+        assert stream is not None
+        lines: list[str] = []
+        reader = threading.Thread(
+            target=lambda: lines.extend(x.decode() for x in iter(stream.readline, b""))
+        )
+        reader.start()
+        deadline = time.monotonic() + 120
+        while sum(" done (" in line for line in lines) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client = open_client(database_url(tmp_path))  # the outcomes recorded, too
+        try:
+            ids = ["alpha", "beta", "gamma"]
+            while not progress(ids, client=client).finished and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            client.destroy()
+        worker.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        worker.communicate(timeout=60)
+        took = time.monotonic() - started
+        reader.join(timeout=10)
+    print(f"worker ended {took:.1f} s after SIGTERM; stderr: {lines}")
+    assert worker.returncode == 0, lines
+    done = sorted(line for line in lines if " done (" in line)
+    assert [line.split("'")[1] for line in done] == ["alpha", "beta", "gamma"]
+    assert all("(final, 2 model calls, " in line for line in done)
+    assert lines[-1].endswith(": stopping\n")
+    assert not list((tmp_path / "state" / "agentfsm" / "logs").glob("*"))  # nothing logged
+
+
+def test_a_runs_retry_cut_off_runs_on_when_given_again(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    url = database_url(tmp_path)
+    run = agentfsm(
+        tmp_path,
+        "run",
+        "task solo",
+        *provider(f"http://127.0.0.1:{closed_port()}/v1"),
+        "--workspace",
+        str(tmp_path / "work"),
+        "--durable",
+        "--database-url",
+        url,
+    )
+    _, err = run.communicate(timeout=120)
+    found = re.search(r"durable run (\S+) \(resume", err.decode())
+    assert found is not None, err
+    run_id = found.group(1)
+    with FakeProviderServer() as server:
+        server.handler = lambda request: Reply.stall(60, reply(request))
+        options = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--database-url", url]
+        cut = agentfsm(tmp_path, "runs", "retry", run_id, *options)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.requests, "the retry never called the model"
+        cut.kill()  # kill -9: no word about what was left
+        cut.communicate(timeout=30)
+
+        server.handler = reply
+        again = agentfsm(tmp_path, "runs", "retry", run_id, *options)
+        out, err = again.communicate(timeout=120)
+    told = err.decode()
+    assert again.returncode == 0, told
+    assert f"continuing {run_id}@retry1" in told
+    [result] = [json.loads(line) for line in out.decode().splitlines()]
+    assert (result["run"], result["status"], result["final"]) == (
+        f"{run_id}@retry1",
+        "SUCCESS",
+        "done solo",
+    )

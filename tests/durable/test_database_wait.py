@@ -189,7 +189,7 @@ def test_read_only_and_quiet_commands_leave_no_log_file(tmp_path: Path) -> None:
     _, rest = worker.communicate(timeout=60)
     assert worker.returncode == 0, rest
     folder = tmp_path / "state" / "agentfsm" / "logs"
-    made = sorted(folder.iterdir()) if folder.exists() else []
+    made = sorted(folder.iterdir()) if folder.exists() else []  # the folder, empty at most
     print(f"log files after a batch, 3 runs list and a worker: {made}")
     assert made == []
     assert "logs go to" not in err.decode() + first + rest.decode()

@@ -10,6 +10,7 @@ without them (:func:`leave`): what they were doing is recorded, or runs again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -19,7 +20,15 @@ from typing import Any
 from . import _run_cmd as run_cmd
 from ._database_url import _shown
 
-__all__ = ["DEFAULT_WAIT", "REFRESH", "STOP_WAIT", "DatabaseStatus", "leave", "stop_worker"]
+__all__ = [
+    "DEFAULT_WAIT",
+    "REFRESH",
+    "STOP_WAIT",
+    "DatabaseStatus",
+    "end_process",
+    "leave",
+    "stop_worker",
+]
 
 DEFAULT_WAIT = 300.0
 """``--database-wait``'s default, in seconds."""
@@ -97,10 +106,22 @@ def stop_worker(worker: Any) -> None:
 def leave(code: int) -> int:
     """``code``; but when a stopped worker left DBOS's threads waiting on the database
     (the interpreter would wait for them at exit, for ever if the database is gone), the
-    logs are flushed and the process ends now with ``code``."""
+    process ends now with ``code`` (:func:`end_process`)."""
     if _left_running.is_set():
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        end_process(code)
     return code
+
+
+def end_process(code: int) -> None:
+    """End the ``agentfsm`` process with ``code`` once a durable command is done: the exit
+    handlers run and the logs and streams are flushed, but the interpreter does not tear
+    down the modules DBOS brings (over a second) nor wait for threads left waiting on the
+    database."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
