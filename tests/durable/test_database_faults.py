@@ -12,10 +12,11 @@ worker) through a healthy proxy.
 
 Each fault prints one row: tasks ok / lost / duplicated (a tool's side effect run twice),
 repeated model calls, the longest the batch's stderr stayed silent while it ran, how long
-the batch and the worker took to end after their signal, how long after the model's last
-reply the batch ended, and the lines the user saw. The whole tier takes about four
-minutes; the durations above are chosen for that (the issue's 60 s and 120 s faults add
-nothing the 20 s and 30 s ones do not show).
+the batch and the worker took to end after their signal, how long after the fault ended
+the batch printed its next line, the size of the logs, and the lines the user saw. The
+whole tier takes about six minutes; the durations above are chosen for that (a 60 s stall
+or a 120 s refusal shows nothing the 20 s and 30 s ones do not). The silent connections
+are closed after 5 s here (``$AGENTFSM_DATABASE_ANSWER_TIMEOUT``; 30 s by default).
 """
 
 from __future__ import annotations
@@ -397,6 +398,8 @@ def test_database_fault(
             shown_after = [t for t, _ in batch.lines if t > outcome.ended]
             if shown_after:
                 run.noticed = shown_after[0] - outcome.ended
+            elif batch.ended is not None and batch.ended > outcome.ended:
+                run.noticed = batch.ended - outcome.ended  # its next sign: the end
         # Whatever is unfinished, the user runs the printed command again (with a worker).
         scenario.proxy.restore()
         first = scenario.results()
@@ -428,7 +431,7 @@ def test_database_fault(
         f"longest silence {silence:5.1f} s  "
         f"batch {'hung' if run.hung else 'exit ' + str(batch.proc.returncode)}"
         + (f" (stop {_seconds(run.batch_stop)})" if run.batch_signalled else "")
-        + f"  worker stop {_seconds(run.worker_stop)}"
+        + f"  worker stop {_seconds(run.worker_stop)} (exit {worker.proc.returncode})"
         + (f"  noticed {run.noticed:.1f} s after" if run.noticed is not None else "")
         + (f"  {run.reran}" if run.reran else "")
         + f"  logs {run.logs / 1000:.0f} KB"
@@ -459,8 +462,8 @@ def _check(
     if case.then == "wait":
         assert batch.proc.returncode == 0, told
         assert run.duplicated == run.repeated == 0, row
-        assert run.noticed is not None, row
-        assert run.noticed < 10, row  # recovery is told within a few seconds
+        # Recovery is told within a few seconds (when the batch outlived the fault).
+        assert run.noticed is None or run.noticed < 10, row
         assert run.logs < 200_000, row  # an outage's log is bounded
     else:
         # Stopped: the tasks in flight may pay their step again; nothing else is.

@@ -11,7 +11,6 @@ machine that reaches the database. See ``docs/durable.md``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import re
@@ -224,26 +223,22 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
     from agentfsm.adapters.durable import DatabaseUnreachable, open_client, submit_tasks
-    from agentfsm.adapters.durable._outage import Outage
-    from agentfsm.adapters.durable._queue import QUEUE_NAME, read_patiently
+    from agentfsm.adapters.durable._queue import QUEUE_NAME
 
     argv = getattr(args, "argv", None) or ["batch", args.tasks]
     finish_with = command_line([a for a in argv if a != "--retry-failed"])
     status = DatabaseStatus("batch", args.database_url, args.database_wait)
     try:
         client = open_client(args.database_url, retry_connection_errors=False)
+    except KeyboardInterrupt:
+        return 130
     except Exception as error:  # the database was checked: it went away since
         print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
         return 1
     try:
-        submitted = asyncio.run(
-            read_patiently(
-                Outage(args.database_wait),
-                status.waiting,
-                lambda: submit_tasks(tasks, client=client, retry_failed=args.retry_failed),
-            )
+        submitted = status.patiently(
+            lambda: submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
         )
-        status.answered()
         _warn_changed(submitted.changed)
         if not args.quiet:
             known = len(tasks) - len(submitted.new) - len(submitted.retried)
@@ -276,7 +271,8 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
     except DatabaseUnreachable as gone:
         status.gave_up(gone.seconds, gone.reason, f"submit the tasks again with: {finish_with}")
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # while submitting (work_queue tells its own)
+        print(f"agentfsm batch: interrupted; submit again with: {finish_with}", file=sys.stderr)
         return 130
     except OSError as error:
         print(f"agentfsm batch: {error}", file=sys.stderr)

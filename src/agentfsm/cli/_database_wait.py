@@ -10,18 +10,19 @@ without them (:func:`leave`): what they were doing is recorded, or runs again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from . import _run_cmd as run_cmd
 from ._database_url import _shown
 
 __all__ = [
-    "DEFAULT_WAIT",
     "REFRESH",
     "STOP_WAIT",
     "DatabaseStatus",
@@ -30,12 +31,12 @@ __all__ = [
     "stop_worker",
 ]
 
-DEFAULT_WAIT = 300.0
-"""``--database-wait``'s default, in seconds."""
 REFRESH = 10.0
 """Seconds between two lines about the same wait."""
 STOP_WAIT = 3.0
 """Seconds a stopping command gives DBOS to shut down before it ends without it."""
+
+T = TypeVar("T")
 
 _left_running = threading.Event()
 
@@ -66,6 +67,8 @@ class DatabaseStatus:
     def waiting(self, seconds: float, reason: str | None) -> None:
         """Called about every second of a wait: prints the line at first, then every
         :data:`REFRESH` seconds."""
+        if self.limit is not None and seconds > self.limit:
+            return  # giving up: :meth:`gave_up` says so
         with self._lock:
             if self._printed is not None and seconds - self._printed < REFRESH:
                 return
@@ -79,6 +82,17 @@ class DatabaseStatus:
         if printed is not None:
             after = f" after {seconds:.0f} s" if seconds is not None else ""
             self._print(f"the database answers again{after}")
+
+    def patiently(self, read: Callable[[], T]) -> T:
+        """``read()`` (in a thread of its own), retried every second while the database
+        does not answer, the wait told; ``DatabaseUnreachable`` past the limit."""
+        from agentfsm.adapters.durable._outage import Outage
+        from agentfsm.adapters.durable._queue import read_patiently
+
+        outage = Outage(self.limit)
+        value = asyncio.run(read_patiently(outage, self.waiting, read))
+        self.answered(outage.last_silence)
+        return value
 
     def gave_up(self, seconds: float, reason: str | None, then: str) -> None:
         """The wait passed ``--database-wait``: one line, with what to do next."""

@@ -486,12 +486,14 @@ def _retry(args: argparse.Namespace) -> int:
     run by this process; one result line per run."""
     from agentfsm.adapters.durable import (
         FAILED,
+        DatabaseUnreachable,
         latest_attempts,
         open_client,
         submit_tasks,
         task_of_run,
     )
 
+    from ._database_wait import DatabaseStatus
     from ._queue_work import command_line, work_queue
 
     if any(getattr(args, name) for name in _NAMES_PROVIDER):
@@ -503,9 +505,11 @@ def _retry(args: argparse.Namespace) -> int:
             print(f"agentfsm runs retry: {run_cmd._one_line(str(error))}", file=sys.stderr)
             return 2
     client = open_client(args.database_url, retry_connection_errors=False)
+    status = DatabaseStatus("runs retry", args.database_url, args.database_wait)
     try:
         tasks: dict[str, RunSpec] = {}
-        latest = latest_attempts(client, [task_of_run(run_id)[0] for run_id in args.ids])
+        task_ids = [task_of_run(run_id)[0] for run_id in args.ids]
+        latest = status.patiently(lambda: latest_attempts(client, task_ids))
         for run_id in args.ids:
             task = task_of_run(run_id)[0]
             attempt = latest.get(task)
@@ -532,7 +536,7 @@ def _retry(args: argparse.Namespace) -> int:
                 print(run_cmd._one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
-        submitted = submit_tasks(tasks, client=client, retry_failed=True)
+        submitted = status.patiently(lambda: submit_tasks(tasks, client=client, retry_failed=True))
         if not args.quiet and submitted.retried:
             names = ", ".join(submitted.runs[task] for task in submitted.retried)
             print(f"agentfsm runs retry: enqueued {names}", file=sys.stderr)
@@ -551,5 +555,8 @@ def _retry(args: argparse.Namespace) -> int:
             database_wait=args.database_wait,
             endpoints={task: _spec_endpoint(spec) for task, spec in tasks.items()},
         )
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, "nothing was retried")
+        return 1
     finally:
         client.destroy()

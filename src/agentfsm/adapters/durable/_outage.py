@@ -88,6 +88,8 @@ class Outage:
         """``time.monotonic()`` of the first unanswered read (``None``: it answers)."""
         self.reason: str | None = None
         """The last error's reason (``None``: no answer yet, no error either)."""
+        self.last_silence: float | None = None
+        """How long the last silence that was shown lasted."""
         self._asked: float | None = None
 
     def asking(self) -> None:
@@ -102,10 +104,12 @@ class Outage:
         self._asked = None
 
     def answered(self) -> float | None:
-        """The database answered: the seconds it had been silent, if that was shown."""
+        """The database answered: the seconds it had been silent, if that was shown (also
+        kept in :attr:`last_silence`)."""
         silent = self.seconds()
         self.since = self.reason = self._asked = None
-        return silent if silent >= SHOWN_AFTER else None
+        self.last_silence = silent if silent >= SHOWN_AFTER else None
+        return self.last_silence
 
     def seconds(self) -> float:
         """Seconds since the database last answered a read (0 when it does)."""
