@@ -113,6 +113,15 @@ def test_the_wait_line_names_the_database_without_its_password(
         "agentfsm batch: the database answers again after 14 s",
     ]
     assert "s3cr3t" not in "\n".join(lines)
+    # A password in the query string is hidden too, there and in the commands printed.
+    url = "postgresql://ops@db.example/queue?sslmode=require&password=s3cr3t&api_key=k3y"
+    status = DatabaseStatus("worker w-0", url, None)
+    assert "s3cr3t" not in status.line(3, None)
+    assert "password=***" in status.line(3, None)
+    printed = command_line(["batch", "t.jsonl", "--database-url", url])
+    assert "s3cr3t" not in printed
+    assert "k3y" not in printed
+    assert "sslmode=require" in printed
 
 
 def test_the_retry_hint_leaves_the_failed_option_blank() -> None:

@@ -257,7 +257,9 @@ def _seconds(value: str) -> float:
             f"must be a number of seconds, got {value[:50]!r}"
         ) from None
     if not 0 < number <= 86_400 * 30:  # NaN fails it too
-        raise argparse.ArgumentTypeError(f"must be between 0 and 2592000 seconds, got {value[:50]}")
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most 2592000 (30 days), got {value[:50]}"
+        )
     return number
 
 

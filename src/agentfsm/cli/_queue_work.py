@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from . import _run_cmd as run_cmd
+from ._database_url import hide_secrets
 from ._database_wait import DatabaseStatus, stop_worker
 from ._terminal import json_safe, sanitize
 
@@ -143,16 +143,14 @@ def _write(results_: list[TaskResult], out: str | None) -> None:
     Path(out).write_text(lines, "utf-8")
 
 
-_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^@/\s]+@")
-
-
 def command_line(
     argv: Sequence[str] | None, extra: str | None = None, *, blank: Mapping[str, str] = {}
 ) -> str:
     """``agentfsm ARGS`` as the user typed them (quoted for a shell, safe on a terminal),
     with ``extra`` appended when it is not there yet, and each option of ``blank`` given
     its placeholder (``{"--base-url": "URL"}``: added when it is not there). A password in
-    a URL is shown as ``***`` (the line may end up in a CI log)."""
+    a URL (``user:PASSWORD@``, ``?password=``) is shown as ``***`` (the line may end up in
+    a CI log)."""
     arguments = list(argv or ())
     for option, placeholder in blank.items():
         found = False
@@ -167,7 +165,7 @@ def command_line(
             arguments += [option, placeholder]
     if extra is not None and extra not in arguments:
         arguments.append(extra)
-    hidden = [_PASSWORD.sub(r"\1***@", argument) for argument in arguments]
+    hidden = [hide_secrets(argument) for argument in arguments]
     note = " (with the database password in place of ***)" if hidden != arguments else ""
     return sanitize(shlex.join(["agentfsm", *hidden])) + note
 
