@@ -272,7 +272,7 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
         status.gave_up(gone.seconds, gone.reason, f"submit the tasks again with: {finish_with}")
         return 1
     except KeyboardInterrupt:  # while submitting (work_queue tells its own)
-        print(f"agentfsm batch: interrupted; submit again with: {finish_with}", file=sys.stderr)
+        print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
     except OSError as error:
         print(f"agentfsm batch: {error}", file=sys.stderr)

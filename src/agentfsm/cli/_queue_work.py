@@ -9,6 +9,7 @@ import asyncio
 import json
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -230,6 +231,15 @@ def work_queue(
     from agentfsm.adapters.durable import DatabaseUnreachable, TaskWorker, gather_results
 
     worker: Any = None
+    stopping: threading.Thread | None = None
+
+    def stop_meanwhile() -> None:
+        """Stop the worker while the pending tasks are counted (both may wait 2-3 s)."""
+        nonlocal stopping
+        if worker is not None:
+            stopping = threading.Thread(target=stop_worker, args=(worker,), daemon=True)
+            stopping.start()
+
     status = DatabaseStatus(command, url, database_wait)
     view = _ProgressView(len(runs), quiet, status)
     ids = list(runs.values())
@@ -251,16 +261,20 @@ def work_queue(
         view.close()
     except KeyboardInterrupt:
         view.close()
+        stop_meanwhile()
         _pending(command, ids, client, view, finish_with, "interrupted")
         return 130
     except DatabaseUnreachable as gone:
         view.close()
+        stop_meanwhile()
         status.gave_up(gone.seconds, gone.reason, "the tasks stay in the database")
         _pending(command, ids, client, view, finish_with, "when it answers again")
         return 1
     finally:
         view.close()
-        if worker is not None:
+        if stopping is not None:
+            stopping.join()
+        elif worker is not None:
             stop_worker(worker)
     reported = [evolve(r, id=tasks[r.id], run=r.id if r.id != tasks[r.id] else None) for r in found]
     _write(reported, out)
