@@ -43,9 +43,10 @@ test-crash: install
 	$(BIN)/python -m pytest -m crash -s tests/crash
 
 # Durable batches on a real PostgreSQL (Debian's binaries, a throwaway cluster on 127.0.0.1):
-# two `agentfsm worker` processes, 50 tasks, one worker killed -9 and restarted (about 20 s).
+# two `agentfsm worker` processes, 50 tasks, one worker killed -9 and restarted (about 20 s);
+# then the database faults through a fault-injecting proxy, their table printed (about 6 min).
 test-postgres: install
-	$(BIN)/python -m pytest -m postgres tests/durable
+	$(BIN)/python -m pytest -m postgres -s tests/durable
 
 # The fuzz suite at full size: random runs of run_conversation and Agent, ten invariants
 # checked on each (the last: every event takes the compiled table and python-statemachine's
