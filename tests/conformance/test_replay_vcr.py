@@ -118,9 +118,7 @@ async def test_an_adapter_that_reads_a_cut_stream_as_an_answer_differs(
     assert result.outcome == "differing"
     assert result.fields == ("outcome",)
     assert [d.delivery for d in result.differences] == ["whole", "pieces", "loopback"]
-    assert result.detail == (
-        f"whole: outcome: expected an error; got an answer ({ANSWER!r})"
-    )
+    assert result.detail == (f"whole: outcome: expected an error; got an answer ({ANSWER!r})")
 
 
 class LineAtATime:

@@ -178,8 +178,8 @@ def test_bombs_are_bounded_and_reported(
     report = json.loads(printed.out) if code != -1 else {}
     reported = {e["file"] for e in report.get("unreadable_files", [])}
     # A body nested 200,000 deep is read: the adapter's bad_response is what it makes.
-    handled = ("unreadable", "exact")
-    reported |= {e["file"] for e in report.get("exchanges", []) if e["outcome"] in handled}
+    read = ("unreadable", "exact")
+    reported |= {e["file"] for e in report.get("exchanges", []) if e["outcome"] in read}
     for name in names:
         handled = f"{name}.yaml" in reported
         attacks.record("vcr-bomb", not handled or bool(raised), f"{name}: {raised or reported}")
