@@ -278,3 +278,17 @@ async def test_a_multi_megabyte_reply_is_exact_in_every_delivery(tmp_path: Path)
     write(tmp_path / "image.yaml", {"interactions": [interaction], "version": 1})
     (result,) = (await replay_vcr(tmp_path)).results
     assert result.outcome == "exact"
+
+
+async def test_a_stream_opening_with_a_byte_order_mark_loses_no_event(tmp_path: Path) -> None:
+    """The SSE specification ignores a leading BOM; the adapter read past it once, losing
+    the first chunk's text."""
+    chunks = [
+        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": "Hello"}}]},
+        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = "\ufeff" + "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    interaction = _interaction(_OPENAI, body, {"content-type": ["text/event-stream"]})
+    write(tmp_path / "bom.yaml", {"interactions": [interaction], "version": 1})
+    (result,) = (await replay_vcr(tmp_path)).results
+    assert (result.outcome, result.detail) == ("exact", "")

@@ -181,15 +181,18 @@ def read_recorded(response: RecordedResponse, wire: WireName) -> Reading:
         if streamed:
             return _stream(response, text, wire)
         return Reading(_body(response, text, wire))
-    except _Bad as error:
-        return Reading(Failure("bad_response", _bad_status(response, streamed), False, str(error)))
-    except _Large as error:
+    except (_Bad, _Large) as error:
+        # Reading a stream, the adapter gives no status to such errors; a body, its own.
+        kind, why = (
+            ("bad_response", str(error))
+            if isinstance(error, _Bad)
+            else (
+                "too_large",
+                f"past Limits.{error}",
+            )
+        )
         status = None if streamed else response.status
-        return Reading(Failure("too_large", status, False, f"past Limits.{error}"), streamed)
-
-
-def _bad_status(response: RecordedResponse, streamed: bool) -> int | None:
-    return None if streamed else response.status
+        return Reading(Failure(kind, status, False, why), streamed)
 
 
 def _http_error(response: RecordedResponse) -> Failure:
@@ -605,15 +608,18 @@ class _Event:
     payload: Any
 
 
-def _payloads(text: str, stop: Callable[[_Event], bool]) -> Iterator[_Event | str]:
+def _payloads(
+    text: str, stop: Callable[[_Event], bool], done: Literal["ends", "skipped", "a frame"]
+) -> Iterator[_Event | str]:
     """Each event's JSON payload, up to the one ``stop`` says ends the stream; the frame's
-    text for a frame that is not JSON. Empty data and ``[DONE]`` are not payloads; ``[DONE]``
-    ends the stream."""
+    text for a frame that is not JSON. Events with empty data carry nothing. ``[DONE]``
+    (Chat Completions' last frame) ``ends`` the stream, is ``skipped``, or is read as ``a
+    frame`` like any other, by the wire's rule."""
     for kind, data in sse_events(text):
         stripped = data.strip()
-        if not stripped:
+        if not stripped or (stripped == "[DONE]" and done == "skipped"):
             continue
-        if stripped == "[DONE]":
+        if stripped == "[DONE]" and done == "ends":
             return
         try:
             payload = _json(stripped)
@@ -624,6 +630,15 @@ def _payloads(text: str, stop: Callable[[_Event], bool]) -> Iterator[_Event | st
         yield event
         if stop(event):
             return
+
+
+def _index(payload: dict[str, Any], default: int) -> int:
+    index = payload.get("index")
+    if index is None:
+        return default
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise _Bad("index is not an integer")
+    return index
 
 
 def _stream(response: RecordedResponse, text: str, wire: WireName) -> Reading:
@@ -652,7 +667,7 @@ def _chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     empty_finish = False
     usage: dict[str, Any] = {}
     calls: list[_ChatCall] = []
-    for event in _payloads(text, lambda _event: False):
+    for event in _payloads(text, lambda _event: False, "ends"):
         started = bool(said or thought)
         if isinstance(event, str):
             return _malformed(started)
@@ -775,9 +790,10 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         blocks[index] = {"type": kind, "text": "", "json": ""}
         return blocks[index]
 
-    for event in _payloads(
-        text, lambda e: isinstance(e.payload, dict) and _kind(e) == "message_stop"
-    ):
+    def stops(event: _Event) -> bool:
+        return isinstance(event.payload, dict) and _kind(event) == "message_stop"
+
+    for event in _payloads(text, stops, "a frame"):
         if isinstance(event, str):
             return _malformed(said_any)
         payload = event.payload
@@ -794,7 +810,7 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             ident = message["id"] if isinstance(message.get("id"), str) else ident
             _merge(usage, _dict(message.get("usage"), "usage"))
         elif kind == "content_block_start":
-            index = payload.get("index", len(order))
+            index = _index(payload, len(order))
             started = _dict(payload.get("content_block"), "content_block")
             last = blocks[order[-1]] if order else None
             same_call = (
@@ -814,7 +830,7 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             if entry["type"] in ("text", "thinking"):
                 entry["text"] = _str(started.get(entry["type"]), entry["type"]) or ""
         elif kind == "content_block_delta":
-            index = payload.get("index", -1)
+            index = _index(payload, -1)
             delta = _dict(payload.get("delta"), "delta")
             entry = blocks.get(index) or block(index, "text")
             part = delta.get("type")
@@ -911,7 +927,7 @@ def _responses_stream(response: RecordedResponse, text: str) -> Answer | Failure
         _merge(usage, _dict(body.get("usage"), "usage"))
         return body
 
-    for event in _payloads(text, lambda e: _responses_kind(e) in _TERMINAL):
+    for event in _payloads(text, lambda e: _responses_kind(e) in _TERMINAL, "skipped"):
         if isinstance(event, str):
             return _malformed(said_any)
         payload = event.payload
