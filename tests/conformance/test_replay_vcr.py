@@ -25,7 +25,7 @@ from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .vcr_cassettes import ANSWER, KEY, Form, cassette, record, scenarios, write
 
-FORMS: tuple[Form, ...] = ("vcrpy", "pydantic-ai", "ruby")
+FORMS: tuple[Form, ...] = ("vcrpy", "pydantic-ai", "ruby", "vcrpy-httpx")
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +45,17 @@ async def test_own_cassettes_replay_exactly_in_every_form(
     for form in FORMS:
         write(tmp_path / "nested" / f"{form}.yaml", cassette(recorded, form))
     report = await replay_vcr(tmp_path)
-    assert report.files == 3
-    assert report.other == 3  # GET-style /v1/models, once per cassette
+    assert report.files == 4
+    assert report.other == 4  # GET-style /v1/models, once per cassette
     outcomes = {(r.file, r.index): r.outcome for r in report.results}
-    assert len(outcomes) == 30
+    assert len(outcomes) == 40
     assert set(outcomes.values()) == {"exact"}
     assert ("nested/vcrpy.yaml", 5) in outcomes  # the gzip body, decoded
     counts = {wire: c for (_, wire), c in report.providers().items()}
-    assert counts["openai-chat"]["exact"] == 18
-    assert counts["anthropic"]["exact"] == 9
-    assert counts["openai-responses"]["exact"] == 3  # a streamed Responses answer
-    assert report.judged == 30
+    assert counts["openai-chat"]["exact"] == 24
+    assert counts["anthropic"]["exact"] == 12
+    assert counts["openai-responses"]["exact"] == 4  # a streamed Responses answer
+    assert report.judged == 40
     assert report.passed
 
 
@@ -67,7 +67,7 @@ def test_the_gzip_body_is_kept_encoded_in_the_cassette_and_read_decoded(
     assert json.loads(gzip.decompress(raw))["choices"][0]["message"]["content"] == ANSWER
     for form in FORMS:
         path = write(tmp_path / f"{form}.yaml", cassette(recorded, form))
-        assert (b"!!binary" in path.read_bytes()) == (form != "ruby")
+        assert (b"!!binary" in path.read_bytes()) == (form in ("vcrpy", "pydantic-ai"))
         response = read_cassette(path).exchanges[5].response
         assert response is not None
         assert json.loads(response.body)["choices"][0]["message"]["content"] == ANSWER

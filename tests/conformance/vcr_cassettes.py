@@ -1,10 +1,12 @@
 """VCR.py cassettes the project records itself: real HTTP exchanges with a
 :class:`~agentfsm.testing.FakeProviderServer`, written in the YAML shapes real recorders
-write (vcrpy's, pydantic-ai's ``parsed_body``, Ruby VCR's ``base64_string``)."""
+write (vcrpy's, pydantic-ai's ``parsed_body``, Ruby VCR's ``base64_string``, older vcrpy's
+``status_code`` and ``content`` for httpx)."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +18,7 @@ from agentfsm.conformance._frames import DONE, chunk, completion, data, event, t
 from agentfsm.engine._messages import AssistantMessage, ChatResult, ToolCall, Usage
 from agentfsm.testing import FakeProviderServer, Reply, responses_reply
 
-Form = Literal["vcrpy", "pydantic-ai", "ruby"]
+Form = Literal["vcrpy", "pydantic-ai", "ruby", "vcrpy-httpx"]
 
 KEY = "sk-test-DO-NOT-PRINT-7f3a9c1e5b2d4f6a8c0e"
 """The API key every recorded request carries (in headers a cassette keeps)."""
@@ -172,6 +174,8 @@ async def record(scripted: list[tuple[str, Reply]]) -> list[dict[str, Any]]:
 def _response_body(recorded: dict[str, Any], form: Form) -> dict[str, Any]:
     raw: bytes = recorded["body"]
     encoded = "content-encoding" in recorded["headers"]
+    if form == "vcrpy-httpx":  # older vcrpy: httpx's decoded content, as text
+        return {"content": (gzip.decompress(raw) if encoded else raw).decode("utf-8")}
     if form == "ruby":
         if encoded:
             return {
@@ -194,9 +198,10 @@ def cassette(recorded: list[dict[str, Any]], form: Form = "vcrpy") -> dict[str, 
             "method": "POST",
             "uri": item["uri"],
         }
+        status = {"code": item["status"], "message": item["message"]}
         response = {
             "headers": item["headers"],
-            "status": {"code": item["status"], "message": item["message"]},
+            **({"status_code": item["status"]} if form == "vcrpy-httpx" else {"status": status}),
             **_response_body(item, form),
         }
         interactions.append({"request": request, "response": response})

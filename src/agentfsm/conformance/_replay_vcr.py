@@ -56,7 +56,7 @@ __all__ = [
     "DELIVERIES",
     "MAX_PIECES",
     "PIECE",
-    "Difference",
+    "VcrDifference",
     "VcrOutcome",
     "VcrReport",
     "VcrResult",
@@ -124,7 +124,7 @@ ADAPTERS: dict[str, tuple[str, AdapterFactory]] = {
 
 
 @frozen
-class Difference:
+class VcrDifference:
     """One field where an answer is not what it should be."""
 
     field: str
@@ -161,7 +161,7 @@ class VcrResult:
     host: str
     wire: str
     outcome: VcrOutcome
-    differences: tuple[Difference, ...] = ()
+    differences: tuple[VcrDifference, ...] = ()
     """Every difference found (``differing``)."""
     detail: str = ""
     """The first difference; why the exchange is unjudged, crashed or unreadable."""
@@ -381,13 +381,13 @@ def _compare(
     got: dict[str, Any],
     how: Delivery,
     skip: frozenset[str] = frozenset(),
-) -> list[Difference]:
+) -> list[VcrDifference]:
     """The fields of ``expected`` that ``got`` does not match (after an outcome or a
     number of calls that differ, the fields that depend on them are not compared)."""
     if expected.get("outcome") != got.get("outcome"):
         said = _brief(got.get("error kind") or got.get("text"))
         shown = f"{got.get('outcome')} ({said})"
-        return [Difference("outcome", str(expected.get("outcome")), shown, how)]
+        return [VcrDifference("outcome", str(expected.get("outcome")), shown, how)]
     out = []
     for name, want in expected.items():
         if name in skip:
@@ -397,7 +397,7 @@ def _compare(
         if name.startswith("usage ") and (got.get("usage") is None or expected["usage"] is None):
             continue
         if got.get(name) != want:
-            out.append(Difference(name, _brief(want), _brief(got.get(name)), how))
+            out.append(VcrDifference(name, _brief(want), _brief(got.get(name)), how))
     return out
 
 
@@ -422,7 +422,7 @@ async def _judge(exchange: VcrExchange, base: tuple[str, int, str, str]) -> VcrR
         else set()
     )
     views: dict[Delivery, dict[str, Any]] = {}
-    found: list[Difference] = []
+    found: list[VcrDifference] = []
     for how in DELIVERIES:
         outcome, deltas = await _deliver(how, exchange.response, reading.streamed, exchange.wire)
         if not isinstance(outcome, ChatResult | ProviderError):

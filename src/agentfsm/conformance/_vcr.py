@@ -5,7 +5,8 @@ headers}, response: {status: {code, message}, headers, body: {string: …}}}]``)
 vcrpy writes and pydantic-ai, LangChain, Mirascope and LiteLLM record with. A response body
 may be a string, bytes (``!!binary``, base64 in the file), gzip- or deflate-encoded per its
 ``content-encoding`` header, Ruby VCR's ``base64_string``, or pydantic-ai's ``parsed_body``
-(the JSON body, parsed). A body stored as text was decoded by its recorder: a
+(the JSON body, parsed); older vcrpy versions wrote httpx responses as ``{status_code,
+headers, content}``, the content decoded. A body stored as text was decoded by its recorder: a
 ``content-encoding`` header beside it is not applied again. A HAR file (``*.har``: ``{"log":
 {"entries": [{request: {method, url}, response: {status, headers: [{name, value}], content:
 {mimeType, text, encoding}}}]}}``) is what Polly.JS records with (Mirascope's TypeScript
@@ -176,7 +177,7 @@ def _raw_body(response: dict[str, Any]) -> tuple[bytes, bool]:
     which a content encoding applies to); a text body was stored decoded."""
     if "parsed_body" in response:  # pydantic-ai: the JSON body, parsed
         return _text_bytes(json.dumps(response["parsed_body"], ensure_ascii=False)), False
-    body = response.get("body")
+    body = response.get("body") if "body" in response else response.get("content")
     if isinstance(body, dict):
         if "base64_string" in body:  # Ruby VCR
             try:
@@ -253,7 +254,7 @@ def _recorded(
 def _vcr_response(raw: Any) -> RecordedResponse:
     if not isinstance(raw, dict):
         raise CassetteError("no response")
-    status = raw.get("status")
+    status = raw.get("status", raw.get("status_code"))  # older vcrpy httpx: status_code
     number = _status(status.get("code") if isinstance(status, dict) else status)
     body, as_sent = _raw_body(raw)
     return _recorded(number, _headers(raw.get("headers")), body, as_sent)
