@@ -112,3 +112,22 @@ def test_responses_status_reads_as_a_finish_reason() -> None:
     assert finish("complete") == ("stop", None)
     assert finish("queued") == "bad_response"
     assert finish("in_progress") == "bad_response"
+
+
+def test_many_small_pieces_are_read_in_linear_time() -> None:
+    """A hostile recording of many tiny lines, deltas and fragments: each is added once,
+    never the whole so far copied or re-parsed for each."""
+    lines = 200_000
+    ((_, data),) = sse_events("data: x\n" * lines + "\n")
+    assert len(data) == 2 * lines - 1
+    opening = {"function": {"name": "f", "arguments": '{"a": "'}}
+    more = {"function": {"name": "f", "arguments": "{"}}  # never a whole object
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [opening]}}]},
+        *[{"choices": [{"index": 0, "delta": {"tool_calls": [more], "content": "t"}}]}] * 50_000,
+    ]
+    reading = read_recorded(RecordedResponse(200, _STREAM, _chat(*chunks)), "openai-chat")
+    assert isinstance(reading.outcome, Answer)
+    assert reading.outcome.text == "t" * 50_000
+    (call,) = reading.outcome.calls
+    assert call.raw_arguments == '{"a": "' + "{" * 50_000

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeAlias
 
-from attrs import define, evolve, frozen
+from attrs import define, evolve, field, frozen
 
 from agentfsm.adapters.providers import Limits
 from agentfsm.adapters.providers._errors import classify_error_body
@@ -122,7 +122,7 @@ def sse_events(text: str) -> Iterator[tuple[str, str]]:
     specification dispatches them: at a blank line, with a leading BOM, comments and events
     without data left out, and an event the body does not close with a blank line dropped."""
     text = text.removeprefix("\ufeff")
-    kind, data = "", list[str]()
+    kind, data, size = "", list[str](), 0
     lines = _LINE_END.split(text)
     for line in lines[:-1]:  # the last piece is not a finished line
         if len(line.encode("utf-8", "surrogatepass")) > _LIMITS.max_line_bytes:
@@ -130,7 +130,7 @@ def sse_events(text: str) -> Iterator[tuple[str, str]]:
         if not line:
             if data:
                 yield kind or "message", "\n".join(data)
-            kind, data = "", []
+            kind, data, size = "", [], 0
             continue
         if line.startswith(":"):
             continue
@@ -138,7 +138,8 @@ def sse_events(text: str) -> Iterator[tuple[str, str]]:
         value = value.removeprefix(" ")
         if name == "data":
             data.append(value)
-            if sum(len(d) + 1 for d in data) > _LIMITS.max_event_bytes:
+            size += len(value) + 1
+            if size > _LIMITS.max_event_bytes:
                 raise _Large("max_event_bytes")
         elif name == "event":
             kind = value
@@ -523,9 +524,9 @@ class _Item:
 
     kind: str = "message"
     whole: dict[str, Any] | None = None
-    text: str = ""
-    reasoning: str = ""
-    arguments: str = ""
+    text: list[str] = field(factory=list)
+    reasoning: list[str] = field(factory=list)
+    arguments: list[str] = field(factory=list)
     call_id: str = ""
     name: str = ""
 
@@ -550,22 +551,22 @@ def _fold_items(items: list[_Item], data: dict[str, Any], usage: Usage | None) -
                     or _parts(content, ("refusal",), "refusal")
                 )
             )
-            text.append(said or item.text)
+            text.append(said or "".join(item.text))
         elif kind == "reasoning":
             summary = _parts(whole.get("summary"), ("summary_text",), "text")
             thought = summary or _parts(whole.get("content"), ("reasoning_text", "text"), "text")
-            reasoning.append(thought or item.reasoning)
+            reasoning.append(thought or "".join(item.reasoning))
             given = _reasoning_item(whole) if item.whole is not None else None
             kept += [given] if given is not None else []
         elif kind == "function_call":
             arguments = whole.get("arguments")
-            if not arguments and item.arguments:
-                arguments = item.arguments
+            if not arguments and "".join(item.arguments):
+                arguments = "".join(item.arguments)
             call_id = _str(whole.get("call_id"), "call_id") or item.call_id
             name = _str(whole.get("name"), "name") or item.name
             found.append((call_id, name, arguments))
         elif item.whole is None:
-            text.append(item.text)
+            text.append("".join(item.text))
     calls = _calls(found)
     return Answer(
         "".join(text),
@@ -657,18 +658,36 @@ class _ChatCall:
     index: int | None
     id: str = ""
     name: str = ""
-    text: str = ""
+    text: list[str] = field(factory=list)
+    size: int = 0
+    """Characters of argument text so far."""
+    checked: int = 0
+    """Its size when it last was not a whole object (re-read only once it doubled, so many
+    fragments cost linear time)."""
     whole: dict[str, Any] | None = None
     """Arguments sent as an object (not JSON text)."""
 
+    def complete(self) -> bool:
+        """Whether the argument text forms a whole JSON object."""
+        if not self.size or (self.checked and self.size < 2 * self.checked):
+            return False
+        try:
+            if isinstance(json.loads("".join(self.text)), dict):
+                return True
+        except (ValueError, RecursionError):
+            pass
+        self.checked = self.size
+        return False
+
 
 def _chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
-    said, thought, model, ident, finish = "", "", None, None, None
-    empty_finish = False
+    said: list[str] = []
+    thought: list[str] = []
+    model = ident = finish = None
+    empty_finish = started = False
     usage: dict[str, Any] = {}
     calls: list[_ChatCall] = []
     for event in _payloads(text, lambda _event: False, "ends"):
-        started = bool(said or thought)
         if isinstance(event, str):
             return _malformed(started)
         payload = event.payload
@@ -691,26 +710,29 @@ def _chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = _dict(choice.get("delta") or choice.get("message"), "delta")
-            said += _content_text(delta.get("content"))
-            thought += _chat_reasoning(delta)
-            if isinstance(delta.get("refusal"), str):
-                said += delta["refusal"]
+            refusal = delta.get("refusal")
+            pieces = [_content_text(delta.get("content")), _chat_reasoning(delta)]
+            pieces[0] += refusal if isinstance(refusal, str) else ""
+            said.append(pieces[0])
+            thought.append(pieces[1])
+            started = started or any(pieces)
             for fragment in _list(delta.get("tool_calls"), "tool_calls"):
                 _chat_fragment(calls, _dict(fragment, "tool_calls[]"))
             reason = _str(choice.get("finish_reason"), "finish_reason")
             finish = reason or finish
             empty_finish = empty_finish or reason == ""
-    if not said and not calls and finish is None:
+    answer, reasoning = "".join(said), "".join(thought)
+    if not answer and not calls and finish is None:
         return _empty(response)
     found = []
     for call in calls:
-        if call.name or call.id or call.text or call.whole is not None:
-            arguments = call.whole if call.whole is not None else call.text
+        if call.name or call.id or call.size or call.whole is not None:
+            arguments = call.whole if call.whole is not None else "".join(call.text)
             found.append((call.id, call.name, arguments))
     tools = _calls(found)
     return Answer(
-        said,
-        thought or None,
+        answer,
+        reasoning or None,
         (),
         tools,
         *_finish("" if finish is None and empty_finish else finish, tools),
@@ -718,13 +740,6 @@ def _chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         ident,
         model,
     )
-
-
-def _complete_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
-        return False
 
 
 def _chat_fragment(calls: list[_ChatCall], fragment: dict[str, Any]) -> None:
@@ -755,7 +770,7 @@ def _chat_fragment(calls: list[_ChatCall], fragment: dict[str, Any]) -> None:
                 and name == last.name
                 and isinstance(arguments, str)
                 and arguments.lstrip().startswith("{")
-                and _complete_object(last.text)
+                and last.complete()
             )
         )
         at = None if fresh else len(calls) - 1
@@ -770,7 +785,8 @@ def _chat_fragment(calls: list[_ChatCall], fragment: dict[str, Any]) -> None:
     if isinstance(arguments, dict):
         call.whole = arguments
     elif isinstance(arguments, str):
-        call.text += arguments
+        call.text.append(arguments)
+        call.size += len(arguments)
     elif arguments is not None:
         raise _Bad("function.arguments is not a string")
 
@@ -787,7 +803,7 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             order.append(index)
             if len(order) > _LIMITS.max_blocks:
                 raise _Large("max_blocks")
-        blocks[index] = {"type": kind, "text": "", "json": ""}
+        blocks[index] = {"type": kind, "text": [], "json": []}
         return blocks[index]
 
     def stops(event: _Event) -> bool:
@@ -828,20 +844,20 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             entry["name"] = _str(started.get("name"), "name") or ""
             entry["input"] = started.get("input")
             if entry["type"] in ("text", "thinking"):
-                entry["text"] = _str(started.get(entry["type"]), entry["type"]) or ""
+                entry["text"] = [_str(started.get(entry["type"]), entry["type"]) or ""]
         elif kind == "content_block_delta":
             index = _index(payload, -1)
             delta = _dict(payload.get("delta"), "delta")
             entry = blocks.get(index) or block(index, "text")
             part = delta.get("type")
             if part == "text_delta":
-                entry["text"] += _str(delta.get("text"), "text") or ""
+                entry["text"].append(_str(delta.get("text"), "text") or "")
                 said_any = said_any or bool(delta.get("text"))
             elif part == "thinking_delta":
-                entry["text"] += _str(delta.get("thinking"), "thinking") or ""
+                entry["text"].append(_str(delta.get("thinking"), "thinking") or "")
                 said_any = said_any or bool(delta.get("thinking"))
             elif part == "input_json_delta":
-                entry["json"] += _str(delta.get("partial_json"), "partial_json") or ""
+                entry["json"].append(_str(delta.get("partial_json"), "partial_json") or "")
         elif kind == "message_delta":
             delta = _dict(payload.get("delta"), "delta")
             reason = _str(delta.get("stop_reason"), "stop_reason") or reason
@@ -854,10 +870,10 @@ def _messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         return Failure("connection", None, not said_any, "a stream cut before message_stop")
     entries = [blocks[i] for i in dict.fromkeys(order) if i in blocks]
     unique = list({id(e): e for e in entries}.values())
-    text_out = "".join(e["text"] for e in unique if e["type"] == "text")
-    thinking = "".join(e["text"] for e in unique if e["type"] == "thinking")
+    text_out = "".join("".join(e["text"]) for e in unique if e["type"] == "text")
+    thinking = "".join("".join(e["text"]) for e in unique if e["type"] == "thinking")
     found = [
-        (e["id"], e["name"], e["json"] if e["json"].strip() else e["input"])
+        (e["id"], e["name"], "".join(e["json"]) if "".join(e["json"]).strip() else e["input"])
         for e in unique
         if e["type"] == "tool_use"
     ]
@@ -954,14 +970,15 @@ def _responses_stream(response: RecordedResponse, text: str) -> Answer | Failure
                 entry.whole = whole
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             piece = _str(payload.get("delta"), "delta") or ""
-            item(payload, "message").text += piece
+            item(payload, "message").text.append(piece)
             said_any = said_any or bool(piece)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             piece = _str(payload.get("delta"), "delta") or ""
-            item(payload, "reasoning").reasoning += piece
+            item(payload, "reasoning").reasoning.append(piece)
             said_any = said_any or bool(piece)
         elif kind == "response.function_call_arguments.delta":
-            item(payload, "function_call").arguments += _str(payload.get("delta"), "delta") or ""
+            piece = _str(payload.get("delta"), "delta") or ""
+            item(payload, "function_call").arguments.append(piece)
     if not items and final is None:
         return _empty(response)
     if final is None:
