@@ -275,7 +275,7 @@ def test_cli_reports_per_provider_and_exits_by_outcome(
     assert main(["conformance", "replay-vcr", str(good)]) == 0
     out = capsys.readouterr().out
     assert "10 exchanges of a known wire (10 exact); 1 other interactions left out; " in out
-    assert "1 files skipped (not cassettes)" in out
+    assert "1 file skipped (not cassettes)" in out
     host = recorded[0]["uri"].split("/")[2]
     assert f"  {host} (openai-chat): 6 exact" in out
     assert f"  {host} (anthropic): 3 exact" in out

@@ -31,7 +31,8 @@ def _summary(report: VcrReport) -> str:
     if report.unreadable:
         parts.append(f"{len(report.unreadable)} unreadable files")
     shown = ", ".join(parts) or "no exchange of a known wire"
-    skipped = f"; {len(report.skipped)} files skipped (not cassettes)" if report.skipped else ""
+    count = len(report.skipped)
+    skipped = f"; {count} file{'s' if count != 1 else ''} skipped (not cassettes)" if count else ""
     return (
         f"{report.files} cassette files, {len(report.results)} exchanges of a known wire "
         f"({shown}); {report.other} other interactions left out{skipped}"
