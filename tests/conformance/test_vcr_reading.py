@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agentfsm.adapters.providers._replay import RecordedResponse
-from agentfsm.conformance._vcr_reading import Answer, Call, Failure, read_recorded, sse_events
+from agentfsm.conformance._reading import Answer, Call, Failure, read_recorded, sse_events
 
 _STREAM = (("content-type", "text/event-stream"),)
 _JSON = (("content-type", "application/json"),)

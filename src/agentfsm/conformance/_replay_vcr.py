@@ -5,7 +5,7 @@ times: the body whole in one read, the body in pieces (split inside SSE lines an
 characters; :func:`piece_size`), and over loopback by a
 :class:`~agentfsm.testing.FakeProviderServer` (the corpus tier's delivery, event by event).
 Each answer is held, field by field, to a second reading of the recorded bytes
-(:mod:`._vcr_reading`, which shares no reading code with the adapters) and to the whole
+(:mod:`._reading`, which shares no reading code with the adapters) and to the whole
 delivery's answer:
 
 - ``exact``: the three deliveries answer what the bytes say: text, reasoning and reasoning
@@ -48,8 +48,8 @@ from agentfsm.testing import FakeProviderServer
 
 from ._corpus import replay_call, served_reply
 from ._exchange import CallOutcome
+from ._reading import Answer, Failure, Reading, read_recorded
 from ._vcr import VcrExchange, cassette_files, read_cassette
-from ._vcr_reading import Answer, Failure, Reading, read_recorded
 
 __all__ = [
     "ADAPTERS",
