@@ -21,9 +21,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# ruff, then the import-linter contracts of [tool.importlinter] in pyproject.toml: the layers,
+# no cycles between packages, and no import of another package's private module.
 lint: install
 	$(BIN)/ruff check src tests benchmarks examples scripts
 	$(BIN)/ruff format --check src tests benchmarks examples scripts
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy --strict src tests benchmarks scripts
@@ -44,8 +47,9 @@ test-crash: install
 test-postgres: install
 	$(BIN)/python -m pytest -m postgres tests/durable
 
-# The fuzz suite at full size: random runs of both drivers and Agent, nine invariants
-# checked on each, the count per invariant printed at the end (`make test` runs 200 runs).
+# The fuzz suite at full size: random runs of run_conversation and Agent, ten invariants
+# checked on each (the last: every event takes the compiled table and python-statemachine's
+# engine to the same state), the count per invariant printed at the end (`make test` runs 200).
 .PHONY: fuzz
 FUZZ_RUNS ?= 10000
 fuzz: install
@@ -65,8 +69,8 @@ bench: install
 # guards, events); tests fail when either is stale. Then the README's picture of a scripted
 # run (docs/images/run.png, by headless Chromium; skipped with a message where it is absent).
 diagrams: install
-	$(BIN)/python -m agentfsm.cli._docgen docs
-	$(BIN)/python -m agentfsm.cli._docgen diagrams
+	$(BIN)/python scripts/docgen.py docs
+	$(BIN)/python scripts/docgen.py diagrams
 	$(BIN)/python scripts/run_picture.py docs/images/run.png
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python

@@ -10,15 +10,15 @@ model call and its tool call; N + 1 turns a run) for N = 10 and N = 200. Contend
   (``Runner.run`` + a custom ``Model``), LangGraph (``create_react_agent`` + a scripted
   ``BaseChatModel``);
 - agentfsm's variants in the project's environment (``benchmarks/peers/agentfsm_workload.py``):
-  the core loop's default driver, its statechart driver, python-statemachine alone (four
-  sends a turn), a plain asyncio loop over dicts (the limit) and ``Agent`` with the
+  the core loop, python-statemachine alone (four sends a turn, and the five of agentfsm's
+  machine), a plain asyncio loop over dicts (the limit) and ``Agent`` with the
   coding-agent preset and a session file (and the same with its session files in memory,
   ``/dev/shm``, to show the file system's share).
 
 Each peer runs as a fresh process once a round, and agentfsm's contenders together in one
 fresh process a round, each timed three times there, sample by sample in turn; the order
 rotates each round, so the machine's noise hits them all alike. The figures are medians over
-the rounds (9 by default). A ratio between two of agentfsm's contenders (the targets) is the
+the rounds (9 by default). A ratio between two of agentfsm's contenders is the
 median of the ratios of their samples taken side by side in the same process: this shared
 machine runs a whole process about 1.5 times slower at some moments than at others, which ratios
 of separate processes' medians pick up and paired samples do not. A ratio to a peer is the
@@ -113,15 +113,9 @@ CONTENDERS = (
     ),
     Contender(
         "core_default",
-        "agentfsm run_conversation, default driver",
+        "agentfsm run_conversation",
         GROUP_SCRIPT,
         ("core_default",),
-    ),
-    Contender(
-        "core_statechart",
-        "agentfsm run_conversation, statechart driver",
-        GROUP_SCRIPT,
-        ("core_statechart",),
     ),
     Contender(
         "agent_coding_session",
@@ -141,12 +135,8 @@ IN_MEMORY = "agent_coding_session_memory"
 ``agent_coding_session`` in the same run, the share of the file system (creating each run's
 session file costs from about 10 µs to several hundred on a loaded virtual disk)."""
 REFERENCE = "core_default"
-TARGETS = (
-    ("core_statechart", "statemachine_alone", 1.3),
-    ("core_statechart", "statemachine_alone_5", 1.3),
-)
-"""``(contender, reference, at most)``: the ratios the project holds itself to. The full
-product's goal is in µs, not a ratio to the core loop: see :data:`GOAL_US_PER_TURN`."""
+"""Every contender's figure is also given as a ratio to the core loop's. The full product's
+goal is in µs, not a ratio: see :data:`GOAL_US_PER_TURN`."""
 
 
 def ensure_env(name: str) -> Path:
@@ -332,26 +322,6 @@ def ratio(mine: dict[str, Any], theirs: dict[str, Any]) -> tuple[dict[str, float
     return {n: round(m[n] / t[n], 2) for n in m}, "medians"
 
 
-def targets(by_contender: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target's ratios (from one run) and whether they hold at every N."""
-    found = []
-    for contender, reference, at_most in TARGETS:
-        if contender not in by_contender or reference not in by_contender:
-            continue
-        ratios, method = ratio(by_contender[contender], by_contender[reference])
-        found.append(
-            {
-                "contender": contender,
-                "reference": reference,
-                "at_most": at_most,
-                "ratio": ratios,
-                "method": method,
-                "met": all(r <= at_most for r in ratios.values()),
-            }
-        )
-    return found
-
-
 GOAL_US_PER_TURN = 500.0
 """The full product's goal: under 0.5 ms a turn (its own time; the model's is apart)."""
 FULL_PRODUCT = "agent_coding_session"
@@ -371,7 +341,7 @@ def per_turn(by_contender: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(by_contender: dict[str, Any]) -> str:
-    head = [f"µs/turn, N={n}" for n in TURNS] + [f"x default driver, N={n}" for n in TURNS]
+    head = [f"µs/turn, N={n}" for n in TURNS] + [f"x core loop, N={n}" for n in TURNS]
     lines = ["| contender | versions | " + " | ".join(head) + " |", "|---|---|" + "---:|" * 4]
     for entry in by_contender.values():
         versions = ", ".join(f"{k} {v}" for k, v in entry["versions"].items())
@@ -412,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
         "contenders": by_contender,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    result["targets"] = targets(by_contender)
     result["per_turn"] = per_turn(by_contender)
     merge_results(args.out, "peers", result)
     print(table(by_contender))
@@ -425,12 +394,6 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"N={n}: {us}" for n, us in turn["full_product_us"].items())
             + f" (goal: under {GOAL_US_PER_TURN:g} µs"
             + (", met)" if turn["met"] else ", MISSED)")
-        )
-    for target in result["targets"]:
-        print(
-            f"{target['contender']} / {target['reference']} (at most {target['at_most']}): "
-            + ", ".join(f"N={n}: {r}" for n, r in target["ratio"].items())
-            + (" ok" if target["met"] else " MISSED")
         )
     waited = f" (after waiting {creation['waited_s']:g} s)" if creation["waited_s"] else ""
     print(

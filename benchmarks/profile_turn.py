@@ -34,13 +34,13 @@ else:
 
 PARTS = (
     ("policies", "/agentfsm/policies/"),
-    ("policy hooks (engine/_policy.py)", "/agentfsm/engine/policy"),
+    ("policy hooks (engine/_policy.py)", "/agentfsm/engine/_policy"),
     ("session recording", "/agentfsm/adapters/sessions/"),
     ("tools (ToolBox, pydantic)", "/agentfsm/adapters/tools/"),
     ("tools (ToolBox, pydantic)", "/pydantic"),
-    ("events", "/agentfsm/engine/events.py"),
-    ("machine (stepper, guards)", "/agentfsm/engine/stepper.py"),
-    ("machine (stepper, guards)", "/agentfsm/engine/machine.py"),
+    ("events", "/agentfsm/engine/_events.py"),
+    ("machine (stepper, guards)", "/agentfsm/engine/_stepper.py"),
+    ("machine (stepper, guards)", "/agentfsm/engine/_machine.py"),
     ("machine (stepper, guards)", "/statemachine/"),
     ("loop (runner, context, history)", "/agentfsm/engine/"),
     ("agent (Agent.run)", "/agentfsm/agent/"),

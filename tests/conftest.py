@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 
 # Imported at collection on purpose: hypothesis's pytest plugin otherwise imports it lazily
 # in the terminal summary, where CPython 3.11.7's AST validator can raise a spurious
@@ -12,9 +13,8 @@ import shutil
 import hypothesis  # noqa: F401
 import pytest
 
-from agentfsm.engine._stepper import StepperKind
-
 from .helpers import Recorder
+from .oracle import Oracle, held_to_the_oracle
 
 
 @pytest.fixture
@@ -22,11 +22,15 @@ def recorder() -> Recorder:
     return Recorder()
 
 
-@pytest.fixture(params=["compiled", "statechart"])
-def stepper(request: pytest.FixtureRequest) -> StepperKind:
-    """Run a test on both machine drivers: they must behave the same."""
-    kind: StepperKind = request.param
-    return kind
+@pytest.fixture(params=["compiled"])
+def oracle() -> Iterator[Oracle]:
+    """The test's runs step through the compiled table, the one driver (its name is the test
+    id's, which the stored snapshots are named by), each event held to python-statemachine's
+    engine (``tests/oracle.py``)."""
+    with held_to_the_oracle() as found:
+        yield found
+    assert found.runs, "the test started no run to hold to the oracle"
+    assert not found.disagreements, found.disagreements
 
 
 def _reason(program: str, package: str) -> str:

@@ -4,9 +4,7 @@ event views for snapshots."""
 from __future__ import annotations
 
 import ast
-import functools
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,6 @@ from agentfsm.engine._events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from agentfsm.engine._stepper import DEFAULT_STEPPER
 from agentfsm.testing import EventRecorder
 
 
@@ -54,44 +51,6 @@ class Recorder(EventRecorder):
     def view(self) -> list[dict[str, Any]]:
         """Event types with their key payload fields, for snapshots."""
         return [summarize(e) for e in self.events]
-
-
-class _Compared:
-    """Stands in for syrupy's ``snapshot``: keeps what it is compared with, equal to all."""
-
-    def __init__(self) -> None:
-        self.values: list[object] = []
-
-    def __eq__(self, other: object) -> bool:
-        self.values.append(other)
-        return True
-
-
-AsyncTest = Callable[..., Awaitable[None]]
-
-
-def one_snapshot_for_both_drivers(test: AsyncTest) -> AsyncTest:
-    """For a test of both machine drivers (the ``stepper`` fixture) that compares its results
-    with ``snapshot``: the snapshot is stored once, for the default driver. With the other
-    driver the test runs twice, once per driver (with a new ``recorder``), comparing with a
-    stand-in instead of the snapshot, and the values each run compared must be equal.
-    """
-
-    @functools.wraps(test)
-    async def on_both(*args: Any, **fixtures: Any) -> None:
-        if fixtures["stepper"] == DEFAULT_STEPPER:
-            await test(*args, **fixtures)
-            return
-        this, default = _Compared(), _Compared()
-        await test(*args, **{**fixtures, "snapshot": this})
-        again = {**fixtures, "stepper": DEFAULT_STEPPER, "snapshot": default}
-        if "recorder" in fixtures:
-            again["recorder"] = Recorder()
-        await test(*args, **again)
-        assert this.values, f"{test.__name__} compared nothing with its snapshot"
-        assert this.values == default.values, f"the drivers differ: {fixtures['stepper']}"
-
-    return on_both
 
 
 def event_type_literals() -> dict[str, str]:

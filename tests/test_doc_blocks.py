@@ -12,7 +12,7 @@ Conventions (for whoever writes the docs):
   ``<!-- not-run: needs a real API key -->``. A marker without a reason, or one that is not
   directly above a python block, fails the suite. Prefer rewriting the block with the
   public test doubles (``agentfsm.testing.ScriptedChat``, ``FakeProviderServer``).
-- Blocks run in a temporary working directory; deprecated agentfsm names fail the block.
+- Blocks run in a temporary working directory.
 - Only ``python`` (also ``py``, ``python3``) blocks run; ``sh``, ``json``, ``text`` … do not.
 """
 
@@ -24,15 +24,12 @@ import re
 import sys
 import textwrap
 import types
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agentfsm._deprecated import AgentfsmDeprecationWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = frozenset({"python", "py", "python3"})
@@ -134,18 +131,16 @@ def run_blocks(blocks: list[Block], module_name: str) -> tuple[dict[str, Any], i
     namespace = module.__dict__
     ran = 0
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", AgentfsmDeprecationWarning)
-            for block in blocks:
-                if block.skip is not None:
-                    continue
-                source = "\n" * (block.line - 1) + block.code  # tracebacks show page lines
-                before = namespace.get("main")
-                exec(compile(source, str(block.page), "exec"), namespace)
-                main = namespace.get("main")
-                if main is not before and inspect.iscoroutinefunction(main):
-                    asyncio.run(main())
-                ran += 1
+        for block in blocks:
+            if block.skip is not None:
+                continue
+            source = "\n" * (block.line - 1) + block.code  # tracebacks show page lines
+            before = namespace.get("main")
+            exec(compile(source, str(block.page), "exec"), namespace)
+            main = namespace.get("main")
+            if main is not before and inspect.iscoroutinefunction(main):
+                asyncio.run(main())
+            ran += 1
     finally:
         sys.modules.pop(module_name, None)
     return namespace, ran

@@ -6,14 +6,11 @@ import ast
 import importlib
 import pkgutil
 import re
-import sys
+import tomllib
 import types
 from pathlib import Path
 
-import pytest
-
 import agentfsm
-from agentfsm import AgentfsmDeprecationWarning
 
 CONTRACT = {
     "SystemMessage",
@@ -59,102 +56,6 @@ def test_every_module_declares_all_and_exports_exist() -> None:
             assert hasattr(module, name), f"{info.name}.{name}"
 
 
-def test_engine_imports_neither_policies_nor_adapters() -> None:
-    for path in (SRC / "engine").rglob("*.py"):
-        tree = ast.parse(path.read_text("utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                assert not module.startswith(("agentfsm.policies", "agentfsm.adapters")), path
-                if node.level > 0:
-                    assert not module.startswith(("policies", "adapters")), path
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    assert not alias.name.startswith(("agentfsm.policies", "agentfsm.adapters"))
-
-
-def test_modules_stay_small() -> None:
-    for path in SRC.rglob("*.py"):
-        lines = len(path.read_text("utf-8").splitlines())
-        assert lines < 600, f"{path} has {lines} lines: split it"
-
-
-LAYERS = {
-    "sandbox": {"sandbox"},
-    "engine": {"sandbox", "engine"},
-    "policies": {"sandbox", "engine", "policies"},
-    "adapters": {"sandbox", "engine", "adapters"},
-    "agent": {"sandbox", "engine", "adapters", "agent"},
-    "testing": {"sandbox", "engine", "adapters", "agent", "testing"},
-    "conformance": {"sandbox", "engine", "adapters", "testing", "conformance"},
-}
-"""What each part may import (``_deprecated`` is open to all); ``cli`` sits on top of all.
-``sandbox`` (the OS sandbox and the process runner) is a leaf: it imports no other part."""
-
-
-def _imported_parts(path: Path) -> set[str]:
-    package = path.relative_to(SRC).parts
-    parts: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        names: list[str] = []
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = list(package[: len(package) - node.level])
-                names.append(".".join(["agentfsm", *base, *(node.module or "").split(".")]))
-            else:
-                names.append(node.module or "")
-        elif isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        for name in names:
-            pieces = name.strip(".").split(".")
-            if pieces[0] == "agentfsm" and len(pieces) > 1 and pieces[1]:
-                parts.add(pieces[1])
-    return parts - {"_deprecated"}
-
-
-def test_each_part_imports_only_the_layers_below_it() -> None:
-    checked = 0
-    for part, allowed in LAYERS.items():
-        for path in (SRC / part).rglob("*.py"):
-            extra = _imported_parts(path) - allowed
-            assert not extra, f"{path.relative_to(SRC)} imports {sorted(extra)}"
-            checked += 1
-    assert checked > 100
-
-
-def test_every_part_has_a_layer() -> None:
-    parts = {path.name for path in SRC.iterdir() if (path / "__init__.py").is_file()}
-    assert parts - {"cli"} == set(LAYERS)
-
-
-def test_the_sandbox_package_is_a_leaf() -> None:
-    """The OS sandbox imports no other part, so every layer may use it (and none of its
-    modules is left behind in ``engine``)."""
-    paths = list((SRC / "sandbox").rglob("*.py"))
-    assert len(paths) >= 6
-    for path in paths:
-        assert _imported_parts(path) <= {"sandbox"}, path
-    for old in ("sandbox", "process"):  # the old paths are served by agentfsm._deprecated
-        assert not (SRC / "engine" / f"{old}.py").exists(), old
-    for gone in ("seccomp", "limits", "install_paths"):
-        assert not (SRC / "engine" / f"{gone}.py").exists(), gone
-
-
-def test_the_old_sandbox_paths_give_the_same_objects() -> None:
-    moved = {
-        "agentfsm.engine.sandbox": ("agentfsm.sandbox._bubblewrap", "BubblewrapSandbox"),
-        "agentfsm.engine.process": ("agentfsm.sandbox._process", "run_command"),
-        "agentfsm.adapters.tools.sandbox": ("agentfsm.sandbox", "ResourceLimits"),
-    }
-    for old, (new, name) in moved.items():
-        sys.modules.pop(old, None)
-        with pytest.warns(AgentfsmDeprecationWarning, match=old):
-            before = importlib.import_module(old)
-        after = importlib.import_module(new)
-        assert before is after, old
-        assert getattr(before, name) is getattr(agentfsm.sandbox, name), f"{old}.{name}"
-
-
 def _packages() -> list[str]:
     names = ["agentfsm"]
     for info in pkgutil.walk_packages([str(SRC)], prefix="agentfsm."):
@@ -163,9 +64,38 @@ def _packages() -> list[str]:
     return names
 
 
+def _imported_from(package: str) -> set[str]:
+    """The names modules outside ``package`` import from it (``from package import name``)."""
+    names: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        if module == f"{package}.__init__" or module.startswith(f"{package}."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == package:
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+def _explicit_reexports(package: types.ModuleType) -> set[str]:
+    """The names the package's ``__init__`` imports as themselves (``from ._m import x as x``)."""
+    path = Path(str(package.__file__))
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    }
+
+
 def test_every_package_all_lists_exactly_its_public_names() -> None:
     """httpx's rule (tests/test_exported_members.py), for every package: ``__all__`` is
-    sorted and names every public, non-module attribute of the package, and nothing else."""
+    sorted and names every public, non-module attribute of the package, and nothing else,
+    but for what the package's door offers the other agentfsm packages only: a name its
+    ``__init__`` imports as itself (``from ._text import utf8_bytes as utf8_bytes``) and
+    another package imports from it."""
+    offered = 0
     for name in _packages():
         package = importlib.import_module(name)
         exported = [
@@ -180,7 +110,14 @@ def test_every_package_all_lists_exactly_its_public_names() -> None:
         # Names a package loads lazily (its module __getattr__) are listed too.
         lazy = {e for e in exported if e not in vars(package) and "__getattr__" in vars(package)}
         public |= lazy
-        assert set(exported) == public, f"{name}: {sorted(set(exported) ^ public)}"
+        internal = public - set(exported)
+        assert set(exported) <= public, f"{name}: {sorted(set(exported) - public)}"
+        unmarked = internal - _explicit_reexports(package)
+        assert not unmarked, f"{name}: public names missing from __all__: {sorted(unmarked)}"
+        unused = internal - _imported_from(name)
+        assert not unused, f"{name}: offered to other packages, imported by none: {sorted(unused)}"
+        offered += len(internal)
+    print(f"\n{offered} names offered between packages only")
 
 
 def test_the_names_a_newcomer_looks_for_are_at_the_top() -> None:
@@ -210,15 +147,38 @@ def test_the_names_a_newcomer_looks_for_are_at_the_top() -> None:
         assert name in agentfsm.__all__, name
 
 
-def test_the_architecture_page_matches_the_tree() -> None:
-    """docs/architecture.md's package table lists every part with the parts it may import
-    (the layers above), and nothing that is not in the tree."""
+def _allowed_imports() -> dict[str, set[str]]:
+    """What each part may import, read from the import-linter contracts in pyproject.toml:
+    the layers below it, less what a ``forbidden`` contract takes away."""
+    config = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text("utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    levels = [[p.strip().removeprefix("agentfsm.") for p in layer.split("|")] for layer in layers]
+    allowed: dict[str, set[str]] = {part: set() for level in levels for part in level}
+    for i, level in enumerate(levels):
+        for part in level:
+            allowed[part] = {below for lower in levels[i + 1 :] for below in lower}
+    for contract in contracts:
+        if contract["type"] == "forbidden":
+            for source in contract["source_modules"]:
+                for gone in contract["forbidden_modules"]:
+                    allowed[source.removeprefix("agentfsm.")].discard(
+                        gone.removeprefix("agentfsm.")
+                    )
+    return allowed
+
+
+def test_the_architecture_page_matches_the_tree_and_the_contracts() -> None:
+    """docs/architecture.md's package table lists every part, with the parts it may import
+    as the import-linter contracts (``make lint``) hold them, and every part has a layer."""
     page = (SRC.parents[1] / "docs" / "architecture.md").read_text("utf-8")
     rows = re.findall(r"^\| `agentfsm\.(\w+)`\s*\|[^|]*\|([^|]*)\|", page, re.MULTILINE)
     listed = {part: set(re.findall(r"`(\w+)`", imports)) for part, imports in rows}
     parts = {path.name for path in SRC.iterdir() if (path / "__init__.py").is_file()}
+    allowed = _allowed_imports()
     assert set(listed) == parts
+    assert set(allowed) == parts
     for part, imports in listed.items():
         if part != "cli":
-            assert imports == LAYERS[part] - {part}, part
-    print(f"architecture page: {len(listed)} packages checked against the tree")
+            assert imports == allowed[part], part
+    print(f"architecture page: {len(listed)} packages checked against the tree and contracts")

@@ -1,6 +1,6 @@
 """The public surface is small: implementation modules are private, and each public package
-re-exports a curated ``__all__`` (httpx's layout). Old names keep working through
-``agentfsm._deprecated`` only, each with a warning."""
+re-exports a curated ``__all__`` (httpx's layout). There is one name for each thing: no old
+name, keyword or module path is kept beside it."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ import ast
 import importlib
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-
-from agentfsm import AgentfsmDeprecationWarning
-from agentfsm._deprecated import INTERNAL, MOVED_MODULES, RENAMED
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentfsm"
 
@@ -89,11 +85,7 @@ def test_every_public_package_exports_a_curated_all() -> None:
         assert names == sorted(names, key=str) or package == "agentfsm", package
         for name in names:
             assert not name.startswith("_"), f"{package}.{name}"
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", AgentfsmDeprecationWarning)
-                assert getattr(module, name) is not None, f"{package}.{name}"
-        internal = set(INTERNAL.get(package, {}))
-        assert not internal & set(names), package
+            assert getattr(module, name) is not None, f"{package}.{name}"
 
 
 def test_implementation_modules_are_private() -> None:
@@ -110,78 +102,91 @@ def test_the_runtime_package_is_gone() -> None:
     assert not (SRC / "runtime").exists()
 
 
-def test_renamed_names_warn_and_resolve() -> None:
-    for old, new in RENAMED.items():
-        package, _, name = old.rpartition(".")
-        new_package, _, new_name = new.rpartition(".")
-        with pytest.warns(AgentfsmDeprecationWarning, match=new.replace(".", r"\.")):
-            value = getattr(importlib.import_module(package), name)
-        assert value is getattr(importlib.import_module(new_package), new_name), old
-    from agentfsm.agent import Agent
+OLD_NAMES = {
+    "agentfsm": ["Engine", "WorkspaceContext", "AgentfsmDeprecationWarning"],
+    "agentfsm.agent": [
+        "Engine",
+        "ContextProvider",
+        "WorkspaceContext",
+        "context_message",
+        "is_context_message",
+    ],
+    "agentfsm.engine": ["Compactor", "LoopRunner", "PolicySet", "build_run", "StepperKind"],
+    "agentfsm.policies": ["max_turns", "prune_marker", "parse_text_tool_calls"],
+    "agentfsm.conformance": ["AdapterTarget", "EndpointTarget"],
+    "agentfsm.adapters.sessions": ["iter_session_records", "state_home"],
+    "agentfsm.sandbox": ["scrubbed_environ", "PROTECTED_DIR"],
+}
+"""Names that were renamed or are internal: none is reachable from a public package."""
 
-    with pytest.warns(AgentfsmDeprecationWarning):
-        from agentfsm import Engine
-    assert Engine is Agent
-    print(f"\n{len(RENAMED)} renamed names resolve")
+OLD_MODULE_PATHS = [
+    "agentfsm.runtime",
+    "agentfsm.engine.machine",
+    "agentfsm.engine.runner",
+    "agentfsm.engine.compaction",
+    "agentfsm.engine.policy",
+    "agentfsm.engine.sandbox",
+    "agentfsm.engine.process",
+    "agentfsm.adapters.tools.sandbox",
+    "agentfsm.adapters.providers.openai_chat",
+    "agentfsm.conformance.context",
+    "agentfsm.conformance.checks.wire",
+    "agentfsm.policies.limits",
+]
 
 
-def test_internal_names_warn_and_resolve() -> None:
+def test_old_names_are_gone() -> None:
     count = 0
-    for package, names in INTERNAL.items():
+    for package, names in OLD_NAMES.items():
         module = importlib.import_module(package)
-        for name, private in names.items():
-            with pytest.warns(AgentfsmDeprecationWarning, match="internal"):
-                value = getattr(module, name)
-            assert value is getattr(importlib.import_module(private), name)
+        for name in names:
+            assert name not in module.__all__
+            if name in vars(module):  # offered to the other packages through the door only
+                continue
+            with pytest.raises(AttributeError):
+                getattr(module, name)
+            with pytest.raises(ImportError):
+                exec(f"from {package} import {name}", {})
             count += 1
-    from agentfsm.policies._limits import max_turns
-
-    with pytest.warns(AgentfsmDeprecationWarning):
-        from agentfsm.policies import max_turns as old
-    assert old is max_turns
-    with pytest.warns(AgentfsmDeprecationWarning, match="max_turns"):
-        policy = max_turns(3)
-    assert policy.turn_budget == 3
-    print(f"\n{count} names no longer exported still resolve")
+    print(f"\n{count} old names checked: none resolves")
 
 
-def test_old_module_paths_import_the_private_module_with_a_warning() -> None:
-    old_paths = ["agentfsm.engine.machine", "agentfsm.adapters.providers.openai_chat"]
-    old_paths += ["agentfsm.conformance.checks.wire", "agentfsm.policies.limits"]
-    old_paths += list(MOVED_MODULES)
-    for old in old_paths:
-        sys.modules.pop(old, None)
-        with pytest.warns(AgentfsmDeprecationWarning, match="private now"):
-            module = importlib.import_module(old)
-        assert module.__name__ != old, old  # the private module itself, not a copy
-        assert sys.modules[old] is module
-    sys.modules.pop("agentfsm.engine.machine")
-    with pytest.warns(AgentfsmDeprecationWarning):
-        old_module = importlib.import_module("agentfsm.engine.machine")
-    from agentfsm.engine import AgentLoopMachine
-
-    assert old_module.AgentLoopMachine is AgentLoopMachine
-    sys.modules.pop("agentfsm.runtime")
-    with pytest.warns(AgentfsmDeprecationWarning):
-        runtime = importlib.import_module("agentfsm.runtime")
-    with pytest.warns(AgentfsmDeprecationWarning):
-        assert runtime.Engine is importlib.import_module("agentfsm").Agent
-    with pytest.raises(ModuleNotFoundError):
-        importlib.import_module("agentfsm.engine.no_such_module")
+def test_old_module_paths_do_not_import() -> None:
+    for old in OLD_MODULE_PATHS:
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    finders = [type(f).__module__ for f in sys.meta_path]
+    assert not [f for f in finders if f.startswith("agentfsm")], finders
 
 
-def test_old_module_paths_work_in_a_fresh_interpreter() -> None:
+def test_old_keywords_and_attributes_are_gone() -> None:
+    from agentfsm import Agent, RunContext
+    from agentfsm.engine._policy import PolicySet
+    from agentfsm.policies import presets
+    from agentfsm.testing import ScriptedChat
+
+    class Fixed:
+        def render(self) -> str:
+            return "facts"
+
+    with pytest.raises(TypeError, match="context"):
+        Agent(ScriptedChat(["ok"]), context=Fixed())  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        presets.minimal(7)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="turns"):
+        presets.coding_agent(turns=7)  # type: ignore[call-arg]
+    assert not hasattr(PolicySet(), "compactors")
+    assert not hasattr(RunContext, "run_state")
+
+
+def test_nothing_warns_of_deprecation_in_a_fresh_interpreter() -> None:
     code = (
         "import warnings; warnings.simplefilter('error')\n"
-        "try:\n"
-        "    from agentfsm.engine.runner import LoopRunner\n"
-        "except DeprecationWarning as w: print('warned:', w)\n"
-        "warnings.simplefilter('ignore')\n"
-        "from agentfsm.engine.runner import LoopRunner\n"
-        "print(LoopRunner.__module__)\n"
+        "import agentfsm\n"
+        "for name in agentfsm.__all__: getattr(agentfsm, name)\n"
+        "print(sorted(m for m in __import__('sys').modules if 'deprecat' in m))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    assert "warned: the module agentfsm.engine.runner is deprecated" in out
-    assert out.rstrip().endswith("agentfsm.engine._runner")
+    assert out.strip() == "[]"

@@ -59,7 +59,10 @@ def test_import_agentfsm_loads_no_heavy_dependency(tmp_path: Path) -> None:
     assert not tops(modules) & set(HEAVY), sorted(tops(modules) & set(HEAVY))
     assert SETTINGS_SCHEMA not in modules
     # Nothing of the package but itself: every public name is imported when first used.
-    assert {m for m in modules if m.startswith("agentfsm")} == {"agentfsm", "agentfsm._deprecated"}
+    assert {m for m in modules if m.startswith("agentfsm")} == {
+        "agentfsm",
+        "agentfsm._version",
+    }
 
 
 def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
@@ -86,7 +89,7 @@ def test_help_imports_no_command(argv: list[str], tmp_path: Path) -> None:
     ours = {m for m in modules if m.startswith("agentfsm")}
     assert ours == {
         "agentfsm",
-        "agentfsm._deprecated",
+        "agentfsm._version",
         "agentfsm.cli",
         "agentfsm.cli._app",
         "agentfsm.cli._parser",

@@ -1,12 +1,11 @@
 """agentfsm's side of benchmarks/peers.py, in the project's environment: one variant a run.
 
-- ``core_default``: ``run_conversation`` with the default (compiled) driver;
-- ``core_statechart``: ``run_conversation`` on the python-statemachine driver;
+- ``core_default``: ``run_conversation``;
 - ``statemachine_alone``: python-statemachine with nothing else, its ``AsyncEngine``, four
   sends per turn whose async callbacks call the model and the tool;
 - ``statemachine_alone_5``: the same with the five sends a tool turn of agentfsm's machine
-  (``begin``, ``check``, ``replied``, ``route``, ``tools_done``), so the statechart driver
-  can be compared send for send;
+  (``begin``, ``check``, ``replied``, ``route``, ``tools_done``): what a turn costs on
+  python-statemachine's own engine (the tests' oracle), send for send;
 - ``plain_loop``: a plain asyncio loop over dicts, the limit any engine is measured against;
 - ``agent_coding_session``: ``Agent`` with the coding-agent preset and a session file;
 - ``agent_coding_session_memory``: the same with its workspace and session files on a memory
@@ -41,7 +40,6 @@ from agentfsm import (
 )
 from agentfsm.adapters.tools import ToolBox
 from agentfsm.engine._policy_check import HOOK_NAMES
-from agentfsm.engine._stepper import StepperKind
 from agentfsm.policies import loop_health, presets
 
 if TYPE_CHECKING:  # the type checker sees the folder as a package; the script runs beside it
@@ -75,20 +73,16 @@ async def model(messages: Sequence[Message], tools: Sequence[ToolSpec], **_: Any
 TOOLS = ToolBox([echo])
 
 
-def core(stepper: StepperKind) -> Callable[[int], Awaitable[int]]:
-    async def run_once(turns: int) -> int:
-        TURNS[0] = turns
-        outcome = await run_conversation(
-            model,
-            TOOLS,
-            [UserMessage("go")],
-            LoopParams(max_turns=turns + HEADROOM, system_prompt=PROMPT),
-            stepper=stepper,
-        )
-        assert outcome.stopped_reason == "final", outcome.stopped_reason
-        return Counter.calls
-
-    return run_once
+async def core_default(turns: int) -> int:
+    TURNS[0] = turns
+    outcome = await run_conversation(
+        model,
+        TOOLS,
+        [UserMessage("go")],
+        LoopParams(max_turns=turns + HEADROOM, system_prompt=PROMPT),
+    )
+    assert outcome.stopped_reason == "final", outcome.stopped_reason
+    return Counter.calls
 
 
 WORKSPACE = work_folder("agentfsm-bench-")
@@ -358,8 +352,7 @@ async def plain_loop(turns: int) -> int:
 
 
 VARIANTS: dict[str, Callable[[int], Awaitable[int]]] = {
-    "core_default": core("compiled"),
-    "core_statechart": core("statechart"),
+    "core_default": core_default,
     "statemachine_alone": statemachine_alone,
     "statemachine_alone_5": statemachine_alone_5,
     "plain_loop": plain_loop,

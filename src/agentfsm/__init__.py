@@ -10,15 +10,12 @@ Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 it is used (PEP 562), so the command line and a program that needs one part start fast.
 """
 
-from ._deprecated import AgentfsmDeprecationWarning
-from ._deprecated import install_module_aliases as _install_module_aliases
-from ._deprecated import package_getattr as _package_getattr
+from ._version import __version__ as __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
     from .agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-    from .cli._diagram_cmd import render_diagram
-    from .cli._run_html import render_run
+    from .cli import render_diagram, render_run
     from .engine import (
         AbortController,
         AbortError,
@@ -68,8 +65,6 @@ if TYPE_CHECKING:
     )
 del TYPE_CHECKING
 
-__version__ = "0.1.0.dev0"
-
 __all__ = [
     "AbortController",
     "AbortError",
@@ -78,7 +73,6 @@ __all__ = [
     "AgentEmitter",
     "AgentEvent",
     "AgentLoopMachine",
-    "AgentfsmDeprecationWarning",
     "AssistantMessage",
     "ChatDelta",
     "ChatFn",
@@ -130,12 +124,7 @@ _LAZY = dict.fromkeys(__all__, "agentfsm.engine")
 _LAZY.update(
     dict.fromkeys(("Agent", "Hooks", "PreambleProvider", "WorkspacePreamble"), "agentfsm.agent")
 )
-_LAZY["render_diagram"] = "agentfsm.cli._diagram_cmd"
-_LAZY["render_run"] = "agentfsm.cli._run_html"
-del _LAZY["AgentfsmDeprecationWarning"]
-
-_renamed = _package_getattr(__name__)
-_install_module_aliases()  # old module paths (agentfsm.engine.machine, ...) keep importing
+_LAZY.update(dict.fromkeys(("render_diagram", "render_run"), "agentfsm.cli"))
 
 
 def __getattr__(name: str) -> object:
@@ -146,7 +135,7 @@ def __getattr__(name: str) -> object:
         value = getattr(import_module(module), name)
         globals()[name] = value
         return value
-    return _renamed(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

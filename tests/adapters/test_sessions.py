@@ -206,7 +206,7 @@ def make_sessions(folder: Path, names: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for age, name in enumerate(reversed(names)):
         path = folder / f"{name}.jsonl"
-        path.write_text("", "utf-8")
+        path.write_text('{"ts":"","kind":"meta","meta":{"event":"run_start"}}\n', "utf-8")
         stamp = 1_700_000_000 - age * 60
         os.utime(path, (stamp, stamp))
 
@@ -222,6 +222,11 @@ def test_resolve_latest_exact_and_prefix(tmp_path: Path) -> None:
     assert resolve_session(tmp_path, "20260102T000000Z-0001").name == (
         "20260102T000000Z-0001-fix.jsonl"
     )
+    # an empty file (a session whose start was never recorded) is never latest
+    newer = tmp_path / "20260103T000000Z-0001.jsonl"
+    newer.write_bytes(b"")
+    assert resolve_session(tmp_path, "latest").name == "20260102T000000Z-0002.jsonl"
+    assert resolve_session(tmp_path, "20260103").name == newer.name  # by its id, it is there
 
 
 def test_resolve_errors_name_the_ref_but_no_path(tmp_path: Path) -> None:
@@ -261,17 +266,34 @@ async def test_resume_latest_goes_to_a_fresh_file(tmp_path: Path) -> None:
         engine.load_session(prefix)
 
 
-async def test_write_errors_never_fail_the_run(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_session_that_cannot_be_started_refuses_the_run(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the session folder should be", "utf-8")
-    engine = Agent(ScriptedChat(["fine"]), session_dir=blocker / "sessions")
+    chat = ScriptedChat(["fine"])
+    engine = Agent(chat, session_dir=blocker / "sessions")
+    with pytest.raises(OSError, match="could not be recorded"):
+        await engine.run("hi")
+    assert chat.calls == 0  # nothing is paid for that could not be recorded
+
+
+async def test_a_session_that_fails_mid_run_is_reported_on_the_outcome(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def answer(request: object) -> str:
+        handle.close()
+        handle.path.unlink()
+        handle.path.mkdir()  # the file can no longer be opened for writing (root too)
+        return "fine"
+
+    engine = Agent(ScriptedChat(answer), session_dir=tmp_path)
+    handle = engine.new_session()
     with caplog.at_level(logging.WARNING, logger="agentfsm"):
-        outcome = await engine.run("hi")
+        outcome = await engine.run("hi", session=handle)
     assert outcome.stopped_reason == "final"
     assert outcome.final == AssistantMessage("fine")
-    assert "not recorded" in caplog.text
+    assert outcome.session_error is not None
+    assert "Is a directory" in outcome.session_error
+    assert caplog.text.count("is incomplete") == 1
 
 
 def test_file_names_use_timestamp_counter_and_label(tmp_path: Path) -> None:
@@ -348,3 +370,28 @@ def test_a_call_answered_after_a_later_user_message_is_closed_before_it() -> Non
     fixed = answer_open_tool_calls(history)
     assert [m.role for m in fixed] == ["user", "assistant", "tool", "user"]
     assert json.loads(fixed[2].content)["error"] == UNRECORDED_BEFORE_TOOL
+
+
+async def test_a_session_file_removed_mid_run_is_reported(tmp_path: Path) -> None:
+    def answer(request: object) -> str:
+        handle.path.unlink()  # the open file is gone from the folder
+        return "fine"
+
+    engine = Agent(ScriptedChat(answer), session_dir=tmp_path)
+    handle = engine.new_session()
+    outcome = await engine.run("hi", session=handle)
+    assert outcome.stopped_reason == "final"
+    assert outcome.session_error is not None
+    assert "removed" in outcome.session_error
+
+
+async def test_a_record_that_cannot_be_serialized_ends_the_recording(tmp_path: Path) -> None:
+    handle = SessionStore(tmp_path).new_handle()
+    handle.write_meta({"event": "a"})
+    with pytest.raises(OSError, match="could not be serialized"):
+        handle.write_meta({"event": "b", "value": complex(1, 2)})
+    with pytest.raises(OSError, match="no longer recorded"):
+        handle.write_meta({"event": "c"})  # no record after a lost one: no gap
+    assert [json.loads(line)["meta"]["event"] for line in handle.path.read_text().splitlines()] == [
+        "a"
+    ]

@@ -415,9 +415,9 @@ def test_run_sync() -> None:
 
 
 async def test_run_sync_refuses_inside_a_loop() -> None:
-    engine = Agent(ScriptedChat(["x"]))
-    with pytest.raises(RuntimeError, match=r"await engine\.run"):
-        engine.run_sync("hi")
+    agent = Agent(ScriptedChat(["x"]))
+    with pytest.raises(RuntimeError, match=r"await agent\.run"):
+        agent.run_sync("hi")
 
 
 async def test_compression_marker_is_recorded(tmp_path: Path) -> None:

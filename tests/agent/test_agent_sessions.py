@@ -120,7 +120,7 @@ async def test_outside_cancellation_during_a_tool_closes_the_run(tmp_path: Path)
     path = next(tmp_path.glob("*.jsonl"))
     metas = [r["meta"] for r in records(path) if r["kind"] == "meta"]
     assert metas[-1]["event"] == "run_end"
-    assert metas[-1]["stopped_reason"] == "aborted"
+    assert metas[-1]["stopped_reason"] == "cancelled"
     messages = read_session_messages(path)
     assert_answered(messages)
     assert [json.loads(m.content)["error"] for m in messages if isinstance(m, ToolMessage)] == [

@@ -103,6 +103,7 @@ def test_the_json_stream_ends_with_one_run_end(
         "stop": None,
         "session_id": session.stem,
         "session_path": str(session),
+        "session_error": None,
         "resumed_from": None,
         "error": None,
     }

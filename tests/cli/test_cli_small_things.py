@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
+from agentfsm.cli._parser import build_parser
 from agentfsm.policies._verify import NO_CHECK_COMMAND
 from agentfsm.testing import ScriptedChat, tool_reply
 
@@ -124,3 +126,48 @@ def test_sessions_list_is_newest_first(workspace: Path, capsys: pytest.CaptureFi
     assert main(["sessions", "list", *sessions(workspace)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ids
+
+
+def _without_help(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _without_help(sub, f"{path} {name}")
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["conformance"],
+        ["conformance", "corpus"],
+        ["conformance", "matrix"],
+        ["conformance", "probe"],
+        ["conformance", "replay-vcr"],
+        ["fake-server"],
+    ],
+    ids=lambda c: " ".join(c) or "agentfsm",
+)
+def test_every_option_of_every_command_says_what_it_does(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not command:
+        parsers = [build_parser()]
+    else:  # these commands parse their own arguments: catch the parser --help runs
+        parsers = []
+        parse = argparse.ArgumentParser.parse_known_args
+
+        def spy(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
+            parsers.append(self)
+            return parse(self, *args, **kwargs)
+
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", spy)
+        assert main([*command, "--help"]) == 0
+        capsys.readouterr()
+    assert parsers
+    missing = [m for p in parsers for m in _without_help(p, p.prog)]
+    assert missing == []

@@ -135,3 +135,59 @@ async def test_a_500_turn_run_pages_its_timeline(tmp_path: Path, browser: Chromi
         == "\u00d7499"
     )
     assert browser.errors == []
+
+
+# Every label read from the browser's own geometry: on its edge, clear of the states.
+_LABEL_GEOMETRY = """(() => {
+  const boxes = [...document.querySelectorAll('#machine g.state')].map(
+    s => [s.dataset.state, s.querySelector('rect').getBBox()]);
+  const edges = [...document.querySelectorAll('#machine g.edge')];
+  const distance = (path, x, y) => {
+    const length = path.getTotalLength();
+    let best = Infinity;
+    for (let i = 0; i <= 400; i++) {
+      const p = path.getPointAtLength(length * i / 400);
+      best = Math.min(best, Math.hypot(p.x - x, p.y - y));
+    }
+    return best;
+  };
+  const found = [];
+  for (const edge of edges) {
+    for (const text of edge.querySelectorAll('text')) {
+      if (!text.textContent) continue;
+      const b = text.getBBox();
+      const x = b.x + b.width / 2, y = b.y + b.height / 2;
+      const own = distance(edge.querySelector('path'), x, y);
+      const nearest = Math.min(...edges.filter(e => e !== edge).map(
+        e => distance(e.querySelector('path'), x, y)));
+      const covers = boxes.filter(([, s]) => b.x < s.x + s.width && s.x < b.x + b.width
+        && b.y < s.y + s.height && s.y < b.y + b.height).map(([id]) => id);
+      found.push([edge.dataset.edge, text.getAttribute('class'), text.textContent,
+                  Math.round(own), Math.round(nearest), covers]);
+    }
+  }
+  return found;
+})()"""
+
+
+async def test_every_label_sits_on_its_own_edge_clear_of_the_states(
+    tmp_path: Path, browser: Chromium
+) -> None:
+    session = await tool_run(tmp_path / "sessions", answer="done")
+    page = tmp_path / "run.html"
+    render_run(session, page)
+    browser.open(page)
+    assert browser.evaluate("document.body.dataset.ready") == "1"
+    labels = browser.evaluate(_LABEL_GEOMETRY)
+    assert len(labels) >= 17  # every guard, and the counts of the edges taken
+    for edge, kind, text, own, nearest, covers in labels:
+        assert covers == [], f"{kind} {text!r} of {edge} covers {covers}"
+        if kind == "guard":
+            assert own <= 3, f"{text!r} of {edge} is {own} px off its edge"
+        # a count reads as its own edge's: none is nearer to it
+        assert own <= nearest, f"{kind} {text!r} of {edge}: {own} px, another edge {nearest}"
+    budget = [
+        text for edge, kind, text, *_ in labels if edge == "llm_end>budget" and kind == "guard"
+    ]
+    assert budget == ["has_tool_calls, last_turn"]  # taken on the last turn only
+    print(f"labels checked: {len(labels)}")

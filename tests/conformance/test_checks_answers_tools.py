@@ -168,11 +168,11 @@ BROKEN: dict[str, tuple[str, Callable[[OpenAIChat | AnthropicChat], ChatFn]]] = 
 class ObjectArgumentsSentBack(OpenAIChat):
     """Sends tool-call arguments back as objects (rejected by Ollama Cloud, OpenRouter: Q4)."""
 
-    def _request(self, body: dict[str, Any], stream: bool) -> httpx.Request:
+    def _request(self, body: dict[str, Any]) -> httpx.Request:
         for message in body["messages"]:
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = json.loads(call["function"]["arguments"])
-        return super()._request(body, stream)
+        return super()._request(body)
 
 
 class ResultsInSeparateTurns(AnthropicChat):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import types
-import warnings
 
 import pytest
 
@@ -44,19 +43,14 @@ def test_the_modes_are_recorded_and_live() -> None:
     assert "endpoint mode" not in vocabulary
 
 
-@pytest.mark.parametrize("module", ["agentfsm.conformance", "agentfsm.conformance.context"])
-@pytest.mark.parametrize(
-    ("old", "new"), [("AdapterTarget", RecordedTarget), ("EndpointTarget", LiveTarget)]
-)
-def test_the_old_target_names_still_work_and_warn(module: str, old: str, new: type) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the old module path warns too
-        imported = importlib.import_module(module)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated; use .*{new.__name__}"):
-        assert getattr(imported, old) is new
-    assert old not in imported.__all__
+@pytest.mark.parametrize("old", ["AdapterTarget", "EndpointTarget"])
+def test_the_old_target_names_are_gone(old: str) -> None:
+    with pytest.raises(AttributeError):
+        getattr(agentfsm.conformance, old)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("agentfsm.conformance.context")
 
 
-def test_an_unknown_name_is_still_an_attribute_error() -> None:
+def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
         _ = agentfsm.conformance.NoSuchThing

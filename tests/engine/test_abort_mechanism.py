@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agentfsm.adapters.providers._steps import race
+from agentfsm.adapters.providers._transport import race
 from agentfsm.adapters.tools import ToolBox, tool
 from agentfsm.engine._abort import AbortController, AbortSignal
 from agentfsm.engine._errors import AbortError

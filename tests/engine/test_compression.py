@@ -30,7 +30,6 @@ from agentfsm.engine._compression import (
     should_compress,
 )
 from agentfsm.engine._events import CompressEndEvent, CompressStartEvent
-from agentfsm.engine._stepper import StepperKind
 from agentfsm.engine._tokens import (
     estimate_message_tokens,
     estimate_messages_tokens,
@@ -38,7 +37,8 @@ from agentfsm.engine._tokens import (
 )
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder, one_snapshot_for_both_drivers
+from ..helpers import Recorder
+from ..oracle import Oracle
 
 
 def test_compression_system_prompt_is_verbatim() -> None:
@@ -143,9 +143,8 @@ def summarizing(reply: Any) -> Any:
     return script
 
 
-@one_snapshot_for_both_drivers
 async def test_compression_in_the_loop(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     history = conversation(11)  # 11 non-system messages, 11 tokens
     seen: list[list[str]] = []
@@ -160,7 +159,6 @@ async def test_compression_in_the_loop(
         history,
         LoopParams(max_turns=2, context_budget_tokens=20, compress_threshold=0.5),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert recorder.types == [
         "turn_start",
@@ -184,9 +182,8 @@ async def test_compression_in_the_loop(
     assert recorder.view() == snapshot
 
 
-@one_snapshot_for_both_drivers
 async def test_compression_fallback_in_the_loop(
-    stepper: StepperKind,
+    oracle: Oracle,
     recorder: Recorder,
     snapshot: SnapshotAssertion,
     caplog: pytest.LogCaptureFixture,
@@ -205,7 +202,6 @@ async def test_compression_fallback_in_the_loop(
             history,
             LoopParams(max_turns=2, context_budget_tokens=20, compress_threshold=0.5),
             emitter=recorder.emitter,
-            stepper=stepper,
         )
     assert recorder.types == [
         "turn_start",
@@ -223,7 +219,7 @@ async def test_compression_fallback_in_the_loop(
     assert recorder.view() == snapshot
 
 
-async def test_no_compression_without_budget_or_below_threshold(stepper: StepperKind) -> None:
+async def test_no_compression_without_budget_or_below_threshold(oracle: Oracle) -> None:
     for params in (
         LoopParams(max_turns=1),
         LoopParams(max_turns=1, context_budget_tokens=10_000),
@@ -235,13 +231,12 @@ async def test_no_compression_without_budget_or_below_threshold(stepper: Stepper
             conversation(20),
             params,
             emitter=recorder.emitter,
-            stepper=stepper,
         )
         assert "compress_start" not in recorder.types
 
 
 async def test_no_compression_with_eight_or_fewer_non_system_messages(
-    stepper: StepperKind,
+    oracle: Oracle,
 ) -> None:
     recorder = Recorder()
     history: list[Message] = [SystemMessage("s"), *[UserMessage("x" * 400) for _ in range(8)]]
@@ -251,12 +246,11 @@ async def test_no_compression_with_eight_or_fewer_non_system_messages(
         history,
         LoopParams(max_turns=1, context_budget_tokens=10),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert "compress_start" not in recorder.types
 
 
-async def test_compression_refills_the_same_list(stepper: StepperKind) -> None:
+async def test_compression_refills_the_same_list(oracle: Oracle) -> None:
     ids: list[int] = []
 
     def reply(messages: Sequence[Message]) -> Any:
@@ -270,7 +264,6 @@ async def test_compression_refills_the_same_list(stepper: StepperKind) -> None:
         conversation(11),
         LoopParams(max_turns=5, context_budget_tokens=40),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert [e.summary_chars for e in recorder.of(CompressEndEvent)][:1] == [len("goals: test")]
     assert len(set(ids)) == 1

@@ -6,10 +6,10 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import LoopParams, Retry, RunContext, Stop, UserMessage, run_conversation
 from agentfsm.engine._reminders import RETRY_TURN
-from agentfsm.engine._stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder, one_snapshot_for_both_drivers
+from ..helpers import Recorder
+from ..oracle import Oracle
 
 
 class StopAfter:
@@ -37,9 +37,8 @@ class RequireWord:
         return Retry(f"Your answer must mention {self.word!r}.")
 
 
-@one_snapshot_for_both_drivers
 async def test_turn_gate_stops_the_run(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     gate = StopAfter(1)
     chat = ScriptedChat([tool_reply(("t", {})), "never"])
@@ -50,7 +49,6 @@ async def test_turn_gate_stops_the_run(
         LoopParams(max_turns=5),
         emitter=recorder.emitter,
         policies=[gate],
-        stepper=stepper,
     )
     assert outcome.stopped_reason == "policy"
     assert outcome.stop is not None
@@ -61,7 +59,7 @@ async def test_turn_gate_stops_the_run(
     assert recorder.view() == snapshot
 
 
-async def test_abort_wins_over_a_turn_gate(stepper: StepperKind, recorder: Recorder) -> None:
+async def test_abort_wins_over_a_turn_gate(oracle: Oracle, recorder: Recorder) -> None:
     from agentfsm import AbortController
 
     controller = AbortController()
@@ -74,15 +72,13 @@ async def test_abort_wins_over_a_turn_gate(stepper: StepperKind, recorder: Recor
         LoopParams(max_turns=2, signal=controller.signal),
         emitter=recorder.emitter,
         policies=[gate],
-        stepper=stepper,
     )
     assert outcome.stopped_reason == "aborted"
     assert recorder.types == ["turn_start", "error"]
 
 
-@one_snapshot_for_both_drivers
 async def test_final_gate_retries_with_a_reminder(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     chat = ScriptedChat(["draft", "final answer with banana"])
     history_in = [UserMessage("x")]
@@ -93,7 +89,6 @@ async def test_final_gate_retries_with_a_reminder(
         LoopParams(max_turns=3),
         emitter=recorder.emitter,
         policies=[RequireWord("banana")],
-        stepper=stepper,
     )
     assert outcome.stopped_reason == "final"
     assert outcome.turns_used == 2
@@ -123,9 +118,7 @@ async def test_final_gate_retries_with_a_reminder(
     assert recorder.view() == snapshot
 
 
-async def test_final_gate_cannot_extend_the_budget(
-    stepper: StepperKind, recorder: Recorder
-) -> None:
+async def test_final_gate_cannot_extend_the_budget(oracle: Oracle, recorder: Recorder) -> None:
     chat = ScriptedChat(["draft", "still no"])
     outcome = await run_conversation(
         chat,
@@ -134,7 +127,6 @@ async def test_final_gate_cannot_extend_the_budget(
         LoopParams(max_turns=2),
         emitter=recorder.emitter,
         policies=[RequireWord("banana")],
-        stepper=stepper,
     )
     # On the last allowed turn a refused answer still ends the run as final.
     assert outcome.stopped_reason == "final"

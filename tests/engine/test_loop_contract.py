@@ -1,4 +1,5 @@
-"""The core loop contract (seed 000), rule by rule, on both machine drivers."""
+"""The core loop contract (seed 000), rule by rule; every run is held to
+python-statemachine's engine event by event (the ``oracle`` fixture)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ from agentfsm import (
     run_conversation,
 )
 from agentfsm.engine._events import ErrorEvent, ToolCallEndEvent
-from agentfsm.engine._stepper import StepperKind
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
-from ..helpers import Recorder, one_snapshot_for_both_drivers
+from ..helpers import Recorder
+from ..oracle import Oracle
 
 SCENARIO_A = [
     "turn_start",
@@ -48,9 +49,8 @@ def echo_tools(**extra: Any) -> ScriptedTools:
     return ScriptedTools({"echo": lambda text: f"echo: {text}", **extra})
 
 
-@one_snapshot_for_both_drivers
 async def test_scenario_a_event_order(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     chat = ScriptedChat([tool_reply(("echo", {"text": "hi"})), "done"])
     outcome = await run_conversation(
@@ -59,7 +59,6 @@ async def test_scenario_a_event_order(
         [UserMessage("say hi")],
         LoopParams(max_turns=5),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert recorder.types == SCENARIO_A
     assert outcome.stopped_reason == "final"
@@ -70,9 +69,8 @@ async def test_scenario_a_event_order(
     assert recorder.view() == snapshot
 
 
-@one_snapshot_for_both_drivers
 async def test_final_on_turn_one(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     chat = ScriptedChat(["hello"])
     outcome = await run_conversation(
@@ -81,7 +79,6 @@ async def test_final_on_turn_one(
         [UserMessage("hi")],
         LoopParams(max_turns=3),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert recorder.types == ["turn_start", "llm_start", "llm_end", "final", "turn_end"]
     assert outcome.stopped_reason == "final"
@@ -90,18 +87,17 @@ async def test_final_on_turn_one(
     assert recorder.view() == snapshot
 
 
-async def test_empty_tool_calls_array_is_final(stepper: StepperKind) -> None:
+async def test_empty_tool_calls_array_is_final(oracle: Oracle) -> None:
     chat = ScriptedChat([AssistantMessage("answer", tool_calls=())])
     outcome = await run_conversation(
-        chat, echo_tools(), [UserMessage("q")], LoopParams(max_turns=1), stepper=stepper
+        chat, echo_tools(), [UserMessage("q")], LoopParams(max_turns=1)
     )
     assert outcome.stopped_reason == "final"
     assert outcome.final == AssistantMessage("answer")
 
 
-@one_snapshot_for_both_drivers
 async def test_three_tool_calls_consume_one_turn(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     tools = echo_tools()
     chat = ScriptedChat(
@@ -116,7 +112,6 @@ async def test_three_tool_calls_consume_one_turn(
         [UserMessage("go")],
         LoopParams(max_turns=2),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     # max_turns counts LLM calls, not tools: three tools and a final answer fit in 2 turns.
     assert outcome.stopped_reason == "final"
@@ -131,9 +126,8 @@ async def test_three_tool_calls_consume_one_turn(
     assert recorder.view() == snapshot
 
 
-@one_snapshot_for_both_drivers
 async def test_budget_path_cancels_last_turn_calls(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     tools = echo_tools()
     chat = ScriptedChat(
@@ -144,7 +138,7 @@ async def test_budget_path_cancels_last_turn_calls(
     )
     caller = [UserMessage("loop forever")]
     outcome = await run_conversation(
-        chat, tools, caller, LoopParams(max_turns=2), emitter=recorder.emitter, stepper=stepper
+        chat, tools, caller, LoopParams(max_turns=2), emitter=recorder.emitter
     )
     assert outcome.stopped_reason == "budget"
     assert outcome.turns_used == 2
@@ -184,7 +178,7 @@ async def test_budget_path_cancels_last_turn_calls(
     assert recorder.view() == snapshot
 
 
-async def test_budget_with_max_turns_one(stepper: StepperKind, recorder: Recorder) -> None:
+async def test_budget_with_max_turns_one(oracle: Oracle, recorder: Recorder) -> None:
     tools = echo_tools()
     chat = ScriptedChat([tool_reply(("echo", {"text": "x"}))])
     outcome = await run_conversation(
@@ -193,7 +187,6 @@ async def test_budget_with_max_turns_one(stepper: StepperKind, recorder: Recorde
         [UserMessage("x")],
         LoopParams(max_turns=1),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert outcome.stopped_reason == "budget"
     assert outcome.turns_used == 1
@@ -208,9 +201,8 @@ async def test_budget_with_max_turns_one(stepper: StepperKind, recorder: Recorde
     ]
 
 
-@one_snapshot_for_both_drivers
 async def test_abort_before_turn_one(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     controller = AbortController()
     controller.abort()
@@ -221,7 +213,6 @@ async def test_abort_before_turn_one(
         [UserMessage("x")],
         LoopParams(max_turns=3, signal=controller.signal),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert chat.calls == 0
     assert outcome.stopped_reason == "aborted"
@@ -235,9 +226,8 @@ async def test_abort_before_turn_one(
     assert recorder.view() == snapshot
 
 
-@one_snapshot_for_both_drivers
 async def test_signal_fired_mid_turn_lets_the_turn_finish(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     controller = AbortController()
     finished: list[str] = []
@@ -261,7 +251,6 @@ async def test_signal_fired_mid_turn_lets_the_turn_finish(
         [UserMessage("x")],
         LoopParams(max_turns=5, signal=controller.signal),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     # The whole batch ran although the signal fired during its first call ...
     assert finished == ["a", "b"]
@@ -279,9 +268,8 @@ class Boom(Exception):
     pass
 
 
-@one_snapshot_for_both_drivers
 async def test_provider_error_is_logged_emitted_and_reraised(
-    stepper: StepperKind,
+    oracle: Oracle,
     recorder: Recorder,
     snapshot: SnapshotAssertion,
     caplog: pytest.LogCaptureFixture,
@@ -296,7 +284,6 @@ async def test_provider_error_is_logged_emitted_and_reraised(
             caller,
             LoopParams(max_turns=5),
             emitter=recorder.emitter,
-            stepper=stepper,
         )
     assert raised.value is error
     # llm_end never fires for the failed call, and nothing follows the error.
@@ -316,7 +303,7 @@ async def test_provider_error_is_logged_emitted_and_reraised(
     assert recorder.view() == snapshot
 
 
-async def test_provider_error_on_first_call(stepper: StepperKind, recorder: Recorder) -> None:
+async def test_provider_error_on_first_call(oracle: Oracle, recorder: Recorder) -> None:
     chat = ScriptedChat([AbortError("request aborted")])
     with pytest.raises(AbortError):
         await run_conversation(
@@ -325,15 +312,13 @@ async def test_provider_error_on_first_call(stepper: StepperKind, recorder: Reco
             [UserMessage("x")],
             LoopParams(max_turns=2),
             emitter=recorder.emitter,
-            stepper=stepper,
         )
     # A mid-flight abort surfaces as a thrown error, not as stopped_reason "aborted".
     assert recorder.types == ["turn_start", "llm_start", "error"]
 
 
-@one_snapshot_for_both_drivers
 async def test_tool_error_is_data(
-    stepper: StepperKind, recorder: Recorder, snapshot: SnapshotAssertion
+    oracle: Oracle, recorder: Recorder, snapshot: SnapshotAssertion
 ) -> None:
     def broken(path: str) -> ToolResult:
         return ToolResult(False, "partial", f"no such file: {path}")
@@ -354,7 +339,6 @@ async def test_tool_error_is_data(
         [UserMessage("x")],
         LoopParams(max_turns=3),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert outcome.stopped_reason == "final"
     read_msg, crash_msg, echo_msg = outcome.messages[2:5]
@@ -370,7 +354,7 @@ async def test_tool_error_is_data(
     assert recorder.view() == snapshot
 
 
-async def test_runner_that_raises_still_yields_a_failed_result(stepper: StepperKind) -> None:
+async def test_runner_that_raises_still_yields_a_failed_result(oracle: Oracle) -> None:
     class RaisingRunner:
         def specs(self) -> tuple[()]:
             return ()
@@ -380,7 +364,7 @@ async def test_runner_that_raises_still_yields_a_failed_result(stepper: StepperK
 
     chat = ScriptedChat([tool_reply(("anything", {})), "ok"])
     outcome = await run_conversation(
-        chat, RaisingRunner(), [UserMessage("x")], LoopParams(max_turns=3), stepper=stepper
+        chat, RaisingRunner(), [UserMessage("x")], LoopParams(max_turns=3)
     )
     assert outcome.stopped_reason == "final"
     message = outcome.messages[2]
@@ -389,10 +373,10 @@ async def test_runner_that_raises_still_yields_a_failed_result(stepper: StepperK
     assert "bad runner" in message.content
 
 
-async def test_unknown_tool_is_a_failed_result_not_an_exception(stepper: StepperKind) -> None:
+async def test_unknown_tool_is_a_failed_result_not_an_exception(oracle: Oracle) -> None:
     chat = ScriptedChat([tool_reply(("nope", {})), "ok"])
     outcome = await run_conversation(
-        chat, echo_tools(), [UserMessage("x")], LoopParams(max_turns=3), stepper=stepper
+        chat, echo_tools(), [UserMessage("x")], LoopParams(max_turns=3)
     )
     message = outcome.messages[2]
     assert isinstance(message, ToolMessage)
@@ -401,7 +385,7 @@ async def test_unknown_tool_is_a_failed_result_not_an_exception(stepper: Stepper
 
 
 async def test_caller_list_is_never_mutated_and_history_is_the_working_copy(
-    stepper: StepperKind,
+    oracle: Oracle,
 ) -> None:
     seen_lists: list[int] = []
 
@@ -416,7 +400,6 @@ async def test_caller_list_is_never_mutated_and_history_is_the_working_copy(
         echo_tools(),
         caller,
         LoopParams(max_turns=5, system_prompt="new"),
-        stepper=stepper,
     )
     assert caller == snapshot_of_caller
     assert outcome.messages is not caller
@@ -435,7 +418,7 @@ async def test_caller_list_is_never_mutated_and_history_is_the_working_copy(
     ]
 
 
-async def test_params_pass_through_and_usage_totals(stepper: StepperKind) -> None:
+async def test_params_pass_through_and_usage_totals(oracle: Oracle) -> None:
     usage = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=40)
     chat = ScriptedChat(
         [
@@ -448,14 +431,13 @@ async def test_params_pass_through_and_usage_totals(stepper: StepperKind) -> Non
         echo_tools(),
         [UserMessage("x")],
         LoopParams(max_turns=3, temperature=0.2, max_tokens=64),
-        stepper=stepper,
     )
     assert [(r.temperature, r.max_tokens) for r in chat.requests] == [(0.2, 64), (0.2, 64)]
     assert chat.requests[0].tools == tuple(echo_tools().specs())
     assert outcome.usage == Usage(200, 20, cache_read_tokens=80)
 
 
-async def test_final_fires_at_most_once_and_only_on_a_real_final(stepper: StepperKind) -> None:
+async def test_final_fires_at_most_once_and_only_on_a_real_final(oracle: Oracle) -> None:
     recorder = Recorder()
     chat = ScriptedChat([tool_reply(("echo", {"text": "a"}))] * 3)
     await run_conversation(
@@ -464,7 +446,6 @@ async def test_final_fires_at_most_once_and_only_on_a_real_final(stepper: Steppe
         [UserMessage("x")],
         LoopParams(max_turns=3),
         emitter=recorder.emitter,
-        stepper=stepper,
     )
     assert "final" not in recorder.types
 

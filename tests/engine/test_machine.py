@@ -1,27 +1,22 @@
-"""The declared machine: topology, guards, both drivers, and the diagrams made from it."""
+"""The declared machine: topology, guards, the table runs step through, and the diagrams
+made from it (python-statemachine's engine as the table's oracle: ``test_oracle.py``)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from statemachine.engines.sync import SyncEngine
 from statemachine.exceptions import TransitionNotAllowed
 
-from agentfsm import LoopParams, UserMessage
+from agentfsm import Agent, LoopParams, UserMessage, run_conversation
 from agentfsm.cli._diagram_cmd import render_diagram
 from agentfsm.engine._context import RunContext
+from agentfsm.engine._loop import build_run
 from agentfsm.engine._machine import GUARD_NAMES, AgentLoopMachine, LoopGuards
 from agentfsm.engine._runner import LoopRunner
-from agentfsm.engine._stepper import (
-    DEFAULT_STEPPER,
-    CompiledStepper,
-    StatechartStepper,
-    compile_machine,
-)
+from agentfsm.engine._stepper import CompiledStepper, compile_machine
 from agentfsm.testing import ScriptedChat
 
 DIAGRAMS = Path(__file__).resolve().parents[2] / "diagrams"
@@ -110,111 +105,34 @@ def test_guards_have_no_side_effects() -> None:
     assert (repr(ctx), list(ctx.history)) == before
 
 
-def test_default_driver_is_pinned() -> None:
-    assert DEFAULT_STEPPER == "compiled"
+def test_runs_step_through_the_compiled_table_and_nothing_else() -> None:
     ctx = RunContext(params=LoopParams(max_turns=1), history=[])
     runner = LoopRunner(ScriptedChat([]), None, ctx)
-    assert isinstance(runner.stepper, CompiledStepper)
-
-
-def test_statechart_driver_uses_the_sync_engine() -> None:
-    ctx = RunContext(params=LoopParams(max_turns=1), history=[])
-    stepper = StatechartStepper(LoopGuards(ctx))
-    assert type(stepper.machine._engine) is SyncEngine
-    assert isinstance(stepper.machine, AgentLoopMachine)
+    assert type(runner.stepper) is CompiledStepper
+    for front in (run_conversation, Agent, LoopRunner, build_run):
+        assert "stepper" not in inspect.signature(front).parameters, front
 
 
 class FakeGuards:
     """Guard values chosen by the test."""
 
-    def __init__(self) -> None:
-        self.values = dict.fromkeys(GUARD_NAMES, False)
+    def __init__(self, **values: bool) -> None:
+        self.values = dict.fromkeys(GUARD_NAMES, False) | values
 
-    def abort_requested(self) -> bool:
-        return self.values["abort_requested"]
-
-    def policy_stop(self) -> bool:
-        return self.values["policy_stop"]
-
-    def compression_needed(self) -> bool:
-        return self.values["compression_needed"]
-
-    def has_tool_calls(self) -> bool:
-        return self.values["has_tool_calls"]
-
-    def last_turn(self) -> bool:
-        return self.values["last_turn"]
-
-    def gate_retry(self) -> bool:
-        return self.values["gate_retry"]
-
-    def interrupted(self) -> bool:
-        return self.values["interrupted"]
-
-    def overflow_recoverable(self) -> bool:
-        return self.values["overflow_recoverable"]
+    def __getattr__(self, name: str) -> object:
+        if name not in GUARD_NAMES:
+            raise AttributeError(name)
+        return lambda: self.values[name]
 
 
-EVENTS = [
-    "begin",
-    "check",
-    "compressed",
-    "replied",
-    "raised",
-    "route",
-    "tools_done",
-    "decide",
-    "retried",
-]
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(EVENTS),
-            st.fixed_dictionaries({name: st.booleans() for name in GUARD_NAMES}),
-        ),
-        max_size=30,
-    )
-)
-def test_compiled_driver_matches_python_statemachine(
-    steps: list[tuple[str, dict[str, bool]]],
-) -> None:
+def test_undeclared_disallowed_and_late_events_are_refused() -> None:
     guards = FakeGuards()
-    compiled = CompiledStepper(guards)  # type: ignore[arg-type]
-    reference = StatechartStepper(guards)  # type: ignore[arg-type]
-    assert compiled.state == reference.state
-    for event, values in steps:
-        guards.values.update(values)
-        outcomes = []
-        for stepper in (compiled, reference):
-            try:
-                outcomes.append(stepper.send(event))
-            except TransitionNotAllowed:
-                outcomes.append("refused")
-        assert outcomes[0] == outcomes[1], (event, values)
-        if compiled.state in compile_machine(AgentLoopMachine).final:
-            break
-        assert compiled.state == reference.state
-
-
-def test_unknown_event_is_refused() -> None:
-    stepper = CompiledStepper(FakeGuards())  # type: ignore[arg-type]
+    stepper = CompiledStepper(guards)  # type: ignore[arg-type]
     with pytest.raises(TransitionNotAllowed, match="Can't route when in turn_start"):
         stepper.send("route")
-
-
-@pytest.mark.parametrize("driver", [CompiledStepper, StatechartStepper])
-def test_both_drivers_refuse_undeclared_disallowed_and_late_events(
-    driver: type[CompiledStepper] | type[StatechartStepper],
-) -> None:
-    guards = FakeGuards()
-    stepper = driver(guards)  # type: ignore[arg-type]
-    for event in ("no_such_event", "route"):
-        with pytest.raises(TransitionNotAllowed):
-            stepper.send(event)
-        assert stepper.state == "turn_start"
+    with pytest.raises(TransitionNotAllowed):
+        stepper.send("no_such_event")
+    assert stepper.state == "turn_start"
     assert stepper.send("begin") == "compress_check"
     guards.values["compression_needed"] = True
     assert stepper.send("check") == "compress"

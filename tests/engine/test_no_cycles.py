@@ -8,8 +8,6 @@ import gc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
-
 from agentfsm import Agent, AssistantMessage, ChatResult, LoopParams, ToolCall, UserMessage
 from agentfsm.adapters.tools import ToolBox
 from agentfsm.engine._loop import run_conversation
@@ -59,40 +57,20 @@ async def garbage_of(run: Callable[[], Awaitable[object]]) -> list[object]:
     return found
 
 
-# The statechart driver builds one python-statemachine machine a run, the library's public
-# way; the machine holds reference cycles of the library's own (its engine, its callbacks),
-# which the collector reclaims. Nothing of the run may be caught in them.
-MACHINE_ONLY = {"AgentLoopMachine", "AgentLoopMachineGuardView"}
-
-
-def assert_no_cycles_of_the_run(garbage: list[object], stepper: str) -> None:
-    ours = sorted(
-        type(o).__qualname__ for o in garbage if type(o).__module__.startswith("agentfsm")
-    )
-    if stepper == "compiled":
-        assert garbage == []
-    else:
-        assert set(ours) == MACHINE_ONLY, ours
-        assert len(ours) == 2, ours
-
-
-@pytest.mark.parametrize("stepper", ["compiled", "statechart"])
-async def test_the_core_loop_leaves_no_cycles(stepper: str) -> None:
+async def test_the_core_loop_leaves_no_cycles() -> None:
     async def run() -> object:
         return await run_conversation(
             script(3),
             TOOLS,
             [UserMessage("go")],
             LoopParams(max_turns=5, system_prompt="You echo."),
-            stepper=stepper,  # type: ignore[arg-type]
         )
 
-    assert_no_cycles_of_the_run(await garbage_of(run), stepper)
+    assert await garbage_of(run) == []
 
 
-@pytest.mark.parametrize("stepper", ["compiled", "statechart"])
 async def test_the_agent_with_the_coding_preset_and_a_session_leaves_no_cycles(
-    tmp_path: Path, stepper: str
+    tmp_path: Path,
 ) -> None:
     policies = presets.coding_agent(
         workspace=tmp_path, context_budget_tokens=10**9, spend_tokens=10**12
@@ -104,7 +82,6 @@ async def test_the_agent_with_the_coding_preset_and_a_session_leaves_no_cycles(
         system_prompt="You echo.",
         session_dir=tmp_path / "sessions",
         max_turns=12,
-        stepper=stepper,  # type: ignore[arg-type]
     )
     events: list[object] = []
     agent.events.on("*", events.append)
@@ -115,5 +92,5 @@ async def test_the_agent_with_the_coding_preset_and_a_session_leaves_no_cycles(
         assert outcome.stopped_reason == "final"
         return outcome
 
-    assert_no_cycles_of_the_run(await garbage_of(run), stepper)
+    assert await garbage_of(run) == []
     assert any(type(e).__name__ == "TextDeltaEvent" for e in events)

@@ -209,35 +209,8 @@ async def test_per_policy_state_never_collides_between_two_instances() -> None:
     assert (outcome.stop.policy, outcome.stop.reason) == ("CountTurns", "after 3")
 
 
-async def test_the_deprecated_run_state_lives_in_the_one_scratch_store() -> None:
-    seen: list[dict[str, Any]] = []
-
-    class Legacy:
-        def check_turn(self, ctx: RunContext) -> Stop | None:
-            ctx.run_state["n"] = ctx.run_state.get("n", 0) + 1
-            seen.append(ctx.run_state)
-            return Stop("enough") if ctx.run_state["n"] >= 2 else None
-
-    outcome = await _run([Legacy()], ScriptedChat([tool_reply(("t", {}))] * 3))
-    assert outcome.stop is not None
-    assert outcome.stop.reason == "enough"
-    assert seen[0] is seen[1]
-    assert seen[0] == {"n": 2}
-
-
-def test_the_library_keeps_run_scratch_state_only_through_ctx_state() -> None:
-    """No policy or tool of the library uses the deprecated ``run_state`` dict."""
-    import ast
-
-    import agentfsm
-
-    src = Path(agentfsm.__file__).parent
-    users = []
-    for path in src.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.Attribute) and node.attr == "run_state":
-                users.append(path.relative_to(src).as_posix())
-    assert users == []
+def test_ctx_state_is_the_one_scratch_store() -> None:
+    assert not hasattr(RunContext, "run_state")
 
 
 def test_the_type_checker_refuses_what_is_no_policy(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Property tests: random models, budgets, abort points and gates always follow the machine."""
+"""Property tests: random models, budgets, abort points and gates always follow the machine;
+every run is held to python-statemachine's engine event by event (``tests/oracle.py``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from agentfsm.policies import compress
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
 from ..helpers import Recorder
+from ..oracle import held_to_the_oracle
 
 LETTERS = {
     "turn_start": "T",
@@ -117,7 +119,6 @@ class RefuseTimes:
     compactor=st.booleans(),
     refusals=st.integers(0, 3),
     history_size=st.integers(0, 12),
-    stepper=st.sampled_from(["compiled", "statechart"]),
 )
 async def test_event_stream_follows_the_machine(
     specs: list[Any],
@@ -129,7 +130,6 @@ async def test_event_stream_follows_the_machine(
     compactor: bool,
     refusals: int,
     history_size: int,
-    stepper: Any,
 ) -> None:
     calls = {"n": 0}
 
@@ -182,23 +182,25 @@ async def test_event_stream_follows_the_machine(
 
     outcome: LoopOutcome | None = None
     raised: BaseException | None = None
-    try:
-        outcome = await run_conversation(
-            ScriptedChat(model),
-            tools,
-            caller,
-            LoopParams(
-                max_turns=max_turns,
-                context_budget_tokens=budget,
-                signal=controller.signal,
-                system_prompt="system",
-            ),
-            emitter=recorder.emitter,
-            policies=policies,
-            stepper=stepper,
-        )
-    except (Boom, Overflow, ContextOverflowUnresolved) as exc:
-        raised = exc
+    with held_to_the_oracle() as oracle:
+        try:
+            outcome = await run_conversation(
+                ScriptedChat(model),
+                tools,
+                caller,
+                LoopParams(
+                    max_turns=max_turns,
+                    context_budget_tokens=budget,
+                    signal=controller.signal,
+                    system_prompt="system",
+                ),
+                emitter=recorder.emitter,
+                policies=policies,
+            )
+        except (Boom, Overflow, ContextOverflowUnresolved) as exc:
+            raised = exc
+    assert oracle.runs == 1
+    assert oracle.disagreements == []
 
     events = word(recorder)
     label(f"ended: {'raised' if raised else outcome and outcome.stopped_reason}")
@@ -269,10 +271,9 @@ ENGINE_GRAMMAR = re.compile(
     max_turns=st.integers(1, 6),
     interrupt_at=st.none() | st.integers(1, 40),
     refusals=st.integers(0, 2),
-    stepper=st.sampled_from(["compiled", "statechart"]),
 )
 async def test_engine_interrupts_follow_the_machine(
-    specs: list[Any], max_turns: int, interrupt_at: int | None, refusals: int, stepper: Any
+    specs: list[Any], max_turns: int, interrupt_at: int | None, refusals: int
 ) -> None:
     from agentfsm import Agent
 
@@ -294,7 +295,6 @@ async def test_engine_interrupts_follow_the_machine(
         ScriptedTools({"ok": lambda: "fine"}),
         policies=[RefuseTimes(refusals)],
         max_turns=max_turns,
-        stepper=stepper,
     )
     recorder = Recorder(engine.events)
     if interrupt_at is not None:
@@ -307,8 +307,10 @@ async def test_engine_interrupts_follow_the_machine(
 
         engine.events.on("*", maybe_interrupt)
     outcome: LoopOutcome | None = None
-    with contextlib.suppress(Boom):
+    with held_to_the_oracle() as oracle, contextlib.suppress(Boom):
         outcome = await engine.run("task")
+    assert oracle.runs == 1
+    assert oracle.disagreements == []
     letters = []
     for item in recorder.events:
         if isinstance(item, ToolCallEndEvent):

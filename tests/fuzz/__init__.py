@@ -1,1 +1,2 @@
-"""The fuzz suite: random runs of both drivers and ``Agent``, nine invariants on each."""
+"""The fuzz suite: random runs of ``run_conversation`` and ``Agent``, held event by event to
+python-statemachine's engine, ten invariants on each."""

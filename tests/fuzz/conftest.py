@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .invariants import RUNS, TALLY
+from .invariants import ORACLE, RUNS, TALLY
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -24,3 +24,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for name, runs in sorted(RUNS.items()):
         write(f"{name:<{width}}  {runs:>8}")
     write(f"{'total':<{width}}  {sum(RUNS.values()):>8}")
+    write("")
+    write(
+        f"{ORACLE['events']} events sent to both the compiled table and python-statemachine's "
+        f"engine, through {ORACLE['runs']} runs and resumes"
+    )

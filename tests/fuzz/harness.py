@@ -45,6 +45,7 @@ from agentfsm.policies import presets
 from agentfsm.sandbox._process import Unsandboxed
 from agentfsm.testing import ScriptedChat, ScriptedTools
 
+from ..oracle import Oracle, held_to_the_oracle
 from .strategies import Reply, Scenario
 
 __all__ = ["HANG_GUARD", "Observation", "observe"]
@@ -78,6 +79,8 @@ class Observation:
     session_run_end_usage: Any = None
     resume_requests: list[tuple[Message, ...]] = field(factory=list)
     resume_error: BaseException | None = None
+    oracle: Oracle = field(factory=Oracle)
+    """What the run (and its resume) compared with python-statemachine's engine."""
 
 
 def _clip(value: Any, low: float, high: float, default: float) -> float:
@@ -325,9 +328,7 @@ async def _run_loop(obs: Observation) -> None:
 
     async def start() -> LoopOutcome:
         task.append(asyncio.current_task())  # type: ignore[arg-type]
-        return await run_conversation(
-            chat, _tools(scenario), messages, params, emitter=emitter, stepper=scenario.stepper
-        )
+        return await run_conversation(chat, _tools(scenario), messages, params, emitter=emitter)
 
     if scenario.disturbance.kind == "cancel" and scenario.disturbance.at_event == 0:
         obs.fired = "cancel"
@@ -347,7 +348,6 @@ def _engine(scenario: Scenario, chat: Any, root: Path) -> Agent:
         session_dir=root / "sessions" if scenario.sessions else None,
         max_turns=scenario.max_turns,
         context_budget_tokens=scenario.context_budget,
-        stepper=scenario.stepper,
         sandbox=Unsandboxed() if scenario.preset else None,
     )
 
@@ -417,11 +417,13 @@ async def _read_session(obs: Observation, root: Path) -> None:
 
 
 def observe(scenario: Scenario) -> Observation:
-    """Run ``scenario`` on a fresh event loop; never raises for what the run did."""
+    """Run ``scenario`` on a fresh event loop, each event held to python-statemachine's engine;
+    never raises for what the run did."""
     obs = Observation(scenario)
     with (
         tempfile.TemporaryDirectory(prefix="agentfsm-fuzz-") as tmp,
         warnings.catch_warnings(record=True) as caught,
+        held_to_the_oracle() as obs.oracle,
     ):
         warnings.simplefilter("always")
         if scenario.driver == "loop":

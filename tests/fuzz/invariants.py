@@ -1,4 +1,4 @@
-"""The nine invariants every fuzzed run must keep, and the session-wide tally of how often
+"""The ten invariants every fuzzed run must keep, and the session-wide tally of how often
 each was checked and violated (printed at the end of the test session)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from agentfsm.engine._serialization import dumps, loads
 
 from .harness import Observation
 
-__all__ = ["INVARIANTS", "TALLY", "check_all", "history_problems"]
+__all__ = ["INVARIANTS", "ORACLE", "TALLY", "check_all", "history_problems"]
 
 INVARIANTS = (
     "1 termination",
@@ -45,6 +45,7 @@ INVARIANTS = (
     "7 event grammar",
     "8 session read-back and resume",
     "9 usage totals",
+    "10 same states as python-statemachine",
 )
 
 TALLY: dict[str, list[int]] = {name: [0, 0] for name in INVARIANTS}
@@ -52,6 +53,10 @@ TALLY: dict[str, list[int]] = {name: [0, 0] for name in INVARIANTS}
 
 RUNS: Counter[str] = Counter()
 """Runs per configuration (driver, preset, sessions, disturbance)."""
+
+ORACLE: Counter[str] = Counter()
+"""Events sent to both the compiled table and python-statemachine's engine, and the
+drivers (runs, resumes included) they were sent through, over the whole test session."""
 
 
 def history_problems(messages: Sequence[Message], *, request: bool = True) -> list[str]:
@@ -353,6 +358,14 @@ def _usage(obs: Observation) -> list[str]:
     return problems
 
 
+def _oracle(obs: Observation) -> list[str]:
+    """Every event of the run (and of its resume) took the compiled table and
+    python-statemachine's engine, given the same guards, to the same state."""
+    ORACLE["events"] += obs.oracle.events
+    ORACLE["runs"] += obs.oracle.runs
+    return [f"the table and the engine differ: {d}" for d in obs.oracle.disagreements]
+
+
 def _minus(total: Usage, part: Usage) -> Usage:
     return Usage(
         total.input_tokens - part.input_tokens,
@@ -376,6 +389,7 @@ CHECKS: tuple[tuple[str, Callable[[Observation], list[str]]], ...] = tuple(
             _grammar,
             _sessions,
             _usage,
+            _oracle,
         ),
         strict=True,
     )

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from agentfsm import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm import Usage as Usage
 from agentfsm.adapters.providers._errors import ErrorKind
-from agentfsm.engine._stepper import StepperKind
 
 __all__ = [
     "ERROR_KINDS",
@@ -109,7 +108,6 @@ class Scenario:
     """One fuzzed run."""
 
     driver: Driver
-    stepper: StepperKind
     toolbox: bool
     max_turns: int
     preset: bool
@@ -243,7 +241,6 @@ def scenarios(draw: st.DrawFn, driver: Driver) -> Scenario:
     preset = driver == "engine" and draw(st.booleans())
     return Scenario(
         driver=driver,
-        stepper=draw(st.sampled_from(["compiled", "statechart"])),
         toolbox=draw(st.booleans()),
         max_turns=max_turns,
         preset=preset,

@@ -1,7 +1,9 @@
-"""Fuzzed runs of ``run_conversation`` (both drivers) and ``Agent`` (with and without the
-coding-agent preset and sessions): random replies, unicode and malformed arguments,
-provider errors, slow, raising and blocking tools, tiny context budgets, aborts, interrupts
-and outside cancellation; the nine invariants of :mod:`tests.fuzz.invariants` on each run.
+"""Fuzzed runs of ``run_conversation`` and ``Agent`` (with and without the coding-agent
+preset and sessions): random replies, unicode and malformed arguments, provider errors,
+slow, raising and blocking tools, tiny context budgets, aborts, interrupts and outside
+cancellation; the ten invariants of :mod:`tests.fuzz.invariants` on each run, the last
+that every event took the compiled table and python-statemachine's engine to the same
+state.
 
 ``AGENTFSM_FUZZ_RUNS`` sets the number of runs (200 by default, split between the two
 tests), ``AGENTFSM_FUZZ_SEED`` a seed (otherwise the runs are the same every time), and

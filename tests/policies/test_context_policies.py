@@ -11,7 +11,6 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent, LoopParams, UserMessage, run_conversation
-from agentfsm._deprecated import AgentfsmDeprecationWarning
 from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine._errors import ContextOverflowUnresolved
 from agentfsm.engine._messages import (
@@ -314,7 +313,5 @@ def test_coding_agent_preset() -> None:
         "spend_limit(1000000)",
     ]
     assert presets.minimal() == []
-    with pytest.warns(AgentfsmDeprecationWarning):
-        assert [repr(p) for p in presets.minimal(7)] == ["max_turns(7, wrap_up=False)"]
     without_review = presets.coding_agent(review=False)
     assert "verifier(max_turns=15)" not in [repr(p) for p in without_review]

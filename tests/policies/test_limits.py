@@ -1,4 +1,5 @@
-"""max_turns (budget, wrap-up, capped text), spend_limit, presets.minimal."""
+"""The turn budget (wrap-up, capped text, a policy's tighter budget), spend_limit,
+presets.minimal."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import AbortController, LoopParams, Policy, UserMessage, run_conversation
-from agentfsm._deprecated import AgentfsmDeprecationWarning
 from agentfsm.cli._render import last_words
 from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
 from agentfsm.policies import presets, spend_limit, wrap_up
-from agentfsm.policies._limits import WRAP_UP_REMINDER, max_turns
+from agentfsm.policies._limits import WRAP_UP_REMINDER
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
 from ..helpers import Recorder
@@ -72,20 +72,27 @@ async def test_an_early_final_answer_gets_no_note() -> None:
     assert outcome.final == AssistantMessage("done")
 
 
-async def test_deprecated_max_turns_policy_still_tightens_the_budget() -> None:
-    with pytest.warns(AgentfsmDeprecationWarning, match="max_turns"):
-        loose = max_turns(4, wrap_up=False)
-    with pytest.warns(AgentfsmDeprecationWarning):
-        tight = max_turns(2)
+class Budget:
+    """A policy that only tightens the run's turn limit."""
+
+    def __init__(self, turns: int) -> None:
+        self.turn_budget = turns
+
+
+async def test_a_policy_turn_budget_tightens_the_run_budget_never_loosens_it() -> None:
     chat = ScriptedChat([tool_reply(("t", {}))] * 5)
     outcome = await run_conversation(
-        chat, tools(), [UserMessage("go")], LoopParams(max_turns=3), policies=[loose]
+        chat, tools(), [UserMessage("go")], LoopParams(max_turns=3), policies=[Budget(4)]
     )
     assert outcome.turns_used == 3
     assert outcome.stopped_reason == "budget"
     chat = ScriptedChat([tool_reply(("t", {})), "Summary."])
     outcome = await run_conversation(
-        chat, tools(), [UserMessage("go")], LoopParams(max_turns=9), policies=[tight]
+        chat,
+        tools(),
+        [UserMessage("go")],
+        LoopParams(max_turns=9),
+        policies=[Budget(2), wrap_up()],
     )
     assert outcome.turns_used == 2
     assert outcome.final == AssistantMessage("Summary.\n\n[Stopped at the limit of 2 turns.]")
@@ -146,10 +153,8 @@ async def test_minimal_preset_is_the_core_loop(
         controller.abort()
     seed_rec, seed_run = run(LoopParams(max_turns=turns, signal=controller.signal), [])
     seed = await seed_run
-    with pytest.warns(AgentfsmDeprecationWarning):  # the old way: the budget as a policy
-        old_minimal = presets.minimal(turns)
     policy_rec, policy_run = run(
-        LoopParams(max_turns=10_000, signal=controller.signal), old_minimal
+        LoopParams(max_turns=turns, signal=controller.signal), presets.minimal()
     )
     via_policy = await policy_run
     assert policy_rec.view() == seed_rec.view()

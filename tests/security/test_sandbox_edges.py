@@ -29,6 +29,7 @@ from agentfsm.adapters.tools import (
     workspace_tools,
 )
 from agentfsm.sandbox import _bubblewrap as sandbox_module
+from agentfsm.sandbox import _hidden as hidden_module
 from agentfsm.sandbox._install_paths import agent_install_paths
 
 from .tally import AttackTally
@@ -213,18 +214,18 @@ def etc_secrets() -> Iterator[list[Path]]:
     if os.geteuid() != 0:
         pytest.skip("creating files under /etc needs root")
     made = [Path(f"/etc/{CANARY}-secret"), Path(f"/etc/{CANARY}-dir")]
-    made[0].write_text(f"keystore password {CONTENT}\n", "utf-8")
-    made[0].chmod(0o600)
-    made[1].mkdir(mode=0o700)
-    (made[1] / "inner.conf").write_text(f"token {CONTENT}\n", "utf-8")
-    (made[1] / "inner.conf").chmod(0o644)  # readable itself: the folder hides it
-    sandbox_module._etc_hidden.cache_clear()
-    try:
+    try:  # nothing is left under /etc, whatever fails
+        made[0].write_text(f"keystore password {CONTENT}\n", "utf-8")
+        made[0].chmod(0o600)
+        made[1].mkdir(mode=0o700)
+        (made[1] / "inner.conf").write_text(f"token {CONTENT}\n", "utf-8")
+        (made[1] / "inner.conf").chmod(0o644)  # readable itself: the folder hides it
+        hidden_module._etc_hidden.cache_clear()
         yield made
     finally:
         made[0].unlink(missing_ok=True)
         shutil.rmtree(made[1], ignore_errors=True)
-        sandbox_module._etc_hidden.cache_clear()
+        hidden_module._etc_hidden.cache_clear()
 
 
 READ_ETC = [

@@ -5,8 +5,12 @@ nothing of the call is left running."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +23,8 @@ from agentfsm.adapters.tools import (
     ToolBox,
     workspace_tools,
 )
+from agentfsm.sandbox import _bubblewrap as bubblewrap_module
+from agentfsm.sandbox import run_command
 from agentfsm.sandbox._limits import explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 
@@ -114,6 +120,8 @@ def test_the_limit_is_read_from_the_failure() -> None:
         (134, "terminate called after throwing an instance of 'std::bad_alloc'"): "memory_mb",
         (None, "bash: fork: retry: Resource temporarily unavailable"): "processes",
         (1, "head: error writing 'standard output': No space left on device"): "tmp_mb",
+        (137, "Killed\n"): "memory_mb",
+        (-9, ""): "memory_mb",  # bwrap itself killed: the signal, not an exit code
     }
     for (code, output), key in cases.items():
         text = explain_limit(code, output, limits)
@@ -124,3 +132,128 @@ def test_the_limit_is_read_from_the_failure() -> None:
     assert "512 MiB per file" in (explain_limit(153, "", limits) or "")
     with pytest.raises(ValueError, match="processes must be a whole number"):
         ResourceLimits(processes=0)
+
+
+SMALL = ResourceLimits(memory_mb=128, tmp_mb=32)
+FILL = [
+    # Each writes 80 MiB into a writable tmpfs of the sandbox and prints what it holds.
+    "head -c 80M /dev/zero > /dev/shm/f; stat -c %s /dev/shm/f",
+    "head -c 80M /dev/zero > /tmp/f; stat -c %s /tmp/f",
+    "head -c 80M /dev/zero > /tmp/home/f; stat -c %s /tmp/home/f",
+    "head -c 80M /dev/zero > /dev/f; stat -c %s /dev/f",
+    "head -c 80M /dev/zero > /dev/mqueue/f; stat -c %s /dev/mqueue/f",
+    "mkdir -p /dev/pts/x && head -c 80M /dev/zero > /dev/pts/x/f; stat -c %s /dev/pts/x/f",
+]
+SHARED = [
+    # Each touches 300 MiB of memory that RLIMIT_DATA does not count, then prints "held".
+    "import mmap\nm = mmap.mmap(-1, 300 << 20, flags=mmap.MAP_SHARED)\n"
+    "for i in range(0, 300 << 20, 4096): m[i] = 1",
+    "import os, mmap\nfd = os.memfd_create('x')\nos.ftruncate(fd, 300 << 20)\n"
+    "m = mmap.mmap(fd, 300 << 20)\nfor i in range(0, 300 << 20, 4096): m[i] = 1",
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+    "i = libc.shmget(0, 300 << 20, 0o1600)\np = libc.shmat(i, None, 0)\n"
+    "assert p not in (None, 2**64 - 1)\nctypes.memset(p, 1, 300 << 20)",
+    "from multiprocessing import shared_memory\n"
+    "s = shared_memory.SharedMemory(create=True, size=300 << 20)\ns.buf[:] = bytes(300 << 20)",
+]
+
+
+async def test_every_writable_tmpfs_is_sized(tmp_path: Path, attacks: AttackTally) -> None:
+    """``/dev/shm``, ``/tmp`` (and ``HOME`` in it) hold at most ``tmp_mb``; ``/dev`` and the
+    other file systems of ``/dev`` take no file."""
+    box = workspace_tools(tmp_path, sandbox=BubblewrapSandbox(tmp_path, limits=SMALL))
+    for command in FILL:
+        result = await box.run(ToolCall("c", "shell", {"command": command, "timeout": 60}))
+        sizes = [int(w) for w in result.output.split() if w.isdigit()]
+        held = max(sizes, default=0)
+        attacks.record("sandbox limits: tmpfs", held > SMALL.tmp_mb << 20, f"{command}: {held}")
+    machine_is_fine()
+
+
+async def test_shared_memory_is_bounded_where_a_memory_cgroup_is(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """300 MiB of ``MAP_SHARED``, ``memfd``, System V and POSIX shared memory under
+    ``memory_mb=128``: killed where the sandbox has a memory cgroup; where it has none, its
+    description says that this is not bounded (and makes no claim)."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(memory_mb=128))
+    bound = sandbox.describe()["limits"]["memory_bound"]
+    cgroups = sandbox.cgroups
+    if cgroups is None or "memory" not in cgroups.controllers:
+        assert "NOT BOUNDED" in bound
+        assert "MAP_SHARED" in bound
+        return
+    assert "memory cgroup" in bound
+    box = workspace_tools(tmp_path, sandbox=sandbox)
+    for code in SHARED:
+        command = f"python3 -c {shlex.quote(code)} && echo held"
+        result = await box.run(ToolCall("c", "shell", {"command": command, "timeout": 60}))
+        held = result.ok or "held" in result.output
+        attacks.record("sandbox limits: shared memory", held, f"{code!r}: {result.error}")
+        assert '"memory_mb"' in (result.error or ""), result.error
+    small = await box.run(ToolCall("c", "shell", {"command": "python3 -c 'bytearray(50 << 20)'"}))
+    assert small.ok, small.error  # what fits still runs
+    machine_is_fine()
+
+
+@pytest.mark.parametrize("cgroups", ["as found", "none"])
+async def test_the_limits_are_set_however_the_command_starts(
+    tmp_path: Path, cgroups: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the launcher that joins the cgroups (where there are some) and through bwrap
+    alone with ``prlimit`` (where there are none), by ``run_command`` and by ``command()``:
+    the limits inside are those asked for."""
+    if cgroups == "none":
+        monkeypatch.setattr(bubblewrap_module, "command_cgroups", lambda limits: None)
+    limits = ResourceLimits(processes=77, memory_mb=300, file_size_mb=20, cpu_seconds=30)
+    sandbox = BubblewrapSandbox(tmp_path, limits=limits)
+    expected = {
+        "Max cpu time": ("30", "35"),
+        "Max file size": (str(20 << 20),) * 2,
+        "Max data size": (str(300 << 20),) * 2,
+    }
+    if sandbox.cgroups is None or "pids" not in sandbox.cgroups.controllers:
+        expected["Max processes"] = ("77", "77")
+    code, output = await run_command(
+        "cat /proc/self/limits", tmp_path, timeout=30, max_output=10_000, sandbox=sandbox
+    )
+    assert code == 0, output
+    argv, env = sandbox.command("cat /proc/self/limits", tmp_path)
+    direct = await asyncio.to_thread(
+        subprocess.run, argv, env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    for text in (output, direct.stdout):
+        rows = {line[:26].strip(): line[26:].split()[:2] for line in text.splitlines()}
+        for name, values in expected.items():
+            assert tuple(rows[name]) == values, (name, text)
+
+
+_UNDER_A_HARD_LIMIT = """
+import asyncio, resource, sys
+from pathlib import Path
+from agentfsm.sandbox import BubblewrapSandbox, run_command
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # the user's own ulimit -H -f
+root = Path(sys.argv[1])
+code, output = asyncio.run(run_command(
+    "head -c 3M /dev/zero > big", cwd=root, timeout=60, max_output=10_000,
+    sandbox=BubblewrapSandbox(root),
+))
+print(code, (root / "big").stat().st_size)
+"""
+
+
+def test_a_users_lower_hard_limit_narrows_the_sandbox_instead_of_refusing_it(
+    tmp_path: Path,
+) -> None:
+    # Before: prlimit could not raise the file size limit to 512 MiB above the user's hard
+    # limit, and every command failed as if the sandbox could not start.
+    done = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_HARD_LIMIT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    code, size = done.stdout.split()
+    assert code != "0"  # the write past the user's 1 MiB stopped there
+    assert int(size) <= 1 << 20

@@ -24,8 +24,9 @@ import pytest
 from agentfsm import ToolCall, ToolMessage, ToolResult
 from agentfsm.adapters.tools import BubblewrapSandbox, ToolBox, workspace_tools
 from agentfsm.cli import main
+from agentfsm.sandbox._hidden import HOME_SECRET_DIRS, HOME_SECRET_FILES
 from agentfsm.sandbox._missing import not_found_note
-from agentfsm.sandbox._toolchains import HOME_SECRET_DIRS, HOME_SECRET_FILES, toolchain_view
+from agentfsm.sandbox._toolchains import toolchain_view
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .tally import AttackTally
@@ -242,6 +243,70 @@ async def test_home_secrets_stay_hidden_whatever_path_holds(
     assert ran.ok, shown(ran)
 
 
+UNLISTED = f"agentfsm-unlisted-{time.monotonic_ns()}"
+"""What a secret no list names holds (not :data:`CANARY`: a read path may show it)."""
+SETTINGS_FOLDERS = (".config/git", ".m2", ".gem", ".config/pip", ".terraform.d", ".aws")
+"""Folders of a home that hold settings and secrets, not toolchains."""
+
+
+def _commands_into_settings_folders(h: Path) -> Path:
+    """A ``PATH`` folder whose commands lead into :data:`SETTINGS_FOLDERS`: a symlink to a
+    program there and a script whose ``#!`` interpreter lies there; beside each, a secret
+    no list names."""
+    links = h / "links-bin"
+    if links.exists():
+        return links
+    links.mkdir()
+    for index, name in enumerate(SETTINGS_FOLDERS):
+        folder = h / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "unlisted-secret.txt").write_text(f"{UNLISTED}-{name}\n", "utf-8")
+        helper = folder / "helper"
+        helper.write_text(f"#!/bin/sh\necho helper {index} ran\n", "utf-8")
+        helper.chmod(0o755)
+        (links / f"helper-{index}").symlink_to(helper)
+        shutil.copy2(os.path.realpath("/bin/sh"), folder / "interp")
+        script = links / f"run-{index}"
+        script.write_text(f"#!{folder}/interp\necho script {index} ran\n", "utf-8")
+        script.chmod(0o755)
+    return links
+
+
+async def test_commands_leading_into_the_home_show_one_file_not_its_folder(
+    home: Home, monkeypatch: pytest.MonkeyPatch, attacks: AttackTally
+) -> None:
+    """A symlink or a ``#!`` line in a ``PATH`` folder pointing into ``~/.config/git``,
+    ``~/.m2``, ``~/.gem``, ``~/.config/pip`` shows that one file: the command runs, and
+    neither a listed secret (git's credentials, Maven's settings, gem's credentials,
+    ``pip.conf``) nor one no list names beside it can be read. Into a secret folder
+    (``~/.terraform.d``, ``~/.aws``) nothing is shown."""
+    h = home.home
+    set_path(monkeypatch, _commands_into_settings_folders(h))
+    box = workspace_tools(home.root)
+    for index, name in enumerate(SETTINGS_FOLDERS):
+        folder = h / name
+        secret = name in HOME_SECRET_DIRS
+        ran = await shell(box, f"helper-{index} && run-{index}")
+        if secret:
+            assert not ran.ok, shown(ran)
+        else:
+            assert ran.output.split("\n")[:2] == [f"helper {index} ran", f"script {index} ran"]
+        for command in (
+            f"cat {folder}/unlisted-secret.txt",
+            f"ls -la {folder}; cat {folder}/*",
+            f"grep -rs {UNLISTED} {h}",
+        ):
+            text = shown(await shell(box, command))
+            leaked = CANARY in text or UNLISTED in text
+            attacks.record("toolchains: a command leads into the home", leaked, text[:200])
+    for path in home.secrets:
+        text = shown(await shell(box, f"cat {path}"))
+        attacks.record("toolchains: a command leads into the home", CANARY in text, str(path))
+    read = BubblewrapSandbox(home.root).toolchains.read
+    folders = [h / name for name in SETTINGS_FOLDERS]
+    assert not any(p.is_dir() and p.is_relative_to(f) for p in read for f in folders), read
+
+
 async def test_command_not_found_says_what_the_sandbox_sees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,30 +353,43 @@ def test_what_the_sandbox_shows_of_the_home(home: Home, monkeypatch: pytest.Monk
     toolchains = described["toolchains"]
     assert str(h / "bin") in toolchains
     assert str(h / ".local" / "bin") in toolchains  # not ~/.local: it holds keyrings, state
-    assert str(h / ".cargo") in toolchains
-    for refused in ("/", h, h / ".ssh", h / ".config", h / ".local", h / ".aws"):
+    assert str(h / ".cargo" / "bin") in toolchains  # not ~/.cargo: it holds credentials
+    for refused in ("/", h, h / ".ssh", h / ".config", h / ".local", h / ".aws", h / ".cargo"):
         assert str(refused) not in toolchains
     assert not any(Path(p).is_relative_to(h / ".ssh") for p in toolchains)
-    assert str(h / ".cargo" / "credentials.toml") in described["hidden"]
     assert "CARGO_HOME" in described["environment"]
 
 
-async def test_a_workspace_holding_the_home_still_hides_its_secrets(
+async def test_secrets_in_a_workspace_or_read_path_stay_hidden(
     home: Home, monkeypatch: pytest.MonkeyPatch, attacks: AttackTally
 ) -> None:
+    """The hidden list as the second layer: a workspace (``~/.local``) and a read path
+    (``~/.config``) that hold secrets (keyrings, the agent's own state and settings, gh's
+    token, git's credentials) show none of them. The home itself is refused."""
     set_path(monkeypatch)
-    box = workspace_tools(home.home, sandbox=BubblewrapSandbox(home.home))
-    for path in home.secrets:
+    h = home.home
+    for refused in (h, h.parent):
+        with pytest.raises(ValueError, match="home folder"):
+            BubblewrapSandbox(refused)
+        with pytest.raises(ValueError, match="home folder"):
+            BubblewrapSandbox(home.root, read_paths=[refused])
+    sandbox = BubblewrapSandbox(h / ".local", read_paths=[h / ".config"])
+    box = workspace_tools(h / ".local", sandbox=sandbox)
+    inside = [
+        p for p in home.secrets if p.is_relative_to(h / ".local") or p.is_relative_to(h / ".config")
+    ]
+    assert len(inside) >= 8
+    for path in inside:
         command = f"cat {path}; ls -a {path.parent}"
         text = shown(await shell(box, command))
         attacks.record("toolchains: secret inside the workspace", CANARY in text, text[:200])
-    text = shown(await shell(box, f"grep -rs {CANARY} . /tmp"))
+    text = shown(await shell(box, f"grep -rs {CANARY} . {h}/.config /tmp"))
     attacks.record("toolchains: secret inside the workspace", CANARY in text, text[:200])
-    listed = await shell(box, "ls -a .ssh")
+    listed = await shell(box, "ls -a share/keyrings")
     assert listed.output.split() == [".", ".."], shown(listed)
-    planted = await shell(box, "echo new > .ssh/planted")
+    planted = await shell(box, "echo new > state/agentfsm/planted")
     assert "Read-only file system" in planted.output
-    assert not (home.home / ".ssh" / "planted").exists()
+    assert not (h / ".local" / "state" / "agentfsm" / "planted").exists()
 
 
 def test_the_view_of_rustup_asdf_uv_and_goroot(tmp_path: Path) -> None:
@@ -331,8 +409,8 @@ def test_the_view_of_rustup_asdf_uv_and_goroot(tmp_path: Path) -> None:
     }
     view = toolchain_view(root, ["/usr"], environ)
     assert set(view.read) == {
-        h / ".cargo",
-        h / ".rustup",
+        h / ".cargo/bin",
+        h / ".rustup/toolchains",
         h / ".asdf",
         h / ".tool-versions",
         h / ".local/share/uv/python",

@@ -1,7 +1,5 @@
 """The front door: :class:`Agent`, its lifecycle hooks and the frozen session preamble."""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
-
 from ._agent import DEFAULT_MAX_TURNS, Agent
 from ._hooks import Hooks, PromptSubmit, RunStop, SessionStart
 from ._preamble import PreambleProvider, WorkspacePreamble, is_preamble_message, preamble_message
@@ -18,5 +16,3 @@ __all__ = [
     "is_preamble_message",
     "preamble_message",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -15,29 +15,35 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfsm._deprecated import warn_renamed
 from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
     SessionStore,
-    read_session_messages,
-    resolve_session,
-)
-from agentfsm.adapters.sessions._reader import (
     answer_open_tool_calls,
     drop_trailing_user_messages,
+    read_session_messages,
     read_session_policy_state,
+    resolve_session,
 )
-from agentfsm.engine._abort import AbortController
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._loop import build_run
-from agentfsm.engine._messages import Message, UserMessage
-from agentfsm.engine._params import LoopOutcome, LoopParams, evolved
-from agentfsm.engine._policy import Policy, loop_policies
-from agentfsm.engine._protocols import ChatFn, SupportsAbort, ToolRunner
-from agentfsm.engine._stepper import DEFAULT_STEPPER, StepperKind
-from agentfsm.engine._steps import run_step
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import (
+    AbortController,
+    AgentEmitter,
+    ChatFn,
+    LoopOutcome,
+    LoopParams,
+    LoopRunner,
+    Message,
+    Policy,
+    SupportsAbort,
+    ToolRunner,
+    Usage,
+    UserMessage,
+    build_run,
+    evolved,
+    loop_policies,
+    run_step,
+)
+from agentfsm.sandbox import CommandSandbox
 
 from ._durable import gather_durable, submit_durable
 from ._hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
@@ -65,13 +71,12 @@ class Agent:
         session_dir: Record every run as a JSONL session there; ``None`` records nothing.
         hooks: Lifecycle hooks (``session_start``, ``user_prompt_submit``, ``stop``).
         preamble: Rendered once per session into its first user message (see
-            ``WorkspacePreamble``). ``context=`` is its deprecated spelling.
+            ``WorkspacePreamble``).
         max_turns: LLM calls per run.
         temperature: Passed to every chat call.
         max_tokens: Passed to every chat call.
         context_budget_tokens: Compress older history past ``budget * compress_threshold``.
         compress_threshold: See ``context_budget_tokens``.
-        stepper: Machine driver (``"compiled"`` or ``"statechart"``).
         sandbox: The OS sandbox of the run's commands: recorded in each session's
             ``run_start`` and used by a verify gate that was given none of its own. Without
             one, such a gate finds the OS sandbox itself and hides from it, as the
@@ -102,17 +107,12 @@ class Agent:
         max_tokens: int | None = None,
         context_budget_tokens: int | None = None,
         compress_threshold: float = 0.8,
-        stepper: StepperKind = DEFAULT_STEPPER,
         sandbox: CommandSandbox | None = None,
-        context: PreambleProvider | None = None,
         instrument: bool | Instrumentation = False,
         durable_factory: str | None = None,
     ) -> None:
-        if context is not None:
-            warn_renamed("Agent(context=...)", "Agent(preamble=...)")
-            if preamble is not None:
-                raise TypeError("pass preamble= only (context= is its deprecated spelling)")
-            preamble = context
+        _check_chat(chat)
+        _check_tools(tools)
         self.chat = chat
         self.tools = tools
         self.system_prompt = system_prompt
@@ -121,7 +121,6 @@ class Agent:
         self._protected_paths = (os.path.abspath(session_dir),) if session_dir is not None else ()
         self.hooks = hooks if hooks is not None else Hooks()
         self.preamble = preamble
-        self.stepper: StepperKind = stepper
         self.sandbox = sandbox
         self.events = AgentEmitter()
         """Receives every event of every run."""
@@ -196,7 +195,7 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(prompt_or_messages, **kwargs))
-        raise RuntimeError("run_sync() cannot run inside an event loop; use await engine.run()")
+        raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
 
     async def run(
         self,
@@ -249,94 +248,126 @@ class Agent:
             prior = []
         new_session = not prior
         path = os.fspath(handle) if handle is not None else None
-
+        first_use = handle is not None and handle.first_use
         hooks = self.hooks  # a payload is built only for a hook that is there
-        if new_session and hooks.session_start is not None:
-            await call_hook(
-                "session_start",
-                hooks.session_start,
-                SessionStart(handle.id if handle else None, path),
-            )
-        system = self.system_prompt
-        if hooks.user_prompt_submit is not None:
-            rewritten = await call_hook(
-                "user_prompt_submit",
-                hooks.user_prompt_submit,
-                PromptSubmit(system, "\n".join(m.content for m in new_input)),
-            )
-            if isinstance(rewritten, str):
-                system = rewritten
-            elif rewritten is not None:
-                logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
-
-        messages = prior
-        if new_session and self.preamble is not None:
-            messages = [*prior, preamble_message(await self._render_preamble())]
         controller = AbortController()
-        params = evolved(self._params, system_prompt=system, signal=controller.signal)
-        # This run's events only (concurrent runs share ``self.events``), forwarded there.
-        run_events = AgentEmitter(parent=self.events)
-        chat, tools, telemetry = self.chat, self.tools, None
-        if self.instrumentation is not None:
-            telemetry = self.instrumentation.start_run(
-                chat, run_events, conversation_id=handle.id if handle is not None else None
-            )
-            if telemetry is not None:
-                chat, tools = telemetry.wrap_chat(chat), telemetry.wrap_tools(tools)
-        runner = build_run(
-            chat,
-            tools,
-            [*messages, *new_input],
-            params,
-            policies=self._policy_set,
-            emitter=run_events,
-            stepper=self.stepper,
-            interruptible=True,
-            deltas=True,
-            policy_state=policy_state,
-            sandbox=self.sandbox,
-            protected_paths=self._protected_paths,
-        )
-        ctx = runner.ctx
-        history_list = ctx.history
         unlink = _link(signal, controller)
-        recorder = None
-        if handle is not None:
-            recorder = SessionRecorder(handle)
-            first = handle.first_use
-            recorder.start(
-                run_events,
-                messages=history_list
-                if first
-                else history_list[len(history_list) - len(new_input) :],
-                input_chars=sum(len(m.content) for m in new_input),
-                history_size=len(prior),
-                sandbox=self.sandbox.describe() if self.sandbox is not None else None,
-                history=lambda: ctx.history,
-                seeded=len(history_list) - len(new_input) if first else 0,
-                resumed_from=resumed,
-            )
         self._active.add(controller)
+        runner: LoopRunner | None = None
+        recorder: SessionRecorder | None = None
+        unrecorded: OSError | None = None
+        told_stop = False
+        # Everything from here to the recorded end is inside one try: however the run ends
+        # (a cancellation during a hook included), the stop hook, the span and the
+        # session's run_end say the same.
         try:
-            outcome = await (runner.run() if telemetry is None else telemetry.run(runner.run))
+            if new_session and hooks.session_start is not None:
+                await call_hook(
+                    "session_start",
+                    hooks.session_start,
+                    SessionStart(handle.id if handle else None, path),
+                )
+            system = self.system_prompt
+            if hooks.user_prompt_submit is not None:
+                rewritten = await call_hook(
+                    "user_prompt_submit",
+                    hooks.user_prompt_submit,
+                    PromptSubmit(system, "\n".join(m.content for m in new_input)),
+                )
+                if isinstance(rewritten, str):
+                    system = rewritten
+                elif rewritten is not None:
+                    logger.warning("agentfsm: user_prompt_submit returned %r; ignored", rewritten)
+            messages = prior
+            if new_session and self.preamble is not None:
+                messages = [*prior, preamble_message(await self._render_preamble())]
+            params = evolved(self._params, system_prompt=system, signal=controller.signal)
+            # This run's events only (concurrent runs share ``self.events``), forwarded there.
+            run_events = AgentEmitter(parent=self.events)
+            chat, tools, telemetry = self.chat, self.tools, None
+            if self.instrumentation is not None:
+                telemetry = self.instrumentation.start_run(
+                    chat, run_events, conversation_id=handle.id if handle is not None else None
+                )
+                if telemetry is not None:
+                    chat, tools = telemetry.wrap_chat(chat), telemetry.wrap_tools(tools)
+            runner = build_run(
+                chat,
+                tools,
+                [*messages, *new_input],
+                params,
+                policies=self._policy_set,
+                emitter=run_events,
+                interruptible=True,
+                deltas=True,
+                policy_state=policy_state,
+                sandbox=self.sandbox,
+                protected_paths=self._protected_paths,
+            )
+            ctx = runner.ctx
+            if handle is not None:
+                recorder = SessionRecorder(handle)
+                history_list = ctx.history
+                recorder.start(
+                    run_events,
+                    messages=history_list
+                    if first_use
+                    else history_list[len(history_list) - len(new_input) :],
+                    input_chars=sum(len(m.content) for m in new_input),
+                    history_size=len(prior),
+                    sandbox=self.sandbox.describe() if self.sandbox is not None else None,
+                    history=lambda: ctx.history,
+                    seeded=len(history_list) - len(new_input) if first_use else 0,
+                    resumed_from=resumed,
+                )
+                if handle.error is not None:
+                    # Not even the run's start could be recorded: no model call is paid for.
+                    unrecorded = OSError(
+                        f"session {handle.id} could not be recorded "
+                        f"({handle.error.strerror or handle.error}): {handle.path}"
+                    )
+                    unrecorded.errno = handle.error.errno
+                    raise unrecorded
+
+            async def body() -> LoopOutcome:
+                nonlocal told_stop
+                done = await runner.run()
+                # A task.cancel() that came with the run's last event ends the task
+                # cancelled: take it here, so that the run is recorded (its span and the stop
+                # hook included) as what the caller gets.
+                await asyncio.sleep(0)
+                if hooks.stop is not None:  # inside the span, before the end is recorded
+                    told_stop = True
+                    done = evolved(done, session_path=path, session_error=_lost(handle))
+                    await call_hook(
+                        "stop", hooks.stop, RunStop(done.stopped_reason, done.usage, done)
+                    )
+                    await asyncio.sleep(0)  # one that came during the hook, likewise
+                return done
+
+            outcome = await (body() if telemetry is None else telemetry.run(body))
         except BaseException as exc:
-            reason: ExitReason = "aborted" if isinstance(exc, asyncio.CancelledError) else "failed"
-            if recorder is not None:
-                recorder.finish(reason, ctx.usage, exc, ctx.policy_state)
-            if hooks.stop is not None:
-                await call_hook("stop", hooks.stop, RunStop(reason, ctx.usage, None, exc))
+            reason: ExitReason = (
+                "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+            )
+            usage = runner.ctx.usage if runner is not None else Usage()
+            if recorder is not None and runner is not None:
+                recorder.finish(reason, usage, exc, runner.ctx.policy_state)
+                if exc is not unrecorded:
+                    _warn_incomplete(recorder.handle)
+            if hooks.stop is not None and not told_stop:
+                await call_hook("stop", hooks.stop, RunStop(reason, usage, None, exc))
             raise
         finally:
             self._active.discard(controller)
             unlink()
+            if first_use and handle is not None:
+                handle.remove_if_empty()  # a run that recorded nothing leaves no file
+        session_error = None
         if recorder is not None:
             recorder.finish(outcome.stopped_reason, outcome.usage, policy_state=ctx.policy_state)
-        outcome = evolved(outcome, session_path=path)
-        if hooks.stop is not None:
-            await call_hook(
-                "stop", hooks.stop, RunStop(outcome.stopped_reason, outcome.usage, outcome)
-            )
-        return outcome
+            session_error = _warn_incomplete(recorder.handle)
+        return evolved(outcome, session_path=path, session_error=session_error)
 
     async def _render_preamble(self) -> str:
         """The preamble's text: a step (``preamble``), so a durable run that is replayed
@@ -351,6 +382,101 @@ class Agent:
             return str(text)
 
         return await run_step("preamble", render)
+
+
+_CHAT_SHAPE = (
+    "an async callable (messages, tools, *, temperature=None, max_tokens=None, signal=None, "
+    "on_delta=None) -> ChatResult, such as OpenAIChat(model) from agentfsm.adapters.providers"
+)
+
+
+def _check_chat(chat: object) -> None:
+    """A ``TypeError`` now, naming what was probably meant, for a ``chat`` that is no chat
+    model: otherwise the run fails at its first call, deep inside the runner."""
+    if isinstance(chat, str):
+        adapter = "AnthropicChat" if chat.startswith("claude") else "OpenAIChat"
+        raise TypeError(
+            f"Agent takes a chat model, not a model name: did you mean {adapter}({chat!r})? "
+            "(agentfsm.adapters.providers: OpenAIChat, AnthropicChat, OpenAIResponses)"
+        )
+    if isinstance(chat, type):
+        name = chat.__name__
+        instances_call = any("__call__" in vars(k) for k in chat.__mro__)
+        meant = (
+            f"async with {name}() as model: Agent(model.chat(), ...)"  # LocalModel
+            if callable(getattr(chat, "chat", None)) and not instances_call
+            else f"{name}(...)"
+        )
+        raise TypeError(f"{name} is a class, not a chat model: did you mean {meant}?")
+    if not callable(chat):
+        if inspect.isawaitable(chat):
+            if inspect.iscoroutine(chat):
+                chat.close()  # never awaited: no second warning about it
+            raise TypeError(
+                "Agent got an awaitable as its chat model: pass the chat function itself, "
+                "not what calling it returned"
+            )
+        if callable(getattr(chat, "chat", None)):
+            raise TypeError(
+                f"{type(chat).__name__} is not a chat model itself: did you mean its .chat()?"
+            )
+        raise TypeError(f"Agent takes a chat model ({_CHAT_SHAPE}), not {type(chat).__name__}")
+    try:
+        # as the runner calls it; a decorator's own signature, not the function it wraps
+        inspect.signature(chat, follow_wrapped=False).bind(None, None, **_CALL_KEYWORDS)
+    except TypeError as error:
+        raise TypeError(
+            f"the chat model {chat!r} cannot be called as chat(messages, tools, "
+            f"temperature=…, max_tokens=…, signal=…, on_delta=…): {error}; a chat model is "
+            f"{_CHAT_SHAPE}"
+        ) from None
+    except ValueError:  # no signature to read (some builtins): the first call tells
+        pass
+
+
+_CALL_KEYWORDS = dict.fromkeys(("temperature", "max_tokens", "signal", "on_delta"))
+"""The keywords every chat call of a run passes."""
+
+
+def _check_tools(tools: object) -> None:
+    """A ``TypeError`` now for ``tools`` that are no tool runner."""
+    if isinstance(tools, type):
+        raise TypeError(
+            f"{tools.__name__} is a class, not a tool runner: did you mean {tools.__name__}(...)?"
+        )
+    runner = callable(getattr(tools, "specs", None)) and callable(getattr(tools, "run", None))
+    if tools is None or runner:
+        return
+    hint = ""
+    if isinstance(tools, (list, tuple)) or inspect.isfunction(tools):
+        hint = (
+            "; did you mean ToolBox([...]) (agentfsm.adapters.tools), which runs functions? "
+            "(no tools: None)"
+        )
+    raise TypeError(
+        "Agent's tools must be a tool runner (specs() and async run(call, *, signal=None)), "
+        f"not {type(tools).__name__}{hint}"
+    )
+
+
+def _lost(handle: SessionHandle | None) -> str | None:
+    """Why ``handle``'s file is incomplete so far, or ``None``."""
+    if handle is None or handle.error is None:
+        return None
+    return "a record could not be written: " + " ".join(
+        str(handle.error.strerror or handle.error).split()
+    )
+
+
+def _warn_incomplete(handle: SessionHandle) -> str | None:
+    """Why ``handle``'s file is incomplete (logged once, as a warning), or ``None``."""
+    why = _lost(handle)
+    if why is None:
+        return None
+    logger.warning(
+        "agentfsm: session %s is incomplete (%s); it holds the run up to there", handle.id, why
+    )
+    return why
 
 
 def _link(signal: SupportsAbort | None, controller: AbortController) -> Callable[[], None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine import LoopOutcome
 
 if TYPE_CHECKING:
     from ._agent import Agent

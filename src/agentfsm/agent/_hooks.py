@@ -13,14 +13,13 @@ from typing import Any, Literal, TypeAlias
 
 from attrs import define, frozen
 
-from agentfsm.engine._messages import Usage
-from agentfsm.engine._params import LoopOutcome
+from agentfsm.engine import LoopOutcome, Usage
 
 __all__ = ["ExitReason", "Hooks", "PromptSubmit", "RunStop", "SessionStart", "call_hook"]
 
 logger = logging.getLogger("agentfsm.agent")
 
-ExitReason: TypeAlias = Literal["final", "budget", "aborted", "policy", "failed"]
+ExitReason: TypeAlias = Literal["final", "budget", "aborted", "policy", "failed", "cancelled"]
 
 
 @frozen
@@ -48,7 +47,8 @@ class RunStop:
     """A run ended, whichever way."""
 
     stopped_reason: ExitReason
-    """``final``, ``budget``, ``aborted``, ``policy``, or ``failed`` (the run raised)."""
+    """``final``, ``budget``, ``aborted``, ``policy``, ``failed`` (the run raised) or
+    ``cancelled`` (its task was cancelled: the caller gets ``CancelledError``)."""
     usage: Usage
     """Everything the run spent, on every exit path."""
     outcome: LoopOutcome | None = None
@@ -66,7 +66,8 @@ class Hooks:
     user_prompt_submit: Callable[[PromptSubmit], Any] | None = None
     """Before each run: sees the system text; returning a string replaces it."""
     stop: Callable[[RunStop], Any] | None = None
-    """After each run, on every exit path (final, budget, aborted, policy stop, failure)."""
+    """After each run, on every exit path (final, budget, aborted, policy stop, failure,
+    cancellation)."""
 
 
 async def call_hook(name: str, hook: Callable[[Any], Any] | None, payload: object) -> Any:

@@ -16,18 +16,19 @@ from typing import Any, Protocol
 
 import re2
 
-from agentfsm.adapters.tools._fs import (
+from agentfsm.adapters.tools import (
     PathRefused,
+    Permissions,
     SafeRoot,
+    SettingsError,
+    load_settings,
     open_regular,
     open_subdir,
     read_capped,
+    segment_regex,
 )
-from agentfsm.adapters.tools._globs import segment_regex
-from agentfsm.adapters.tools._settings import SettingsError, load_settings
-from agentfsm.adapters.tools._workspace import Permissions
-from agentfsm.engine._messages import Message, UserMessage
-from agentfsm.sandbox._bubblewrap import PROTECTED_DIR
+from agentfsm.engine import Message, UserMessage
+from agentfsm.sandbox import PROTECTED_DIR
 
 __all__ = [
     "PREAMBLE_CLOSE",

@@ -4,21 +4,26 @@
 ``agentfsm diagram`` · ``agentfsm conformance``. ``python -m agentfsm`` is the same command,
 but imports ``./agentfsm/`` first when run in a workspace: prefer the console script.
 
-:func:`main` loads the commands when first used, so importing a module of this package
-(``agentfsm`` imports :mod:`~agentfsm.cli._diagram_cmd` for ``render_diagram``) stays cheap.
+Each name loads its module when first used, so importing this package (``agentfsm`` takes
+``render_diagram`` and ``render_run`` from it) stays cheap.
 """
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     from ._app import main
+    from ._diagram_cmd import render_diagram
+    from ._run_html import render_run
 del TYPE_CHECKING
 
-__all__ = ["main"]
+__all__ = ["main", "render_diagram", "render_run"]
+
+_WHERE = {"main": "_app", "render_diagram": "_diagram_cmd", "render_run": "_run_html"}
 
 
 def __getattr__(name: str) -> object:
-    if name == "main":
-        from ._app import main
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agentfsm.adapters.tools import workspace_tools
-from agentfsm.adapters.tools._settings import Settings
+from agentfsm.adapters.tools import Settings, workspace_tools
 from agentfsm.agent import Agent, Hooks, PreambleProvider, WorkspacePreamble
-from agentfsm.engine._protocols import ChatFn
+from agentfsm.engine import ChatFn
 from agentfsm.policies import presets
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.sandbox import CommandSandbox
 
 __all__ = ["build_agent"]
 

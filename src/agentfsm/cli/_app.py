@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from agentfsm.engine._protocols import ChatFn
+    from agentfsm.engine import ChatFn
 
 __all__ = ["main"]
 
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
 
         return conformance_cmd.main(arguments[1:])
     if arguments[:1] == ["fake-server"]:
-        from agentfsm.testing._serve import main as serve
+        from agentfsm.testing.serve import main as serve
 
         return serve(arguments[1:])
     parser = build_parser(arguments)
@@ -120,11 +120,26 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
         return _dispatch(args, chat)
 
 
+def _run(args: argparse.Namespace, chat: ChatFn | None) -> int:
+    if getattr(args, "durable", False):
+        if chat is not None:
+            print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
+            return 2
+        from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
+
+        return durable_cmd.run_durable(args)
+    from . import _run_cmd as run_cmd
+
+    return run_cmd.run(args, chat)
+
+
 def _dispatch(args: argparse.Namespace, chat: ChatFn | None) -> int:
     if args.command == "run":
-        from . import _run_cmd as run_cmd
+        if getattr(args, "otel", False):
+            from ._otel import run_with_otel  # needs the cli-otel extra
 
-        return run_cmd.run(args, chat)
+            return run_with_otel(args, lambda args: _run(args, chat))
+        return _run(args, chat)
     if args.command == "runs":
         from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
 

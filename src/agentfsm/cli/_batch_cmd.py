@@ -23,12 +23,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.adapters.sessions import default_session_dir
+from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
 from ._database_url import check_database_url
+from ._errors import UsageError
 from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._parser import add_batch_arguments, add_worker_arguments
 from ._queue_work import command_line, work_queue
+from ._terminal import one_line
 
 if TYPE_CHECKING:
     from agentfsm.adapters.durable import RunSpec
@@ -43,7 +46,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _RETRY_SUFFIX = re.compile(r"@retry\d+$")
 
 
-class _Usage(run_cmd.UsageError):
+class _Usage(UsageError):
     pass
 
 
@@ -86,10 +89,14 @@ def _task(
     if workspace not in checked:
         if not workspace.is_dir():
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r} is not a folder")
+        try:
+            check_workspace(workspace)
+        except ValueError as error:
+            raise _Usage(f"{where}: {error}") from None
         session_dir = default_session_dir(workspace)
         try:
             found = run_cmd.run_settings("agentfsm batch", args, workspace)
-        except run_cmd.UsageError as error:
+        except UsageError as error:
             raise _Usage(f"{where}: workspace {str(workspace)[:200]!r}: {error}") from None
         settings = found.settings
         protected = run_cmd._protected(workspace, session_dir)
@@ -100,7 +107,7 @@ def _task(
         try:
             run_cmd.quirks(args, settings)  # a bad profile is refused now, not in a worker
             run_cmd.ensure_session_dir(session_dir, "session folder")
-        except run_cmd.UsageError as error:
+        except UsageError as error:
             raise _Usage(f"{where}: {error}") from None
         checked[workspace] = found.digest if found.widens else None
     from agentfsm.adapters.durable import RunSpec
@@ -146,7 +153,7 @@ def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from agentfsm.adapters.durable._queue import parse_rate
+    from agentfsm.adapters.durable import parse_rate
 
     args.resume = None
     run_cmd._check_numbers(args)
@@ -167,7 +174,7 @@ def _warn_changed(changed: list[str]) -> None:
     names = ", ".join(repr(task[:100]) for task in changed[:5])
     more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
     print(
-        run_cmd._one_line(
+        one_line(
             f"agentfsm batch: WARNING: task(s) {names}{more} already known with another "
             "prompt or other options: kept as they are, not run again (--retry-failed "
             "reruns failed ones with the options given now)",
@@ -189,8 +196,8 @@ def batch(args: argparse.Namespace) -> int:
         _check(args)
         tasks = read_tasks(args)
         args.database_url = check_database_url(args.database_url)
-    except run_cmd.UsageError as error:
-        print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
+    except UsageError as error:
+        print(f"agentfsm batch: {one_line(str(error))}", file=sys.stderr)
         return 2
     if args.no_sandbox:  # once for the command, not once per task
         print(f"agentfsm batch: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr)
@@ -203,14 +210,13 @@ def batch(args: argparse.Namespace) -> int:
 
 
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
-    from agentfsm.adapters.durable import open_client, submit_tasks
-    from agentfsm.adapters.durable._queue import QUEUE_NAME
+    from agentfsm.adapters.durable import QUEUE_NAME, open_client, submit_tasks
 
     argv = getattr(args, "argv", None) or ["batch", args.tasks]
     try:
         client = open_client(args.database_url)
     except Exception as error:  # the database was checked: it went away since
-        print(f"agentfsm batch: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        print(f"agentfsm batch: {one_line(str(error))}", file=sys.stderr)
         return 1
     try:
         submitted = submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
@@ -263,15 +269,14 @@ def _on_signals(stop: threading.Event) -> Callable[[], None]:
 
 def worker(args: argparse.Namespace) -> int:
     """``agentfsm worker``: serve the task queue until SIGINT or SIGTERM."""
-    from agentfsm.adapters.durable import requeue_executor
-    from agentfsm.adapters.durable._queue import QUEUE_NAME, parse_rate
+    from agentfsm.adapters.durable import QUEUE_NAME, parse_rate, requeue_executor
 
     from . import _durable_cmd as durable_cmd  # registers the agent factory of CLI tasks
 
     try:
         url = check_database_url(args.database_url)
-    except run_cmd.UsageError as error:
-        print(f"agentfsm worker: {run_cmd._one_line(str(error))}", file=sys.stderr)
+    except UsageError as error:
+        print(f"agentfsm worker: {one_line(str(error))}", file=sys.stderr)
         return 2
     if args.requeue is not None:
         ids = requeue_executor(args.requeue, url)
@@ -290,8 +295,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, url: str, rate: Any, log: Path | None) -> int:
-    from agentfsm.adapters.durable import TaskWorker
-    from agentfsm.adapters.durable._queue import QUEUE_NAME
+    from agentfsm.adapters.durable import QUEUE_NAME, TaskWorker
 
     stop = threading.Event()
     restore = _on_signals(stop)

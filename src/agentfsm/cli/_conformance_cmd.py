@@ -29,7 +29,7 @@ def _wire_name(text: str) -> str:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    from agentfsm.adapters.providers._profiles import quirk_names
+    from agentfsm.adapters.providers import quirk_names
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance",
@@ -40,23 +40,29 @@ def _run_parser() -> argparse.ArgumentParser:
         "VCR.py and HAR cassettes through the adapters).",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--api-key-env", metavar="VAR")
+    parser.add_argument("--model", required=True, help="the model name the server serves")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (never written to a report)",
+    )
     parser.add_argument(
         "--wire",
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--only",
         action="append",
         metavar="GROUP",
         choices=["wire", "answers", "tools", "usage", "errors", "control"],
+        help="run one group of checks only (wire, answers, tools, usage, errors, control); "
+        "repeatable",
     )
-    parser.add_argument("--out", metavar="report.json")
-    parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument("--out", metavar="report.json", help="write the report as JSON here")
+    parser.add_argument("--markdown", metavar="FILE", help="write the report as Markdown here")
     parser.add_argument(
         "--record",
         metavar="DIR",
@@ -110,7 +116,7 @@ def _pairs(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _print_table(report: Any) -> None:
-    from agentfsm.conformance._report import MARKS
+    from agentfsm.conformance import MARKS
 
     try:
         from rich.console import Console
@@ -139,7 +145,7 @@ def _print_table(report: Any) -> None:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from agentfsm.adapters.providers._profiles import parse_quirk, quirk_profile
+    from agentfsm.adapters.providers import parse_quirk, quirk_profile
     from agentfsm.conformance import Capabilities, LiveTarget, report_markdown, run_checks
 
     args = _run_parser().parse_args(argv)
@@ -189,8 +195,7 @@ def _run(argv: Sequence[str]) -> int:
 
     report = asyncio.run(run_checks(target, groups=args.only, progress=progress))
     if report.suggestion and args.api_key_env:
-        from agentfsm.conformance._hints import probe_suggestion
-        from agentfsm.conformance._probe_verify import DECISIVE
+        from agentfsm.conformance import DECISIVE, probe_suggestion
 
         report.suggestion = probe_suggestion(
             report.results,
@@ -220,9 +225,14 @@ def _run(argv: Sequence[str]) -> int:
 def _matrix(argv: Sequence[str]) -> int:
     from agentfsm.conformance import Report, matrix_markdown
 
-    parser = argparse.ArgumentParser(prog="agentfsm conformance matrix")
-    parser.add_argument("reports", nargs="+", metavar="REPORT.json")
-    parser.add_argument("--markdown", metavar="FILE")
+    parser = argparse.ArgumentParser(
+        prog="agentfsm conformance matrix",
+        description="One table of several providers' reports (the --out JSON of each run).",
+    )
+    parser.add_argument(
+        "reports", nargs="+", metavar="REPORT.json", help="the reports, one column each"
+    )
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table here")
     args = parser.parse_args(argv)
     try:
         reports = [Report.from_dict(json.loads(Path(p).read_text("utf-8"))) for p in args.reports]
@@ -244,12 +254,17 @@ def _wire_files(out: str, wire: str, several: bool) -> Path:
 
 
 def _corpus(argv: Sequence[str]) -> int:
-    from agentfsm.conformance import RecordedTarget, report_markdown, run_corpus
-    from agentfsm.conformance._bundled import CorpusMissingError, bundled_corpus
-    from agentfsm.conformance._context import Wire
-    from agentfsm.conformance._corpus import corpus_wires
-    from agentfsm.conformance._replay_vcr import ADAPTERS  # the recorded adapter of a wire
-    from agentfsm.engine._protocols import ChatFn
+    from agentfsm.conformance import (
+        ADAPTERS,  # the recorded adapter of a wire
+        CorpusMissingError,
+        RecordedTarget,
+        Wire,
+        bundled_corpus,
+        corpus_wires,
+        report_markdown,
+        run_corpus,
+    )
+    from agentfsm.engine import ChatFn
 
     parser = argparse.ArgumentParser(
         prog="agentfsm conformance corpus",
@@ -269,10 +284,14 @@ def _corpus(argv: Sequence[str]) -> int:
         "recording through its own wire's adapter)",
     )
     parser.add_argument(
-        "--out", metavar="report.json", help="with several wires: report.<wire>.json each"
+        "--out",
+        metavar="report.json",
+        help="write the report as JSON here (with several wires: report.<wire>.json each)",
     )
     parser.add_argument(
-        "--markdown", metavar="FILE", help="with several wires: FILE's name with .<wire> each"
+        "--markdown",
+        metavar="FILE",
+        help="write the report as Markdown here (with several wires: FILE's name with .<wire>)",
     )
     args = parser.parse_args(argv)
     try:
@@ -345,14 +364,18 @@ def _probe_parser() -> argparse.ArgumentParser:
         "it: the decisive checks re-run with the adapter built under it.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:4000/v1")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--api-key-env", metavar="VAR")
+    parser.add_argument("--model", required=True, help="the model name the server serves")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the API key (never written to a report)",
+    )
     parser.add_argument(
         "--wire",
         type=_wire_name,
         choices=WIRE_NAMES,
         default="openai-chat",
-        help="openai-chat (or chat), anthropic, openai-responses (or responses)",
+        help="openai-chat (or chat; the default), anthropic, openai-responses (or responses)",
     )
     parser.add_argument(
         "--write-settings",
@@ -363,15 +386,17 @@ def _probe_parser() -> argparse.ArgumentParser:
         "reads: PATH is a workspace folder (default: .) or the settings file",
     )
     parser.add_argument(
-        "--timeout", type=float, default=120, metavar="SECONDS", help="per probe request"
+        "--timeout",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="per probe request (default: 120)",
     )
     return parser
 
 
 def _probe(argv: Sequence[str]) -> int:
-    from agentfsm.conformance._probe import ProbeError, probe
-    from agentfsm.conformance._probe_verify import profile_text, verify, write_settings
-    from agentfsm.conformance._report import MARKS
+    from agentfsm.conformance import MARKS, ProbeError, probe, profile_text, verify, write_settings
 
     args = _probe_parser().parse_args(argv)
     key = None

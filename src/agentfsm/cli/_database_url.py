@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ._run_cmd import UsageError
+from ._errors import UsageError
 
 __all__ = ["POSTGRES_SCHEMES", "TIMEOUT_ENV", "check_database_url", "connect_timeout"]
 
@@ -171,7 +171,7 @@ def check_database_url(url: str | None, *, create: bool = True) -> str:
     ``create`` is false) or that the server answers and takes the credentials (PostgreSQL).
     Raises :class:`DatabaseUrlError` (a :class:`UsageError`) with a one-line reason."""
     if url is None:
-        from agentfsm.adapters.sessions._location import state_home
+        from agentfsm.adapters.sessions import state_home
 
         url = f"sqlite:///{state_home() / 'agentfsm' / 'durable.sqlite'}"
     if not url or len(url) > 4000 or any(c.isspace() or not c.isprintable() for c in url):

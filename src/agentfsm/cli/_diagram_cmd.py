@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, overload
 
-from agentfsm.engine._machine import AgentLoopMachine
-from agentfsm.engine._policy import PolicySet, policy_name
+from agentfsm.engine import AgentLoopMachine, PolicySet, policy_name
 
 __all__ = [
     "DiagramDirection",

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.adapters.durable import (
+    APPLICATION_VERSION,
+    UNFINISHED,
     DurableEvent,
     DurableRuntime,
     RunInfo,
@@ -35,25 +37,24 @@ from agentfsm.adapters.durable import (
     result,
     resume,
     retry_session_path,
+    spec_of,
     submit,
 )
-from agentfsm.adapters.durable._queue import APPLICATION_VERSION
-from agentfsm.adapters.durable._workflow import UNFINISHED, spec_of
-from agentfsm.adapters.providers._local import LOCAL_CONTEXT_TOKENS
+from agentfsm.adapters.providers import LOCAL_CONTEXT_TOKENS
 from agentfsm.adapters.sessions import SessionStore
 from agentfsm.agent import Agent, WorkspacePreamble
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._text import printable
+from agentfsm.engine import AgentEmitter, LoopOutcome, printable
 
 from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
 from ._database_url import check_database_url
+from ._errors import UsageError
 from ._logfile import KEY_ENVS, logs_to_file
 from ._render import QuietRenderer
 from ._report import RunTally, describe_failure, run_end
 from ._run_html import attach_picture
 from ._settings_trust import check_submitted, read_run_settings
+from ._terminal import one_line
 
 __all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
 
@@ -110,7 +111,7 @@ class _Command:
 
         line = f"agentfsm {self.name}: task {DBOS.workflow_id!r} failed: "
         line += f"{type(error).__name__}: {error}"
-        print(run_cmd._one_line(line, 500), file=sys.stderr, flush=True)
+        print(one_line(line, 500), file=sys.stderr, flush=True)
 
     def warn_unsandboxed(self) -> None:
         with self.lock:
@@ -258,7 +259,7 @@ def run_durable(args: argparse.Namespace) -> int:
     """``agentfsm run --durable``: the run as a DBOS workflow; returns the exit code."""
     try:
         if args.resume is not None:
-            raise run_cmd.UsageError(
+            raise UsageError(
                 "--durable starts a new run; resume one with `agentfsm runs resume ID`"
             )
         run_cmd.check_prompt(args.prompt)
@@ -273,8 +274,8 @@ def run_durable(args: argparse.Namespace) -> int:
         run_cmd.quirks(args, settings)  # a bad profile too
         option = "--session-dir" if args.session_dir else "session folder"
         run_cmd.ensure_session_dir(session_dir, option)
-    except run_cmd.UsageError as error:
-        print(f"agentfsm run: {run_cmd._one_line(str(error))}", file=sys.stderr)
+    except UsageError as error:
+        print(f"agentfsm run: {one_line(str(error))}", file=sys.stderr)
         return 2
     handle = SessionStore(session_dir).new_handle()
     options: dict[str, Any] = {name: getattr(args, name) for name in _OPTIONS}
@@ -339,7 +340,7 @@ def _list(args: argparse.Namespace) -> int:
         print("no unfinished durable runs" if not args.all else "no durable runs")
         return 0
     for info in runs:
-        prompt = run_cmd._one_line(info.prompt, 60)
+        prompt = one_line(info.prompt, 60)
         line = f"{info.run_id}  {info.status:<9} {info.steps:>4} steps  {prompt}"
         print(printable(line, sys.stdout))
     return 0
@@ -389,8 +390,8 @@ def runs(args: argparse.Namespace) -> int:
     """``agentfsm runs list|resume``; returns the exit code."""
     try:
         args.database_url = check_database_url(args.database_url, create=args.action != "list")
-    except run_cmd.UsageError as error:
-        print(f"agentfsm runs {args.action}: {run_cmd._one_line(str(error))}", file=sys.stderr)
+    except UsageError as error:
+        print(f"agentfsm runs {args.action}: {one_line(str(error))}", file=sys.stderr)
         return 2
     _command.begin("runs")
     try:
@@ -453,8 +454,8 @@ def _retry(args: argparse.Namespace) -> int:
         try:
             run_cmd._check_numbers(checked)
             run_cmd._check_inputs(checked, Path("."), None)
-        except run_cmd.UsageError as error:
-            print(f"agentfsm runs retry: {run_cmd._one_line(str(error))}", file=sys.stderr)
+        except UsageError as error:
+            print(f"agentfsm runs retry: {one_line(str(error))}", file=sys.stderr)
             return 2
     client = open_client(args.database_url)
     try:
@@ -472,7 +473,7 @@ def _retry(args: argparse.Namespace) -> int:
                 problem = f"its latest attempt {attempt.run_id} is {attempt.status}, not failed"
             if problem is not None or attempt is None or attempt.spec is None:
                 line = f"agentfsm runs retry: {run_id[:200]!r}: {problem}"
-                print(run_cmd._one_line(line), file=sys.stderr)
+                print(one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
         submitted = submit_tasks(tasks, client=client, retry_failed=True)

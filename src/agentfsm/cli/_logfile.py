@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentfsm.adapters.sessions._location import state_home
+from agentfsm.adapters.sessions import state_home
 
 from ._terminal import sanitize
 
@@ -41,8 +41,7 @@ class _Formatter(logging.Formatter):
     (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from agentfsm.adapters.providers._errors import redact
-        from agentfsm.adapters.providers._keys import Secret, registered_secrets
+        from agentfsm.adapters.providers import Secret, redact, registered_secrets
 
         secrets: list[str | Secret] = list(registered_secrets())
         secrets += [os.environ.get(name, "") for name in sorted(KEY_ENVS)]

@@ -35,25 +35,32 @@ _TIMEOUT_ENVS = (
 
 
 class _Exports:
-    """Counts the exports that failed, to report them in one line at the end."""
+    """Counts the exports that failed, per endpoint, to report them in one line at the end."""
 
     def __init__(self) -> None:
-        self.failed = 0
-        self.endpoints: list[str] = []
+        self.failed: dict[str, int] = {}
 
     def watch(self, exporter: Any) -> Any:
         """``exporter`` with its ``export`` counted (it keeps its class and settings)."""
         export = exporter.export
-        self.endpoints.append(str(getattr(exporter, "_endpoint", "") or "the collector"))
+        endpoint = str(getattr(exporter, "_endpoint", "") or "the collector")
 
         def counted(batch: Any, *args: Any, **kwargs: Any) -> Any:
             outcome = export(batch, *args, **kwargs)
             if getattr(outcome, "name", "") == "FAILURE":
-                self.failed += 1
+                self.failed[endpoint] = self.failed.get(endpoint, 0) + 1
             return outcome
 
         exporter.export = counted
         return exporter
+
+    def failures(self) -> str:
+        """``3 export(s) to URL and 1 to URL failed``, or ``""``."""
+        parts = [f"{n} to {where}" for where, n in self.failed.items()]
+        if not parts:
+            return ""
+        first, *rest = parts
+        return " and ".join([first.replace(" to ", " export(s) to ", 1), *rest]) + " failed"
 
 
 def _shutdown_within(seconds: float, *providers: Any) -> bool:
@@ -87,7 +94,7 @@ def otel_instrumentation(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from agentfsm.adapters.telemetry._instrumentation import Instrumentation
+    from agentfsm.adapters.telemetry import Instrumentation
 
     named = "OTEL_SERVICE_NAME" in os.environ or "service.name=" in os.environ.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""
@@ -108,8 +115,7 @@ def otel_instrumentation(
     finally:
         finished = _shutdown_within(SHUTDOWN_SECONDS, tracer_provider, meter_provider)
         if report is not None and (exports.failed or not finished):
-            where = exports.endpoints[0] if exports.endpoints else "the collector"
-            what = f"{exports.failed} export(s) to {where} failed" if exports.failed else ""
+            what = exports.failures()
             cut = f"the last export did not finish within {SHUTDOWN_SECONDS:g} s"
             report(
                 f"--otel: {what}{'; ' if what and not finished else ''}"

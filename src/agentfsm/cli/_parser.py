@@ -41,24 +41,29 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session-dir",
         metavar="DIR",
-        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+        help="where the sessions are (default: the workspace's folder under "
+        "$XDG_STATE_HOME/agentfsm/sessions)",
     )
 
 
 def _sessions_arguments(sessions: argparse.ArgumentParser) -> None:
     sessions_actions = sessions.add_subparsers(dest="action", required=True)
-    for action in ("list", "show"):
-        sub = sessions_actions.add_parser(action)
+    helps = {
+        "list": "the recorded sessions, newest first (the first is 'latest')",
+        "show": "one session's messages, tool calls and results",
+    }
+    for action, text in helps.items():
+        sub = sessions_actions.add_parser(action, help=text, description=text)
         if action == "show":
             sub.add_argument("ref", help="latest, an id, or a unique id prefix")
         _session_options(sub)
-        sub.add_argument("--json", action="store_true")
+        sub.add_argument("--json", action="store_true", help="one JSON document instead")
 
 
 def _trace_arguments(trace: argparse.ArgumentParser) -> None:
     trace.add_argument("ref", help="latest, an id, or a unique id prefix")
     _session_options(trace)
-    trace.add_argument("--json", action="store_true")
+    trace.add_argument("--json", action="store_true", help="one JSON document instead")
     trace.add_argument(
         "--html",
         metavar="FILE",
@@ -70,12 +75,12 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     runs_actions = runs.add_subparsers(dest="action", required=True)
     runs_list = runs_actions.add_parser("list", help="unfinished durable runs")
     runs_list.add_argument("--all", action="store_true", help="finished ones too")
-    runs_list.add_argument("--json", action="store_true")
+    runs_list.add_argument("--json", action="store_true", help="one JSON document instead")
     runs_resume = runs_actions.add_parser("resume", help="finish an unfinished durable run")
     runs_resume.add_argument("id", help="the run's id (agentfsm runs list)")
     runs_output = runs_resume.add_mutually_exclusive_group()
-    runs_output.add_argument("--json", action="store_true")
-    runs_output.add_argument("--quiet", action="store_true")
+    runs_output.add_argument("--json", action="store_true", help="events as JSON lines")
+    runs_output.add_argument("--quiet", action="store_true", help="print only the final answer")
     runs_retry = runs_actions.add_parser(
         "retry", help="run failed durable runs again, with this command line's provider"
     )
@@ -85,15 +90,28 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     runs_retry.add_argument("--quiet", action="store_true", help="no progress line")
     for sub in (runs_list, runs_resume, runs_retry):
         sub.add_argument(
-            "--database-url", metavar="URL", help="default: SQLite in the state folder"
+            "--database-url",
+            metavar="URL",
+            help="the DBOS system database of the durable runs (default: SQLite in "
+            "$XDG_STATE_HOME)",
         )
         _verbose_option(sub)
 
 
 def _diagram_arguments(diagram: argparse.ArgumentParser) -> None:
-    diagram.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
+    diagram.add_argument(
+        "--format",
+        choices=["mermaid", "dot", "svg", "png"],
+        default="mermaid",
+        help="mermaid (default); dot needs the diagrams extra; svg and png also Graphviz",
+    )
     diagram.add_argument("--out", help="write to this file (default: stdout for text formats)")
-    diagram.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
+    diagram.add_argument(
+        "--preset",
+        choices=["minimal", "coding-agent"],
+        default="coding-agent",
+        help="the policies --policies names (default: coding-agent)",
+    )
     diagram.add_argument(
         "--direction",
         choices=["TB", "LR"],
@@ -113,20 +131,54 @@ def _verbose_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="DBOS's and OpenTelemetry's logs on stderr (default: a log file, path printed)",
+        help="with --durable or --otel: DBOS's and OpenTelemetry's logs on stderr "
+        "(default: a log file, its path printed)",
+    )
+
+
+def _preset_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=["minimal", "coding-agent"],
+        default="coding-agent",
+        help="the policies: coding-agent (default: verify gate, pruning, loop health, wrap-up "
+        "…) or minimal (the turn budget only)",
+    )
+
+
+def _call_options(parser: argparse.ArgumentParser) -> None:
+    """What every chat call is sent with."""
+    parser.add_argument(
+        "--temperature", type=float, default=None, help="sampling temperature, 0 to 2"
+    )
+    parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")
+    parser.add_argument(
+        "--context-budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="compress older history past this many tokens (local model: 6144)",
     )
 
 
 def _retry_provider_options(parser: argparse.ArgumentParser) -> None:
     """The provider options of ``runs retry`` (none given: each run's own)."""
-    parser.add_argument("--provider", choices=["openai", "anthropic", "openai-compatible", "local"])
+    parser.add_argument(
+        "--provider",
+        choices=["openai", "anthropic", "openai-compatible", "local"],
+        help="default: each run's own",
+    )
     parser.add_argument("--model", help="model name")
     parser.add_argument("--base-url", help="API root, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--api-key-env", metavar="VAR", help="variable holding the API key")
-    parser.add_argument("--quirk", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
+    parser.add_argument(
+        "--quirk",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a field of the wire's quirk profile, as for agentfsm run (repeatable)",
+    )
+    _call_options(parser)
 
 
 def add_run_arguments(parser: Any) -> None:
@@ -166,12 +218,13 @@ def add_run_arguments(parser: Any) -> None:
         "--workspace", default=".", metavar="DIR", help="the project folder (default: .)"
     )
     parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed (default 20)")
-    parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
+    _preset_option(parser)
     parser.add_argument("--resume", metavar="latest|ID", help="continue a recorded session")
     parser.add_argument(
         "--session-dir",
         metavar="DIR",
-        help="default: the workspace's folder under $XDG_STATE_HOME/agentfsm/sessions",
+        help="where the sessions are (default: the workspace's folder under "
+        "$XDG_STATE_HOME/agentfsm/sessions)",
     )
     parser.add_argument(
         "--verify-command",
@@ -189,15 +242,7 @@ def add_run_arguments(parser: Any) -> None:
         help="run the model's commands without the OS sandbox (unsafe; printed loudly)",
     )
     add_trust_argument(parser)
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None, help="reply budget per call")
-    parser.add_argument(
-        "--context-budget",
-        type=int,
-        default=None,
-        metavar="TOKENS",
-        help="compress older history past this many tokens (local model: 6144)",
-    )
+    _call_options(parser)
     parser.add_argument(
         "--durable",
         action="store_true",
@@ -276,17 +321,23 @@ def _provider_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the project folder of tasks without a workspace (default: .)",
     )
-    parser.add_argument("--max-turns", type=int, default=20, help="LLM calls allowed per task")
-    parser.add_argument("--preset", choices=["minimal", "coding-agent"], default="coding-agent")
-    parser.add_argument("--verify-command", metavar="CMD")
-    parser.add_argument("--allow-network", action="store_true")
+    parser.add_argument(
+        "--max-turns", type=int, default=20, help="LLM calls allowed per task (default: 20)"
+    )
+    _preset_option(parser)
+    parser.add_argument(
+        "--verify-command", metavar="CMD", help="the check the verify gate runs, for every task"
+    )
+    parser.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="let sandboxed commands use the network (default: none)",
+    )
     parser.add_argument(
         "--no-sandbox", action="store_true", help="run the model's commands unsandboxed (unsafe)"
     )
     add_trust_argument(parser)
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--context-budget", type=int, default=None, metavar="TOKENS")
+    _call_options(parser)
     parser.add_argument(
         "--quirk",
         action="append",

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
-from . import _run_cmd as run_cmd
-from ._terminal import json_safe, sanitize
+from ._terminal import json_safe, one_line, sanitize
 
 if TYPE_CHECKING:
     from dbos import DBOSClient
@@ -95,11 +94,9 @@ def command_line(argv: Sequence[str] | None, extra: str | None = None) -> str:
 
 
 def _failure_line(command: str, found: TaskResult) -> str:
-    reason = run_cmd._one_line(found.error or found.stopped_reason or "no outcome", 300)
+    reason = one_line(found.error or found.stopped_reason or "no outcome", 300)
     run = f" (run {found.run})" if found.run else ""
-    return run_cmd._one_line(
-        f"agentfsm {command}: task {found.id!r}{run} {found.status}: {reason}", 500
-    )
+    return one_line(f"agentfsm {command}: task {found.id!r}{run} {found.status}: {reason}", 500)
 
 
 def work_queue(

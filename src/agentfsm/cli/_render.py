@@ -12,12 +12,16 @@ import json
 import sys
 from typing import Any, TextIO
 
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._messages import AssistantMessage
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._serialization import dumps, to_jsonable
-from agentfsm.engine._text import encodable, printable
-from agentfsm.policies._verify import NO_CHECK_COMMAND
+from agentfsm.engine import (
+    AgentEmitter,
+    AssistantMessage,
+    LoopOutcome,
+    dumps,
+    encodable,
+    printable,
+    to_jsonable,
+)
+from agentfsm.policies import NO_CHECK_COMMAND
 
 from ._shown_once import ShownOnce
 from ._terminal import StreamSanitizer, json_safe, sanitize
@@ -260,6 +264,8 @@ class HumanRenderer(Renderer):
                 self._say(words)  # a capped run's last words
         rows = _summary_rows(end)
         session = f"session: {end.get('session_path') or 'not recorded'}"
+        if end.get("session_error"):
+            session += f" (incomplete: {end['session_error']})"
         if end.get("html_path"):
             session += f"\npicture: {end['html_path']}"
         if self.console is None:
@@ -288,6 +294,7 @@ def _outcome_end(outcome: LoopOutcome) -> dict[str, Any]:
         "usage": to_jsonable(outcome.usage),
         "stop": {"policy": stop.policy, "reason": stop.reason} if stop else None,
         "session_path": outcome.session_path,
+        "session_error": outcome.session_error,
     }
 
 

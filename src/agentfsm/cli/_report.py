@@ -16,13 +16,17 @@ from urllib.parse import urlsplit
 
 from attrs import define, frozen
 
-from agentfsm.adapters.providers._errors import redact
-from agentfsm.agent._hooks import RunStop
-from agentfsm.engine._errors import error_name
-from agentfsm.engine._events import AgentEmitter, LlmEndEvent, ToolCallStartEvent
-from agentfsm.engine._messages import Usage
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._serialization import to_jsonable
+from agentfsm.adapters.providers import redact
+from agentfsm.agent import RunStop
+from agentfsm.engine import (
+    AgentEmitter,
+    LlmEndEvent,
+    LoopOutcome,
+    ToolCallStartEvent,
+    Usage,
+    error_name,
+    to_jsonable,
+)
 
 __all__ = ["Endpoint", "RunTally", "describe_failure", "run_end"]
 
@@ -138,6 +142,7 @@ def run_end(
     session: Path | None = None,
     resumed_from: Path | None = None,
     error: dict[str, Any] | None = None,
+    session_error: str | None = None,
 ) -> dict[str, Any]:
     """The ``run_end`` object: the last line of ``--json`` and what the summary shows."""
     usage = outcome.usage if outcome is not None else None
@@ -154,6 +159,7 @@ def run_end(
         "stop": {"policy": stop.policy, "reason": stop.reason} if stop is not None else None,
         "session_id": session.stem if session is not None else None,
         "session_path": str(session) if session is not None else None,
+        "session_error": session_error or (outcome.session_error if outcome else None),
         "resumed_from": resumed_from.stem if resumed_from is not None else None,
         "error": error,
     }

@@ -13,32 +13,41 @@ import sys
 from pathlib import Path
 
 from agentfsm.adapters.providers import (
-    AnthropicChat,
-    AnthropicQuirks,
-    OpenAIChat,
-    OpenAIQuirks,
-    OpenAIResponses,
-    ResponsesQuirks,
-)
-from agentfsm.adapters.providers._endpoints import WireName
-from agentfsm.adapters.providers._local import (
     LOCAL_CONTEXT_TOKENS,
     LOCAL_MODEL_NAME,
     LOCAL_QUIRKS,
+    AnthropicChat,
+    AnthropicQuirks,
     LocalModel,
     LocalModelUnavailable,
+    OpenAIChat,
+    OpenAIQuirks,
+    OpenAIResponses,
+    QuirkProfile,
+    ResponsesQuirks,
+    WireName,
+    parse_quirk,
+    quirk_profile,
 )
-from agentfsm.adapters.providers._profiles import QuirkProfile, parse_quirk, quirk_profile
-from agentfsm.adapters.sessions import SessionNotFound, default_session_dir, resolve_session
-from agentfsm.adapters.tools import detect_sandbox
-from agentfsm.adapters.tools._settings import Settings, SettingsError
-from agentfsm.adapters.tools._workspace import PROTECTED_DIR, SETTINGS_FILE
+from agentfsm.adapters.sessions import (
+    SessionHandle,
+    SessionNotFound,
+    default_session_dir,
+    resolve_session,
+)
+from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError, detect_sandbox
 from agentfsm.agent import Hooks
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._protocols import ChatFn
-from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, Unsandboxed
+from agentfsm.engine import ChatFn, LoopOutcome
+from agentfsm.sandbox import (
+    PROTECTED_DIR,
+    CommandSandbox,
+    SandboxUnavailable,
+    Unsandboxed,
+    check_workspace,
+)
 
 from ._agent_build import build_agent
+from ._errors import UsageError
 from ._parser import add_run_arguments as add_arguments
 from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
@@ -52,7 +61,7 @@ from ._settings_trust import (
     read_run_settings,
 )
 from ._shown_once import ShownOnce
-from ._terminal import sanitize
+from ._terminal import one_line
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -102,13 +111,11 @@ LOCAL_MAX_TOKENS = 512
 """Reply budget for the small local model, which otherwise rambles until its window is full."""
 
 
-class UsageError(Exception):
-    """Bad command-line input (exit code 2)."""
-
-
 def exit_code(outcome: LoopOutcome) -> int:
-    """0 final answer, 3 budget or policy stop, 130 interrupted."""
-    return {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+    """0 final answer, 3 budget or policy stop, 130 interrupted; 1 when the run's session
+    could not be recorded (unless interrupted)."""
+    code = {"final": 0, "budget": 3, "policy": 3, "aborted": 130}[outcome.stopped_reason]
+    return 1 if outcome.session_error is not None and code != 130 else code
 
 
 def _provider(args: argparse.Namespace) -> str:
@@ -333,17 +340,22 @@ async def _run(
         reason: str,
         code: int,
         outcome: LoopOutcome | None = None,
-        session: Path | None = None,
+        session: SessionHandle | None = None,
         error: BaseException | None = None,
     ) -> int:
+        lost = session.error if session is not None else None
         end = run_end(
             stopped_reason=reason,
             exit_code=code,
             tally=tally,
             outcome=outcome,
-            session=session,
+            # a run that recorded nothing left no file (see SessionHandle.remove_if_empty)
+            session=session.path if session is not None and session.path.exists() else None,
             resumed_from=parent,
             error=describe_failure(error, endpoint, secrets) if error is not None else None,
+            session_error=None
+            if lost is None
+            else "a record could not be written: " + " ".join(str(lost.strerror or lost).split()),
         )
         # The human summary always gives the picture's path; --json and --quiet only when
         # asked for with --html (their output is for programs).
@@ -403,13 +415,13 @@ async def _run(
         except (SessionNotFound, NotADirectoryError) as error:
             raise UsageError(str(error)) from None
         except asyncio.CancelledError as error:
-            return finish("aborted", 130, session=handle.path, error=error)
+            return finish("cancelled", 130, session=handle, error=error)
         except Exception as error:  # reported once, as a documented kind (ProviderError, …)
-            return finish("failed", 1, session=handle.path, error=error)
+            return finish("failed", 1, session=handle, error=error)
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
-    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle.path)
+    return finish(outcome.stopped_reason, exit_code(outcome), outcome, handle)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -449,6 +461,7 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     try:
         if not workspace.is_dir():
             raise UsageError(f"--workspace {args.workspace[:200]!r} is not a folder")
+        check_workspace(workspace)
         session_dir = (
             _folder("--session-dir", args.session_dir)
             if args.session_dir
@@ -456,6 +469,8 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
         )
         if session_dir.exists() and not session_dir.is_dir():
             raise UsageError(f"--session-dir {args.session_dir[:200]!r} is not a folder")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot use the given folders: {error.strerror or error}") from None
     return workspace, session_dir
@@ -537,25 +552,8 @@ def run_settings(command: str, args: argparse.Namespace, workspace: Path) -> Run
     return found
 
 
-def _one_line(text: str, limit: int = 500) -> str:
-    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
-    line = " ".join(sanitize(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
     """Run ``agentfsm run``; returns the exit code."""
-    if getattr(args, "otel", False):
-        from ._otel import run_with_otel  # needs the cli-otel extra
-
-        return run_with_otel(args, lambda args: run(args, chat_override))
-    if getattr(args, "durable", False):
-        if chat_override is not None:
-            print("agentfsm run: --durable builds its provider from the options", file=sys.stderr)
-            return 2
-        from . import _durable_cmd as durable_cmd  # needs the durable extra (dbos)
-
-        return durable_cmd.run_durable(args)
     try:
         check_prompt(args.prompt)
         _check_numbers(args)
@@ -585,7 +583,7 @@ def run(args: argparse.Namespace, chat_override: ChatFn | None = None) -> int:
         finally:
             engine_log.removeFilter(reported)
     except UsageError as error:
-        print(f"agentfsm run: {_one_line(str(error))}", file=sys.stderr)
+        print(f"agentfsm run: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ JSON with ``<``, ``>``, ``&`` and U+2028/U+2029 escaped, and the script sets tex
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -81,7 +82,15 @@ def render_run(session_path: str | Path, out: str | Path | None = None) -> str:
     """
     page = page_html(read_run_view(session_path))
     if out is not None:
-        Path(out).write_text(page, "utf-8")
+        target = Path(out)
+        # Whole or not at all: a full disk leaves no empty or cut picture behind.
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            temporary.write_text(page, "utf-8")
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
     return page
 
 
@@ -94,6 +103,8 @@ def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool
     session = end.get("session_path")
     if not session or not (out or beside_session):
         return
+    if not out and end.get("session_error"):
+        return  # the session folder just refused a write: no second complaint about it
     target = Path(out if out else Path(session).with_suffix(".html")).resolve()
     try:
         render_run(session, target)

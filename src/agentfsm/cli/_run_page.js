@@ -93,15 +93,16 @@
     each(turns, function (turn) {
       calls += turn.tool_calls.length;
     });
-    var rows = [
-      ["session", data.session],
-      ["files", data.files.join(" \u2192 ")],
+    var rows = [["session", data.session]];
+    // a resumed session: the files it continued, oldest first (the session is the last)
+    if (data.files.length > 1) rows.push(["resumed from", data.files.slice(0, -1).join(" \u2192 ")]);
+    rows = rows.concat([
       ["runs", runs.length],
       ["turns", turns.length],
       ["tool calls", calls],
       ["tokens", num(usage.input_tokens) + " in, " + num(usage.output_tokens) + " out"],
       ["ended", last ? (last.stopped_reason || "unfinished (no run_end)") : "no run recorded"],
-    ];
+    ]);
     if (last && last.error) rows.push(["error", last.error]);
     each(rows, function (row) {
       box.appendChild(el("dt", null, row[0]));

@@ -14,26 +14,43 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from agentfsm.engine._machine import AgentLoopMachine
+from agentfsm.engine import AgentLoopMachine
 
 __all__ = ["machine_edges", "machine_svg"]
 
 _HEIGHT = 34
-_RANK_GAP = 96
+_RANK_GAP = 112
 _GAP = 36
-_LANE = 22
+_LANE = 30
 _CHAR = 7.6
 
 
 def machine_edges(machine: type[Any] = AgentLoopMachine) -> dict[str, list[str]]:
     """Each edge ``"source>target"`` of ``machine`` with the guards of its transitions
-    (``"-"`` for one without a guard), in declaration order."""
+    (``"-"`` for one without a guard), in declaration order.
+
+    A guard reads as the condition under which the edge is taken: transitions are tried in
+    declaration order, so one whose guards are an earlier transition's (of the same event)
+    but one gets that one's negation too: ``llm_end``'s ``has_tool_calls`` edge to
+    ``budget``, after ``has_tool_calls, !last_turn`` to ``run_tools``, is
+    ``has_tool_calls, last_turn``."""
     edges: dict[str, list[str]] = {}
     for state in machine.states:
+        earlier: list[tuple[set[str], list[str]]] = []
         for transition in state.transitions:
             guards = [str(c) for c in transition.cond]
+            events = [str(e) for e in transition.events]
+            taken = list(guards)
+            for before, before_events in earlier:
+                extra = before - set(guards)
+                if guards and before_events == events and len(extra) == 1 and before > set(guards):
+                    [literal] = extra
+                    negation = literal[1:] if literal.startswith("!") else f"!{literal}"
+                    if negation not in taken:
+                        taken.append(negation)
+            earlier.append((set(guards), events))
             for target in transition.targets:
-                edges.setdefault(f"{state.id}>{target.id}", []).append(", ".join(guards) or "-")
+                edges.setdefault(f"{state.id}>{target.id}", []).append(", ".join(taken) or "-")
     return edges
 
 
@@ -79,6 +96,56 @@ def _bezier(t: float, *points: tuple[float, float]) -> tuple[float, float]:
     return x, y
 
 
+_ALONG = (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88)
+"""Where along an edge its label may go (fractions of its length), in order of preference."""
+
+
+def _on_line(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points of a line (``points``, evenly spaced enough) at :data:`_ALONG`."""
+    return [points[round(f * (len(points) - 1))] for f in _ALONG]
+
+
+def _label_box(spot: tuple[float, float], guard: str) -> tuple[float, float, float, float]:
+    """The room a label centred on its edge at ``spot`` takes: the guard (10 px) and the
+    count below it."""
+    w = max(len(guard) * 5.8, 30.0) / 2
+    x, y = spot
+    return x - w, y - 7, x + w, y + 19
+
+
+def _line(a: tuple[float, float], b: tuple[float, float]) -> list[tuple[float, float]]:
+    """Points every 8 px or so on the segment ``a``-``b``."""
+    steps = max(1, int(max(abs(b[0] - a[0]), abs(b[1] - a[1])) / 8))
+    return [
+        (a[0] + (b[0] - a[0]) * i / steps, a[1] + (b[1] - a[1]) * i / steps)
+        for i in range(steps + 1)
+    ]
+
+
+def _crowding(
+    spot: tuple[float, float],
+    box: tuple[float, float, float, float],
+    states: list[tuple[float, float, float, float]],
+    labels: list[tuple[float, float, float, float]],
+    points: list[tuple[float, float]],
+    width: float,
+) -> float:
+    """How much a label at ``box`` would cover: state boxes and other labels weigh most,
+    then another edge passing close to where it starts (the count would read as that
+    edge's), then other edges' lines, then leaving the drawing."""
+
+    def overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+        w = min(a[2], b[2]) - max(a[0], b[0])
+        h = min(a[3], b[3]) - max(a[1], b[1])
+        return w * h if w > 0 and h > 0 else 0.0
+
+    score = sum(overlap(box, s) for s in states) * 10 + sum(overlap(box, o) for o in labels) * 10
+    score += 40 * sum(1 for px, py in points if box[0] <= px <= box[2] and box[1] <= py <= box[3])
+    score += 400 * sum(1 for px, py in points if abs(px - spot[0]) < 14 and abs(py - spot[1]) < 14)
+    score += 10 * (max(0.0, -box[0]) + max(0.0, box[2] - width)) * (box[3] - box[1])
+    return score
+
+
 def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
     """The drawing of ``machine`` (the agent loop by default) as an inline ``<svg>``."""
     states = list(machine.states)
@@ -121,6 +188,17 @@ def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
         ),
         "</defs>",
     ]
+    boxes = [
+        (
+            x[n] - width[n] / 2 - 4,
+            y[n] - _HEIGHT / 2 - 4,
+            x[n] + width[n] / 2 + 4,
+            y[n] + _HEIGHT / 2 + 4,
+        )
+        for n in ids
+    ]
+    drawn: list[tuple[str, str, list[tuple[float, float]], list[tuple[float, float]]]] = []
+    labels_of: dict[str, str] = {}
     lane = 0
     for (source, target), key in zip(pairs, guards, strict=True):
         sx, sy, tx, ty = x[source], y[source], x[target], y[target]
@@ -133,7 +211,12 @@ def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
                 f"{sy - 20:.1f} L{lx:.1f},{ty + 20:.1f} C{lx:.1f},{ty:.1f} {lx:.1f},"
                 f"{ty:.1f} {bx:.1f},{ty:.1f}"
             )
-            label_x, label_y, anchor = lx + 4.0, (sy + ty) / 2, "start"
+            points = [
+                *_line((ax, sy), (lx, sy)),
+                *_line((lx, sy), (lx, ty)),
+                *_line((lx, ty), (bx, ty)),
+            ]
+            spots = _on_line(points)
         else:
             top, bottom = sy + _HEIGHT / 2, ty - _HEIGHT / 2
             bend = (bottom - top) / 2
@@ -141,19 +224,30 @@ def machine_svg(machine: type[Any] = AgentLoopMachine) -> str:
                 f"M{sx:.1f},{top:.1f} C{sx:.1f},{top + bend:.1f} {tx:.1f},"
                 f"{bottom - bend:.1f} {tx:.1f},{bottom:.1f}"
             )
-            # the label half a rank below the source: edges of different lengths that
-            # cross the same band keep their labels apart
-            t = 0.5 * _RANK_GAP / max(ty - sy, _RANK_GAP)
-            px, py = _bezier(t, (sx, top), (sx, top + bend), (tx, bottom - bend), (tx, bottom))
-            anchor = "end" if tx < sx - 1 else "start"
-            label_x, label_y = px + (-6.0 if anchor == "end" else 6.0), py
+            curve = ((sx, top), (sx, top + bend), (tx, bottom - bend), (tx, bottom))
+            points = [_bezier(i / 24, *curve) for i in range(25)]
+            spots = _on_line(points)
         guard = " | ".join(g for g in guards[key] if g != "-")
+        drawn.append((key, d, points, spots))
+        labels_of[key] = guard
+    placed: list[tuple[float, float, float, float]] = []
+    for key, d, _points, spots in drawn:
+        guard = labels_of[key]
+        others = [pt for k, _, pts, _ in drawn if k != key for pt in pts]
+        spot = min(
+            spots,
+            key=lambda spot: _crowding(
+                spot, _label_box(spot, guard), boxes, placed, others, total_w
+            ),
+        )
+        placed.append(_label_box(spot, guard))
+        sx, sy = spot
         parts.append(
             f'<g class="edge" data-edge="{escape(key)}"><title>{escape(key)}</title>'
             f'<path d="{d}" marker-end="url(#arrow)"/>'
-            f'<text x="{label_x:.1f}" y="{label_y:.1f}" text-anchor="{anchor}" '
+            f'<text x="{sx:.1f}" y="{sy + 3:.1f}" text-anchor="middle" '
             f'class="guard">{escape(guard)}</text>'
-            f'<text x="{label_x:.1f}" y="{label_y + 12:.1f}" text-anchor="{anchor}" '
+            f'<text x="{sx:.1f}" y="{sy + (15 if guard else 4):.1f}" text-anchor="middle" '
             f'class="count"></text></g>'
         )
     for node in ids:

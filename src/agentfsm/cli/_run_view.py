@@ -14,9 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentfsm.adapters.sessions import SessionNotFound, is_session_file
-from agentfsm.adapters.sessions._lines import iter_session_records
-from agentfsm.engine._history import TURN_BUDGET_EXHAUSTED
+from agentfsm.adapters.sessions import SessionNotFound, is_session_file, iter_session_records
+from agentfsm.engine import TURN_BUDGET_EXHAUSTED
 
 __all__ = ["MAX_CHAIN", "MAX_TEXT_CHARS", "END_STATES", "read_run_view", "session_chain"]
 
@@ -399,7 +398,7 @@ def read_run_view(path: str | Path) -> dict[str, Any]:
     verdicts: dict[str, dict[str, int]] = {}
     for run in reader.runs:
         numbers = run["turns"]
-        if numbers and run["stopped_reason"] in ("aborted", "failed"):
+        if numbers and run["stopped_reason"] in ("aborted", "failed", "cancelled"):
             why = f": {run['error']}" if run.get("error") else ""
             reader.turns[numbers[-1]]["events"].append(
                 {"kind": "stop", "text": f"run {run['stopped_reason']}{why}"}

@@ -11,14 +11,14 @@ those options the command line leaves out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentfsm.adapters.sessions._lines import iter_session_records
-from agentfsm.adapters.sessions._store import SessionHandle
-from agentfsm.engine._events import AgentEmitter, TurnStartEvent
+from agentfsm.adapters.sessions import SessionHandle, iter_session_records
+from agentfsm.engine import AgentEmitter, TurnStartEvent
 
 __all__ = ["adopt_session_provider", "record_provider", "recordable_url"]
 
@@ -50,7 +50,8 @@ def record_provider(
     def on_turn_start(event: TurnStartEvent) -> None:
         for stop in unsubscribe:
             stop()
-        handle.write_meta(meta)
+        with contextlib.suppress(OSError):  # kept as handle.error, reported when the run ends
+            handle.write_meta(meta)
 
     unsubscribe.append(emitter.on("turn_start", on_turn_start))
     return unsubscribe[0]

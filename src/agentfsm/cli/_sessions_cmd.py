@@ -14,8 +14,7 @@ from agentfsm.adapters.sessions import (
     session_files,
     trace_session,
 )
-from agentfsm.engine._messages import AssistantMessage, ToolMessage
-from agentfsm.engine._text import printable
+from agentfsm.engine import AssistantMessage, ToolMessage, printable
 
 from ._terminal import sanitize
 

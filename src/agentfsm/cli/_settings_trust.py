@@ -35,17 +35,18 @@ from typing import Any
 
 import attrs
 
-from agentfsm.adapters.sessions._location import state_home
-from agentfsm.adapters.tools._settings import (
+from agentfsm.adapters.sessions import state_home
+from agentfsm.adapters.tools import (
     MAX_SETTINGS_BYTES,
+    SETTINGS_FILE,
     SandboxSettings,
     Settings,
     SettingsError,
     parse_settings,
     read_settings_file,
 )
-from agentfsm.adapters.tools._workspace import PROTECTED_DIR, SETTINGS_FILE
-from agentfsm.engine._files import read_small_file
+from agentfsm.engine import read_small_file
+from agentfsm.sandbox import PROTECTED_DIR
 
 from ._parser import TRUST_FLAG
 from ._terminal import sanitize

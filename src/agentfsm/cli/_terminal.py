@@ -27,7 +27,7 @@ import re
 import sys
 from collections.abc import Iterator
 
-__all__ = ["StreamSanitizer", "json_safe", "sanitize", "sanitized_logging"]
+__all__ = ["StreamSanitizer", "json_safe", "one_line", "sanitize", "sanitized_logging"]
 
 _GROUND, _ESC, _CSI, _STRING, _STRING_ESC, _ESCAPE_TAIL = range(6)
 
@@ -145,6 +145,12 @@ def sanitize(text: str) -> str:
     if _SPECIAL.search(text) is None:
         return text
     return StreamSanitizer().feed(text)
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """``text`` on one line, sanitized for a terminal, cut at ``limit`` characters."""
+    line = " ".join(sanitize(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def json_safe(line: str) -> str:

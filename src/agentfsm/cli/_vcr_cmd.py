@@ -62,8 +62,7 @@ def replay_vcr_main(argv: Sequence[str]) -> int:
     """Run ``replay-vcr``: 0 when no exchange differs, crashed or could not be read
     (unjudged ones and skipped files are reported, not failed), 1 otherwise or when no
     exchange could be judged, 2 when the folder is missing or a report cannot be written."""
-    from agentfsm.conformance._replay_vcr import replay_vcr
-    from agentfsm.conformance._vcr_report import vcr_markdown, vcr_text
+    from agentfsm.conformance import replay_vcr, vcr_markdown, vcr_text
 
     args = _parser().parse_args(argv)
     folder = Path(args.folder)

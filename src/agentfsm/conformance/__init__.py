@@ -9,7 +9,8 @@ to subclass; ``agentfsm conformance`` runs them from the command line and merges
 into a matrix. ``replay_vcr`` replays users' own cassettes (VCR.py, HAR) through the adapters.
 """
 
-from agentfsm._deprecated import package_getattr as _package_getattr
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._bundled import CorpusMissingError, bundled_corpus, index_problems
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
@@ -28,6 +29,21 @@ from ._model import (
 from ._replay_vcr import VcrDifference, VcrReport, VcrResult, replay_vcr
 from ._report import matrix_markdown, report_markdown
 from ._runner import run_check, run_checks
+
+if _TYPE_CHECKING:  # offered to the command line only, loaded when it asks (not in __all__)
+    from ._context import Wire as Wire
+    from ._corpus import corpus_wires as corpus_wires
+    from ._hints import probe_suggestion as probe_suggestion
+    from ._probe import ProbeError as ProbeError
+    from ._probe import probe as probe
+    from ._probe_verify import DECISIVE as DECISIVE
+    from ._probe_verify import profile_text as profile_text
+    from ._probe_verify import verify as verify
+    from ._probe_verify import write_settings as write_settings
+    from ._replay_vcr import ADAPTERS as ADAPTERS
+    from ._report import MARKS as MARKS
+    from ._vcr_report import vcr_markdown as vcr_markdown
+    from ._vcr_report import vcr_text as vcr_text
 
 __all__ = [
     "ALL_CHECKS",
@@ -63,7 +79,22 @@ __all__ = [
     "tool_delta",
 ]
 
-_deprecated = _package_getattr(__name__)
+_OFFERED = {
+    "ADAPTERS": "_replay_vcr",
+    "DECISIVE": "_probe_verify",
+    "MARKS": "_report",
+    "ProbeError": "_probe",
+    "Wire": "_context",
+    "corpus_wires": "_corpus",
+    "probe": "_probe",
+    "probe_suggestion": "_hints",
+    "profile_text": "_probe_verify",
+    "vcr_markdown": "_vcr_report",
+    "vcr_text": "_vcr_report",
+    "verify": "_probe_verify",
+    "write_settings": "_probe_verify",
+}
+"""Names the command line imports from the kit, and the module of each."""
 
 
 def __getattr__(name: str) -> object:
@@ -76,4 +107,6 @@ def __getattr__(name: str) -> object:
         from ._pytest_plugin import ProviderConformance
 
         return ProviderConformance
-    return _deprecated(name)
+    if name in _OFFERED:
+        return getattr(_import_module(f"{__name__}.{_OFFERED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

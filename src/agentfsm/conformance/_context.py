@@ -11,24 +11,23 @@ from typing import Any, Literal, TypeAlias
 import httpx
 from attrs import Attribute, define, evolve, field, frozen
 
-from agentfsm._deprecated import package_getattr
 from agentfsm.adapters.providers import (
     AnthropicChat,
     AnthropicQuirks,
+    EventAccumulator,
     OpenAIChat,
     OpenAIQuirks,
     OpenAIResponses,
+    QuirkProfile,
+    ResponseAccumulator,
     ResponsesQuirks,
     RetryPolicy,
+    StreamAccumulator,
     Timeouts,
     endpoint_url,
+    quirk_names,
 )
-from agentfsm.adapters.providers._anthropic_wire import EventAccumulator
-from agentfsm.adapters.providers._openai_wire import StreamAccumulator
-from agentfsm.adapters.providers._profiles import QuirkProfile, quirk_names
-from agentfsm.adapters.providers._responses_wire import ResponseAccumulator
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec, UserMessage
-from agentfsm.engine._protocols import ChatDelta, ChatFn
+from agentfsm.engine import ChatDelta, ChatFn, ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ._model import Capabilities
@@ -372,6 +371,3 @@ class _WithClient:
             await self._adapter.aclose()
         finally:
             await self._client.aclose()
-
-
-__getattr__ = package_getattr("agentfsm.conformance.context")  # the old module path's renamed names

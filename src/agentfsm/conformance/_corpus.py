@@ -19,10 +19,13 @@ from pathlib import Path
 
 from attrs import define, field
 
-from agentfsm.adapters.providers import load_wire_fixture
-from agentfsm.adapters.providers._replay import RecordedResponse, WireFixture, fixture_wire
-from agentfsm.engine._messages import UserMessage
-from agentfsm.engine._protocols import ChatDelta, ChatFn
+from agentfsm.adapters.providers import (
+    RecordedResponse,
+    WireFixture,
+    fixture_wire,
+    load_wire_fixture,
+)
+from agentfsm.engine import ChatDelta, ChatFn, UserMessage
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ._bundled import INDEX, CorpusMissingError, bundled_corpus, corpus_index

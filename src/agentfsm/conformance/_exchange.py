@@ -18,9 +18,8 @@ from typing import Any, TypeAlias
 
 from attrs import define, field, frozen
 
-from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.providers._replay import RecordedResponse
-from agentfsm.engine._messages import ChatResult
+from agentfsm.adapters.providers import ProviderError, RecordedResponse
+from agentfsm.engine import ChatResult
 
 from ._context import Wire
 

@@ -15,13 +15,17 @@ from typing import Any, Literal, overload
 import httpx
 from attrs import define, evolve, field
 
-from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, endpoint_url
-from agentfsm.adapters.providers._anthropic import ANTHROPIC_VERSION
-from agentfsm.adapters.providers._anthropic_wire import parse_message
-from agentfsm.adapters.providers._endpoints import WireName
-from agentfsm.adapters.providers._openai_wire import parse_completion
-from agentfsm.adapters.providers._profiles import QuirkProfile
-from agentfsm.engine._messages import ChatResult
+from agentfsm.adapters.providers import (
+    ANTHROPIC_VERSION,
+    AnthropicQuirks,
+    OpenAIQuirks,
+    QuirkProfile,
+    WireName,
+    endpoint_url,
+    parse_completion,
+    parse_message,
+)
+from agentfsm.engine import ChatResult
 
 from ._context import fold_payloads
 from ._record import scrub

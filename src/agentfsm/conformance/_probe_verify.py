@@ -13,10 +13,15 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
-from agentfsm.adapters.providers._endpoints import WireName
-from agentfsm.adapters.providers._profiles import QuirkProfile, changed_quirks
-from agentfsm.adapters.tools._workspace import SETTINGS_FILE
+from agentfsm.adapters.providers import (
+    AnthropicQuirks,
+    OpenAIQuirks,
+    QuirkProfile,
+    ResponsesQuirks,
+    WireName,
+    changed_quirks,
+)
+from agentfsm.adapters.tools import SETTINGS_FILE
 
 from ._checks import by_id
 from ._context import LiveContext, LiveTarget

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agentfsm.engine._protocols import ChatFn
+from agentfsm.engine import ChatFn
 
 from ._context import LiveContext, LiveTarget, RecordedTarget, Wire
 from ._model import Capabilities, Check, CheckResult

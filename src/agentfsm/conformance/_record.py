@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from attrs import define, field
 
-from agentfsm.adapters.providers._errors import redact
-from agentfsm.adapters.providers._replay import fixture_body, path_wire
+from agentfsm.adapters.providers import fixture_body, path_wire, redact
 
 if TYPE_CHECKING:
     from ._context import LiveTarget

@@ -39,11 +39,10 @@ from agentfsm.adapters.providers import (
     OpenAIChat,
     OpenAIResponses,
     ProviderError,
+    RecordedResponse,
     RetryPolicy,
 )
-from agentfsm.adapters.providers._replay import RecordedResponse
-from agentfsm.engine._messages import ChatResult, Usage
-from agentfsm.engine._protocols import ChatDelta, ChatFn
+from agentfsm.engine import ChatDelta, ChatFn, ChatResult, Usage
 from agentfsm.testing import FakeProviderServer
 
 from ._corpus import replay_call, served_reply
@@ -224,7 +223,7 @@ class VcrReport:
         return self.judged > 0 and not bad and not self.unreadable
 
     def as_dict(self) -> dict[str, Any]:
-        from agentfsm import __version__
+        from agentfsm._version import __version__
 
         return {
             "format": "agentfsm.vcr-replay/1",

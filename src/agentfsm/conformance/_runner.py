@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from attrs import asdict, evolve
 
-from agentfsm import __version__
+from agentfsm._version import __version__
 from agentfsm.testing import FakeProviderServer
 
 from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget

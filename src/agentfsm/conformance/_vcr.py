@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import yaml
 from attrs import frozen
 
-from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.adapters.providers import RecordedResponse
 
 __all__ = [
     "MAX_BODY",

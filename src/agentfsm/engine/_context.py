@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from attrs import define, field
 
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.sandbox import CommandSandbox
 
 from ._messages import ChatResult, Message, SystemMessage, ToolCall, ToolResult, ToolSpec, Usage
 from ._params import LoopParams, StopInfo
@@ -25,9 +25,6 @@ from ._steps import run_step
 from ._tokens import estimate_message_tokens
 
 __all__ = ["RECENT_EVENTS", "RunContext", "ToolOutcome", "current_run"]
-
-_RUN_STATE = "RunContext.run_state"
-"""The owner of the deprecated :attr:`RunContext.run_state` dict in :meth:`RunContext.state`."""
 
 T = TypeVar("T")
 
@@ -180,14 +177,6 @@ class RunContext:
     def is_last_turn(self) -> bool:
         """Whether the current turn is the last one the budget allows."""
         return self.turn >= self.max_turns
-
-    @property
-    def run_state(self) -> dict[str, Any]:
-        """Deprecated: a string-keyed scratch dict for this run; use :meth:`state`.
-
-        Kept for policies written against it; it is itself kept through :meth:`state`.
-        """
-        return self.state(_RUN_STATE, dict)
 
     def state(self, policy: object, factory: Callable[[], T]) -> T:
         """``policy``'s own state for this run, made by ``factory()`` on first use.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.sandbox._errors import RunRefused
+from agentfsm.sandbox import RunRefused
 
 __all__ = [
     "AGENT_LOOP_ABORTED",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.sandbox import CommandSandbox
 
 from ._context import RunContext
 from ._events import AgentEmitter
@@ -15,7 +15,6 @@ from ._params import LoopOutcome, LoopParams
 from ._policy import Policy, PolicySet
 from ._protocols import ChatFn, ToolRunner
 from ._runner import LoopRunner
-from ._stepper import DEFAULT_STEPPER, StepperKind
 
 __all__ = ["build_run", "run_conversation"]
 
@@ -28,7 +27,6 @@ def build_run(
     *,
     policies: Sequence[Policy] | PolicySet = (),
     emitter: AgentEmitter | None = None,
-    stepper: StepperKind = DEFAULT_STEPPER,
     interruptible: bool = False,
     deltas: bool = False,
     policy_state: dict[str, Any] | None = None,
@@ -52,9 +50,7 @@ def build_run(
         sandbox=sandbox,
         protected_paths=tuple(protected_paths),
     )
-    return LoopRunner(
-        chat, tools, ctx, emitter=emitter, policies=policies, stepper=stepper, deltas=deltas
-    )
+    return LoopRunner(chat, tools, ctx, emitter=emitter, policies=policies, deltas=deltas)
 
 
 async def run_conversation(
@@ -65,7 +61,6 @@ async def run_conversation(
     *,
     emitter: AgentEmitter | None = None,
     policies: Sequence[Policy] = (),
-    stepper: StepperKind = DEFAULT_STEPPER,
 ) -> LoopOutcome:
     """Run the agent loop: call the model, run the tools it asks for, repeat.
 
@@ -76,7 +71,6 @@ async def run_conversation(
         params: Budget, sampling, compression and abort settings.
         emitter: Receives every event of the run.
         policies: Policy objects consulted at the machine's fixed points.
-        stepper: ``"compiled"`` (default) or ``"statechart"`` (python-statemachine's engine).
 
     Returns:
         The outcome; ``outcome.messages`` is the working history, mutated in place.
@@ -86,7 +80,5 @@ async def run_conversation(
         Exception: whatever the chat call raised, after an ``error`` event; a
             ``PolicyError`` naming the policy when a policy hook raised.
     """
-    runner = build_run(
-        chat, tools, messages, params, policies=policies, emitter=emitter, stepper=stepper
-    )
+    runner = build_run(chat, tools, messages, params, policies=policies, emitter=emitter)
     return await runner.run()

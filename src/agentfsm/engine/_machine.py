@@ -1,7 +1,8 @@
 """The agent loop, declared: states, ordered transitions and guard names. Topology only.
 
-The class body is the single description of the loop. Diagrams are rendered from it, and the
-runner steps through it (see :mod:`agentfsm.engine._stepper`). Guards are named here and
+The class body is the single description of the loop. Diagrams are rendered from it, and
+runs step through the table compiled from its declared transitions
+(:mod:`agentfsm.engine._stepper`). Guards are named here and
 implemented by :class:`LoopGuards`, which reads the run's :class:`RunContext` and never
 changes it. No callback does I/O: the runner performs each state's effect, then sends the
 event that leaves the state.

@@ -86,6 +86,9 @@ class LoopOutcome:
     """Set when a policy stopped the run."""
     session_path: str | None = None
     """The session file the run was recorded in, when recording was on."""
+    session_error: str | None = None
+    """Why the session file is incomplete (a record could not be written: a full disk…), or
+    ``None``: the file holds the run up to its last whole record, and nothing after."""
 
 
 _INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}

@@ -40,8 +40,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeAlias, runtime_ch
 
 from attrs import frozen
 
-from agentfsm._deprecated import package_getattr
-
 from ._compression import Compression, CompressionResult
 from ._errors import PolicyError, PolicyVerdictError, RunRefused
 from ._messages import ChatResult, Message
@@ -139,8 +137,8 @@ FinalVerdict: TypeAlias = Retry | Notice
 
 @runtime_checkable
 class TurnBudget(Protocol):
-    """Tightens the run's turn limit (only the deprecated ``max_turns`` policy does: the
-    budget is ``LoopParams.max_turns`` / ``Agent(max_turns=...)``)."""
+    """Tightens the run's turn limit below ``LoopParams.max_turns`` /
+    ``Agent(max_turns=...)`` (the tightest budget wins)."""
 
     @property
     def turn_budget(self) -> int:
@@ -400,19 +398,14 @@ class PolicySet:
         """The policies that compress (``should_compress`` and ``compress``)."""
         return self.by_hook["should_compress"]
 
-    @property
-    def compactors(self) -> tuple[Compressor, ...]:
-        """Deprecated spelling of :attr:`compressors`."""
-        return self.compressors
-
     def with_compressor(self, compressor: object) -> PolicySet:
         """This set with ``compressor`` added (the params' compression, when no policy
         compresses)."""
         return PolicySet([*self.all, compressor])
 
     def max_turns(self, default: int) -> int:
-        """The run's turn limit: ``default`` (the params'), tightened by the deprecated
-        ``max_turns`` policy's ``turn_budget``."""
+        """The run's turn limit: ``default`` (the params'), tightened by any policy's
+        ``turn_budget``."""
         budgets: tuple[TurnBudget, ...] = self.by_hook["turn_budget"]
         return min([default, *(p.turn_budget for p in budgets)])
 
@@ -436,6 +429,3 @@ def loop_policies(policies: Sequence[Policy] | Sequence[object], params: LoopPar
             recovers_overflow=False,
         )
     )
-
-
-__getattr__ = package_getattr("agentfsm.engine.policy")  # the old module path's renamed names

@@ -58,7 +58,7 @@ from ._policy import (
 )
 from ._protocols import ChatDelta, ChatFn, ToolRunner
 from ._reminders import render_reminders, retry_message, with_reminders
-from ._stepper import DEFAULT_STEPPER, StepperKind, make_stepper
+from ._stepper import CompiledStepper
 from ._steps import run_step
 from ._tool_run import run_tool
 
@@ -93,7 +93,6 @@ class LoopRunner:
         *,
         emitter: AgentEmitter | None = None,
         policies: Sequence[Policy] | PolicySet = (),
-        stepper: StepperKind = DEFAULT_STEPPER,
         deltas: bool = False,
     ) -> None:
         self.chat = chat
@@ -116,7 +115,7 @@ class LoopRunner:
         self._reported: BaseException | None = None
         """The error the ``error`` event already reported."""
         self._interrupter: Interrupter | None = None
-        self.stepper = make_stepper(stepper, LoopGuards(ctx, self.policies))
+        self.stepper = CompiledStepper(LoopGuards(ctx, self.policies))
         self.hooked = self.policies.by_hook
         """The policies implementing each hook, in the set's order."""
 
@@ -550,13 +549,3 @@ _EFFECTS: dict[str, _Effect] = {
     state.id: getattr(LoopRunner, f"_{state.id}") for state in AgentLoopMachine.states
 }
 """The effect of each state: the runner's method named after it."""
-
-
-def __getattr__(name: str) -> Any:
-    # ``build_run`` and ``run_conversation`` live in :mod:`agentfsm.engine._loop` (which
-    # imports this module), and stay reachable from here.
-    if name in ("build_run", "run_conversation"):
-        from . import _loop as loop
-
-        return getattr(loop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,9 +2,10 @@
 
 Each implements any subset of the hook protocols of :mod:`agentfsm.engine` (``TurnGate``,
 ``FinalGate``, ...); pass them as ``policies=[...]`` to ``run_conversation`` or ``Agent``.
-"""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
+"""
 
 from . import presets
 from ._compression import compress
@@ -33,6 +34,7 @@ from ._verifier import (
     parse_verdict,
     verifier,
 )
+from ._verify import NO_CHECK_COMMAND as NO_CHECK_COMMAND
 from ._verify import verify
 
 __all__ = [
@@ -61,5 +63,3 @@ __all__ = [
     "verify",
     "wrap_up",
 ]
-
-__getattr__ = _package_getattr(__name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.engine._compression import Compression
+from agentfsm.engine import Compression
 
 __all__ = ["compress"]
 

@@ -25,7 +25,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._files import read_small_file
+from agentfsm.engine import read_small_file
 
 __all__ = ["UNREADABLE", "command_files", "command_tools"]
 

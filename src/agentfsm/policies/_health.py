@@ -25,8 +25,7 @@ from collections.abc import Awaitable
 
 from attrs import define, field
 
-from agentfsm.engine._context import RunContext, ToolOutcome
-from agentfsm.engine._policy import Remind, Stop, TurnVerdict, Warn
+from agentfsm.engine import Remind, RunContext, Stop, ToolOutcome, TurnVerdict, Warn
 
 from ._redirect import REDIRECT_TRIGGERS
 from ._redirect import redirect as RedirectSettings

@@ -1,15 +1,11 @@
 """``wrap_up``: the last allowed turn asks the model to finish (the budget itself is the
-run's ``max_turns``); ``max_turns`` is its deprecated predecessor that also set the budget."""
+run's ``max_turns``)."""
 
 from __future__ import annotations
 
-from agentfsm._deprecated import warn_renamed
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._messages import AssistantMessage
-from agentfsm.engine._params import LoopOutcome, evolved
-from agentfsm.engine._policy import Remind
+from agentfsm.engine import AssistantMessage, LoopOutcome, Remind, RunContext, evolved
 
-__all__ = ["WRAP_UP_REMINDER", "max_turns", "wrap_up"]
+__all__ = ["WRAP_UP_REMINDER", "wrap_up"]
 
 WRAP_UP_REMINDER = (
     "This is your last turn: the turn limit is reached. Do not call any more tools. "
@@ -62,33 +58,3 @@ class wrap_up:
 
 def _note(turns: int) -> str:
     return f"[Stopped at the limit of {turns} turns.]"
-
-
-class max_turns(wrap_up):
-    """Deprecated: give the budget as the run's ``max_turns`` and add :class:`wrap_up`.
-
-    Limits a run to ``n`` LLM calls (tightening the run's own budget), with wrap-up on the
-    last one unless ``wrap_up=False``.
-    """
-
-    def __init__(self, n: int, *, wrap_up: bool = True, note: str | None = None) -> None:
-        warn_renamed(
-            "the max_turns(n) policy",
-            "the run's max_turns (Agent(max_turns=n), LoopParams(max_turns=n)) and wrap_up()",
-        )
-        if n < 1:
-            raise ValueError("max_turns needs n >= 1")
-        super().__init__(note=note if note is not None else _note(n))
-        self.n = n
-        self.wrap_up = wrap_up
-
-    @property
-    def turn_budget(self) -> int:
-        """``n``."""
-        return self.n
-
-    def _applies(self, ctx: RunContext) -> bool:
-        return self.wrap_up and ctx.turn == ctx.max_turns == self.n
-
-    def __repr__(self) -> str:
-        return f"max_turns({self.n})" if self.wrap_up else f"max_turns({self.n}, wrap_up=False)"

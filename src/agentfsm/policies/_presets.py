@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentfsm.engine._policy import Policy
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import Policy
+from agentfsm.sandbox import CommandSandbox
 
 from ._compression import compress
 from ._health import loop_health
-from ._limits import max_turns, wrap_up
+from ._limits import wrap_up
 from ._prune import TOOL_RESULT_BUDGET_CHARS, prune_tool_results
 from ._redirect import redirect
 from ._spend import spend_limit
@@ -20,17 +20,13 @@ from ._verify import verify
 __all__ = ["coding_agent", "minimal"]
 
 
-def minimal(turns: int | None = None) -> list[Policy]:
-    """Exactly the core loop: no policy (the budget is the run's ``max_turns``).
-
-    ``turns`` is deprecated: it adds the deprecated ``max_turns(turns, wrap_up=False)``.
-    """
-    return [max_turns(turns, wrap_up=False)] if turns is not None else []
+def minimal() -> list[Policy]:
+    """Exactly the core loop: no policy (the budget is the run's ``max_turns``)."""
+    return []
 
 
 def coding_agent(
     *,
-    turns: int | None = None,
     workspace: str | Path = ".",
     context_budget_tokens: int | None = None,
     spend_tokens: int | None = None,
@@ -42,9 +38,8 @@ def coding_agent(
 ) -> list[Policy]:
     """The coding-agent set, with its documented defaults.
 
-    Wrap-up on the run's last turn (the budget is the run's ``max_turns``; ``turns`` is
-    deprecated and adds the deprecated ``max_turns(turns)`` policy), tool-result pruning,
-    text tool-call fallback, loop health
+    Wrap-up on the run's last turn (the budget is the run's ``max_turns``), tool-result
+    pruning, text tool-call fallback, loop health
     (redirection off unless ``redirect_enabled``), the verify gate (the workspace's check
     command, when it has one, after file changes), the independent verifier (on runs that
     changed files, unless ``review=False``), and when given budgets compression with
@@ -54,7 +49,7 @@ def coding_agent(
     OS sandbox the verify gate runs it in (by default the run's, ``Agent(sandbox=…)``).
     """
     policies: list[Policy] = [
-        max_turns(turns) if turns is not None else wrap_up(),
+        wrap_up(),
         prune_tool_results(tool_result_budget_chars),
         text_tool_calls(),
         loop_health(redirect=redirect(enabled=redirect_enabled)),

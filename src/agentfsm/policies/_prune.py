@@ -21,9 +21,7 @@ from collections.abc import Sequence
 
 from attrs import define
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._messages import AssistantMessage, Message, ToolMessage
-from agentfsm.engine._text import utf8_bytes
+from agentfsm.engine import AssistantMessage, Message, RunContext, ToolMessage, utf8_bytes
 
 __all__ = ["TOOL_RESULT_BUDGET_CHARS", "prune_marker", "prune_tool_results"]
 

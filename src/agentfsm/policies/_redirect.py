@@ -17,16 +17,19 @@ from typing import Any
 
 from attrs import frozen
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._events import (
+from agentfsm.engine import (
     LlmEndEvent,
+    Notice,
     PolicyWarnEvent,
     RedirectEvent,
     RedirectSkippedEvent,
+    Remind,
+    RunContext,
+    SystemMessage,
     ToolCallEndEvent,
+    TurnVerdict,
+    UserMessage,
 )
-from agentfsm.engine._messages import SystemMessage, UserMessage
-from agentfsm.engine._policy import Notice, Remind, TurnVerdict
 
 __all__ = [
     "DISABLE_ENV",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._policy import Remind
+from agentfsm.engine import Remind, RunContext
 
 from ._stop import Condition, as_condition
 

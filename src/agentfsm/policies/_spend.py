@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._policy import Stop
+from agentfsm.engine import RunContext, Stop
 
 __all__ = ["spend_limit"]
 

@@ -16,9 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Union
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._policy import Retry, Stop
-from agentfsm.engine._policy_check import call_hint, hooks_of
+from agentfsm.engine import Retry, RunContext, Stop, call_hint, hooks_of
 
 __all__ = [
     "Condition",

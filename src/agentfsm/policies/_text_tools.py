@@ -9,8 +9,7 @@ from typing import Any
 
 from attrs import define, evolve
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolCall
+from agentfsm.engine import AssistantMessage, ChatResult, Message, RunContext, ToolCall
 
 __all__ = ["TOOL_CALLS_BLOCK", "parse_text_tool_calls", "text_tool_calls"]
 

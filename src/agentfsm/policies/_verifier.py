@@ -7,20 +7,23 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._events import PolicyNoteEvent
-from agentfsm.engine._loop import run_conversation
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
+    ChatFn,
     ChatResult,
+    LoopParams,
     Message,
+    Notice,
+    PolicyNoteEvent,
+    Retry,
+    RunContext,
+    SupportsAbort,
     ToolCall,
     ToolResult,
+    ToolRunner,
     ToolSpec,
     UserMessage,
+    run_conversation,
 )
-from agentfsm.engine._params import LoopParams
-from agentfsm.engine._policy import Notice, Retry
-from agentfsm.engine._protocols import ChatFn, SupportsAbort, ToolRunner
 
 __all__ = [
     "VERIFIER_SYSTEM_PROMPT",

@@ -12,13 +12,8 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from agentfsm.engine._context import RunContext
-from agentfsm.engine._events import PolicyNoteEvent
-from agentfsm.engine._files import read_small_file
-from agentfsm.engine._policy import Notice, Retry
-from agentfsm.engine._steps import run_step
-from agentfsm.sandbox._bubblewrap import PROTECTED_DIR, detect_sandbox
-from agentfsm.sandbox._process import CommandSandbox, run_command
+from agentfsm.engine import Notice, PolicyNoteEvent, Retry, RunContext, read_small_file, run_step
+from agentfsm.sandbox import PROTECTED_DIR, CommandSandbox, detect_sandbox, run_command
 
 from ._definition_files import MAKE_NAMES, command_files
 

@@ -6,71 +6,83 @@ import it from :mod:`agentfsm.sandbox` (or :mod:`agentfsm.adapters.tools`).
 
 Policy of :class:`BubblewrapSandbox`: a fresh mount namespace where the system (``/usr``,
 ``/etc``, ``/lib``…, the Python interpreter) is read-only, the workspace root is writable,
-``/tmp`` is a private tmpfs (also holding ``HOME``), and nothing else of the machine exists
-(no home folder, no other project, no ``/run``), except the user's toolchains, read-only:
-the folders of ``PATH``, what its commands resolve to and the base interpreters of the
-workspace's virtual environments (:mod:`~agentfsm.sandbox._toolchains`), never a home or a
-secret folder; the home's secrets stay hidden beneath anything shown. The protected paths
-of the root (``.agentfsm``…) are hidden behind empty read-only mounts, even when they do not
-exist yet.
+``/tmp`` and ``/dev/shm`` are private tmpfs of ``tmp_mb`` (``/tmp`` also holds ``HOME``),
+the rest of ``/dev`` is read-only, and nothing else of the machine exists (no home folder,
+no other project, no ``/run``), except the user's toolchains, read-only: the folders
+``PATH`` needs and the base interpreters of the workspace's virtual environments
+(:mod:`~agentfsm.sandbox._toolchains`), never a home or a secret folder. What is hidden
+(:mod:`~agentfsm.sandbox._hidden`: the home's secrets beneath anything shown, the root-only
+entries of ``/etc``) and the protected paths of the root (``.agentfsm``…) lie behind empty
+read-only mounts, even when a protected path does not exist yet; every hiding mount comes
+after the paths the settings open, so widening reads or writes never uncovers it. The root
+is never ``/``, a home or a folder holding one.
 No network namespace is shared unless ``allow_network``; capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
 with it. :func:`detect_sandbox` probes once per process that bubblewrap works here.
 
-Beyond that: root-only readable entries of ``/etc`` are hidden too; the agent's own
-interpreter, site-packages and package stay read-only even inside the workspace; a seccomp
-filter (:mod:`~agentfsm.sandbox._seccomp`) refuses setuid and setgid bits; the environment is
-an allow-list (:func:`~agentfsm.sandbox._process.sandbox_environ`); each command runs under
-:class:`~agentfsm.sandbox._limits.ResourceLimits`. Every hiding mount comes after the paths
-the settings open, so widening reads or writes never uncovers what is hidden.
+Beyond that: the agent's own interpreter, site-packages and package stay read-only even
+inside the workspace; a seccomp filter (:mod:`~agentfsm.sandbox._seccomp`) refuses setuid
+and setgid bits; the environment is an allow-list
+(:func:`~agentfsm.sandbox._process.sandbox_environ`); each command runs under
+:class:`~agentfsm.sandbox._limits.ResourceLimits`, in cgroups where they can be made.
+
+A call costs what bubblewrap costs: the mounts are worked out once (:meth:`plan`) and again
+only when what they depend on changes, and a call starts bwrap itself (reading the filter
+from a descriptor of its own, ``prlimit`` setting the limits inside), or, to join cgroups, a
+launcher ``sh`` that sets the limits and becomes bwrap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import glob
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attrs import frozen
+
+from ._hidden import (
+    check_workspace,
+    hidden_system,
+    home_secrets,
+    homes,
+    readable_without_capabilities,
+)
 from ._install_paths import agent_install_paths
-from ._limits import ResourceLimits, pids_cgroup
+from ._limits import Cgroups, ResourceLimits, command_cgroups
 from ._missing import not_found_note
+from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
 from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
-from ._seccomp import setuid_filter, setuid_filter_path
-from ._toolchains import ToolchainView, home_secrets, toolchain_view
+from ._seccomp import setuid_filter, setuid_filter_fd, setuid_filter_path
+from ._toolchains import TOOLCHAIN_ENV, ToolchainView, toolchain_view, venv_signature
 
 __all__ = ["PROTECTED_DIR", "BubblewrapSandbox", "ResourceLimits", "detect_sandbox"]
 
 PROTECTED_DIR = ".agentfsm"
 """The agent's own folder in a workspace (settings): out of the model's reach."""
 
-SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-"""Read-only in the sandbox (mirrored as symlinks where they are symlinks, merged ``/usr``)."""
-SYSTEM_SECRETS = (
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/ssh/ssh_host_*_key",
-    "/etc/ssl/private",
-)
-"""Hidden inside ``/etc``: a sandbox started by root still owns root's files."""
-ETC_WALK_LIMIT = 50_000
-"""At most this many entries of ``/etc`` are looked at for root-only ones (once per process)."""
 MIN_BWRAP = (0, 8)
 """The oldest bubblewrap accepted (``--disable-userns`` came in 0.8)."""
-SANDBOX_TMP = "/tmp"
-SANDBOX_HOME = "/tmp/home"
+PLAN_ENV = (
+    "PATH",
+    "HOME",
+    "HISTFILE",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    *TOOLCHAIN_ENV,
+)
+"""The variables of this process the mounts depend on: a change of one recomputes them."""
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 USERNS_HINT = (
@@ -80,10 +92,12 @@ USERNS_HINT = (
 OPT_OUT_HINT = "or pass --no-sandbox to run without one (unsafe)"
 UPGRADE_HINT = "upgrade bubblewrap (0.8 or newer)"
 PRLIMIT_HINT = "install prlimit (Debian/Ubuntu: apt-get install util-linux)"
-# Runs bwrap with the setuid filter on fd 3, after joining the pids cgroup when there is one.
+# Joins the cgroups named before "--", sets the limits it is given, then runs bwrap with
+# the setuid filter (the file $0) on descriptor 3.
 _LAUNCH = (
-    'f=$0 g=$1; shift; if [ -n "$g" ] && ! echo 0 > "$g"; then '
-    'echo "agentfsm: cannot join the pids cgroup $g" >&2; exit 126; fi; exec "$@" 3<"$f"'
+    'f=$0; while [ "$1" != -- ]; do if ! echo 0 > "$1"; then '
+    'echo "agentfsm: cannot join the cgroup $1" >&2; exit 126; fi; shift; done; shift; '
+    '{limits}exec "$@" 3<"$f"'
 )
 
 
@@ -110,38 +124,6 @@ def _older(version: str | None) -> bool:
     return version is not None and tuple(map(int, version.split(".")[:2])) < MIN_BWRAP
 
 
-@functools.lru_cache(maxsize=1)
-def _etc_hidden() -> tuple[tuple[str, bool], ...]:
-    """The entries of ``/etc`` that others may not read (``mode & 0o004 == 0``), files and
-    folders (a hidden folder is not looked into), as (path, is a folder); symlinks are
-    skipped (their targets are looked at where they are)."""
-    found: list[tuple[str, bool]] = []
-    folders, seen = ["/etc"], 0
-    while folders and seen < ETC_WALK_LIMIT:
-        try:
-            entries = list(os.scandir(folders.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                continue
-            folder = stat.S_ISDIR(info.st_mode)
-            if not info.st_mode & stat.S_IROTH:
-                found.append((entry.path, folder))
-            elif folder:
-                folders.append(entry.path)
-    return tuple(sorted(found))
-
-
-def _inside(path: Path, folders: Iterable[str | Path]) -> bool:
-    return any(path == Path(f) or path.is_relative_to(f) for f in folders)
-
-
 def _absolute(paths: Iterable[str | Path], what: str) -> tuple[Path, ...]:
     resolved = []
     for path in paths:
@@ -150,24 +132,52 @@ def _absolute(paths: Iterable[str | Path], what: str) -> tuple[Path, ...]:
         normal = Path(os.path.normpath(path))
         if normal.parent == normal:
             raise ValueError(f"{what} cannot hold / (it would open the whole machine)")
+        for home in homes(os.environ):
+            if home.is_relative_to(normal) or home.is_relative_to(os.path.realpath(normal)):
+                raise ValueError(
+                    f"{what} cannot hold the home folder {home} (it would show all of it: "
+                    "keys, credentials, the agent's own settings); name the folders you need"
+                )
         resolved.append(normal)
     return tuple(resolved)
+
+
+@frozen
+class _Plan:
+    """What the sandbox mounts, worked out once and kept while what it depends on holds."""
+
+    key: tuple[object, ...]
+    """The settings, variables and workspace state it was worked out from."""
+    toolchains: ToolchainView
+    home_secrets: tuple[tuple[Path, bool], ...]
+    """The home's secrets beneath something shown (not beneath another of them)."""
+    system: tuple[tuple[str, bool], ...]
+    """The machine's hidden entries (:func:`~agentfsm.sandbox._hidden.hidden_system`)."""
+    mounts: tuple[str, ...]
+    """bubblewrap's options from the namespaces to the read-only ``/``."""
 
 
 class BubblewrapSandbox:
     """Runs commands under ``bwrap``: see the module's docstring for the policy.
 
-    ``read_paths`` and ``write_paths`` (absolute, not ``/``) widen it; ``protected`` names
-    paths relative to ``root`` that the command can neither read nor change; ``env`` names
-    more variables the command gets (an allow-list); ``limits`` bounds each command;
-    ``install_paths`` are the folders of the agent's own code (default:
-    :func:`~agentfsm.sandbox._install_paths.agent_install_paths`), read-only where they lie
-    inside the root or a write path. ``toolchains`` (default on) shows the user's
+    ``root`` must be a workspace (not ``/``, a home, a folder holding one or a hidden
+    folder: :func:`~agentfsm.sandbox._hidden.check_workspace`). ``read_paths`` and
+    ``write_paths`` (absolute; not ``/``, a home or a folder holding one) widen it;
+    ``protected`` names paths relative to ``root`` that the command can neither read nor
+    change; ``env`` names more variables the command gets (an allow-list); ``limits``
+    bounds each command; ``install_paths`` are the folders of the agent's own code
+    (default: :func:`~agentfsm.sandbox._install_paths.agent_install_paths`), read-only where
+    they lie inside the root or a write path. ``toolchains`` (default on) shows the user's
     toolchains read-only (:func:`~agentfsm.sandbox._toolchains.toolchain_view`, read from
-    this process's ``PATH`` and environment when the sandbox is made) and gives commands the
-    variables that locate them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
+    this process's ``PATH`` and environment) and gives commands the variables that locate
+    them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
+
+    The mounts are worked out at the first command and kept: they are worked out again
+    when an attribute above, a variable of :data:`PLAN_ENV` or the workspace's virtual
+    environments (:func:`~agentfsm.sandbox._toolchains.venv_signature`) change.
 
     Raises:
+        ValueError: ``root``, a read or a write path is refused (the message says why).
         SandboxUnavailable: bubblewrap is older than 0.8, no setuid filter exists for this
             architecture, or ``prlimit`` is missing.
     """
@@ -188,22 +198,16 @@ class BubblewrapSandbox:
         install_paths: Sequence[str | Path] | None = None,
         toolchains: bool = True,
     ) -> None:
-        self.root = Path(root).resolve()
-        if self.root == Path("/"):
-            raise ValueError("the workspace root of a sandbox cannot be /")
+        self.root = check_workspace(Path(root).resolve())
         self.allow_network = allow_network
-        self.read_paths = _absolute(read_paths, "read_paths")
-        self.write_paths = _absolute(write_paths, "write_paths")
+        self.read_paths = _absolute(read_paths, "read paths (sandbox.read)")
+        self.write_paths = _absolute(write_paths, "write paths (sandbox.write)")
         self.protected = tuple(self._protected_path(p) for p in dict.fromkeys(protected))
         self.env = env_names(env)
         self.limits = ResourceLimits() if limits is None else limits
         installed = agent_install_paths() if install_paths is None else install_paths
         self.install_paths = tuple(Path(os.path.realpath(p)) for p in installed)
-        self.toolchains = ToolchainView((), ())
-        if toolchains:
-            shown: list[str | Path] = [*SYSTEM_DIRS, *self._interpreter()]
-            self.toolchains = toolchain_view(self.root, shown, writable=self.write_paths)
-        self.home_secrets = self._home_secrets()
+        self.show_toolchains = toolchains
         self.bwrap = shutil.which(bwrap) or bwrap
         self.version = _bwrap_version(self.bwrap)
         if _older(self.version):
@@ -220,6 +224,8 @@ class BubblewrapSandbox:
         if prlimit is None:
             raise _unavailable("prlimit (util-linux) was not found", PRLIMIT_HINT)
         self.prlimit = prlimit
+        self._plan: _Plan | None = None
+        self._lock = threading.Lock()
 
     def _protected_path(self, relative: str) -> Path:
         path = Path(os.path.normpath(self.root / relative))
@@ -227,51 +233,117 @@ class BubblewrapSandbox:
             raise ValueError(f"protected path {relative!r} is not inside {self.root}")
         return path
 
-    def _interpreter(self) -> list[Path]:
+    @functools.cached_property
+    def _interpreter(self) -> tuple[Path, ...]:
         """The running Python's prefixes, unless the system dirs or the root hold them."""
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
         found = []
         for prefix in sorted(prefixes):
             path = Path(prefix).resolve()
-            if not _inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
+            if not inside(path, (*SYSTEM_DIRS, self.root)) and path != Path("/"):
                 found.append(path)
-        return found
+        return tuple(found)
 
-    def _shown(self) -> list[Path]:
+    @property
+    def cgroups(self) -> Cgroups | None:
+        """The cgroups the commands run in (:func:`~agentfsm.sandbox._limits.command_cgroups`)."""
+        return command_cgroups(self.limits)
+
+    # -- the plan: what is mounted, worked out again only when what it depends on changes
+
+    def _key(self) -> tuple[object, ...]:
+        settings = (
+            self.root,
+            self.allow_network,
+            self.read_paths,
+            self.write_paths,
+            self.protected,
+            self.limits.tmp_mb,
+            self.install_paths,
+            self.show_toolchains,
+        )
+        environ = tuple(os.environ.get(name) for name in PLAN_ENV)
+        venvs = venv_signature(self.root, os.environ) if self.show_toolchains else ()
+        return (settings, environ, venvs)
+
+    def plan(self) -> _Plan:
+        """The mounts and what they show and hide, for the state of now."""
+        key = self._key()
+        plan = self._plan
+        if plan is None or plan.key != key:
+            with self._lock:
+                plan = self._plan
+                if plan is None or plan.key != key:
+                    plan = self._plan = self._work_out(key)
+        return plan
+
+    def _work_out(self, key: tuple[object, ...]) -> _Plan:
+        toolchains = ToolchainView((), ())
+        if self.show_toolchains:
+            shown: list[str | Path] = [*SYSTEM_DIRS, *self._interpreter]
+            toolchains = toolchain_view(self.root, shown, writable=self.write_paths)
+        secrets = self._home_secrets(toolchains)
+        system = tuple(hidden_system())
+        # What the command could not read anyway needs no mount (a mount costs each call).
+        hidden = [e for e in system if readable_without_capabilities(e[0])]
+        mounts = mount_options(
+            root=self.root,
+            tmp_mb=self.limits.tmp_mb,
+            read=(*self._interpreter, *toolchains.read, *self.read_paths),
+            write=self.write_paths,
+            own_code=self._own_code(),
+            hidden=[*hidden, *((str(p), f) for p, f in secrets)],
+            protected=self.protected,
+            network=self.allow_network,
+        )
+        return _Plan(key, toolchains, secrets, system, tuple(mounts))
+
+    @property
+    def toolchains(self) -> ToolchainView:
+        """What the sandbox shows of the user's toolchains now."""
+        return self.plan().toolchains
+
+    @property
+    def home_secrets(self) -> tuple[tuple[Path, bool], ...]:
+        """The home's secrets hidden beneath something shown, as (path, is a folder)."""
+        return self.plan().home_secrets
+
+    def _shown(self, toolchains: ToolchainView) -> list[Path]:
         """Everything mounted from the machine but the system folders."""
         return [
             self.root,
             *self.write_paths,
             *self.read_paths,
-            *self.toolchains.read,
-            *self._interpreter(),
+            *toolchains.read,
+            *self._interpreter,
         ]
 
-    def _home_secrets(self) -> list[tuple[Path, bool]]:
+    def _home_secrets(self, toolchains: ToolchainView) -> tuple[tuple[Path, bool], ...]:
         """The home's secrets that lie beneath something shown (one named itself as a read
         or write path stays shown), without those beneath another of them."""
-        shown = self._shown()
+        shown = self._shown(toolchains)
         found = [
             (path, folder)
             for path, folder in home_secrets(os.environ)
             if any(path != f and path.is_relative_to(f) for f in shown)
         ]
         folders = [path for path, folder in found if folder]
-        return [
+        return tuple(
             (path, folder)
             for path, folder in found
             if not any(path != f and path.is_relative_to(f) for f in folders)
-        ]
+        )
 
     def shows(self, path: str | Path) -> bool:
         """Whether a command in the sandbox sees ``path`` (resolved on this machine)."""
+        plan = self.plan()
         real = Path(os.path.realpath(path))
-        hidden = [p for p, _ in self.home_secrets] + [Path(p) for p in self.protected]
-        hidden += [Path(p) for p, _ in self._hidden_system()]
-        if _inside(real, hidden):
+        hidden = [p for p, _ in plan.home_secrets] + [Path(p) for p in self.protected]
+        hidden += [Path(p) for p, _ in plan.system]
+        if inside(real, hidden):
             return False
         system = [Path(os.path.realpath(f)) for f in SYSTEM_DIRS if os.path.lexists(f)]
-        return _inside(real, (*system, *self._shown()))
+        return inside(real, (*system, *self._shown(plan.toolchains)))
 
     def not_found_note(self, output: str) -> str | None:
         """For a command that exited 127: which command the sandbox did not find, what it
@@ -282,23 +354,7 @@ class BubblewrapSandbox:
     def _own_code(self) -> list[Path]:
         """The agent's own code folders that the root or a write path would make writable."""
         writable = (self.root, *self.write_paths)
-        return [p for p in self.install_paths if _inside(p, writable)]
-
-    def _system_secrets(self) -> list[str]:
-        return sorted({p for pattern in SYSTEM_SECRETS for p in glob.glob(pattern)})
-
-    def _hidden_system(self) -> list[tuple[str, bool]]:
-        """What is hidden outside the root: the known secrets and root-only ``/etc`` entries,
-        without those beneath another hidden folder."""
-        entries = dict(_etc_hidden())
-        for secret in self._system_secrets():
-            entries.setdefault(secret, os.path.isdir(secret))
-        folders = [Path(p) for p, folder in entries.items() if folder]
-        return [
-            (path, folder)
-            for path, folder in sorted(entries.items())
-            if not any(Path(path) != f and Path(path).is_relative_to(f) for f in folders)
-        ]
+        return [p for p in self.install_paths if inside(p, writable)]
 
     def _flags(self) -> list[str]:
         flags = ["--unshare-all", "--unshare-user", "--disable-userns"]
@@ -306,127 +362,141 @@ class BubblewrapSandbox:
             flags.append("--share-net")
         # The command is the PID namespace's init: bwrap then returns only once the namespace
         # is gone (its own init would report the exit code first and be reaped by no one).
-        return [
-            *flags,
-            "--as-pid-1",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--seccomp",
-            "3",
-        ]
+        return [*flags, "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
 
-    def _mounts(self) -> list[str]:
-        tmp_bytes = str(self.limits.tmp_mb << 20)
-        args = ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", SANDBOX_TMP]
-        args += ["--dir", SANDBOX_HOME]
-        for folder in SYSTEM_DIRS:
-            if os.path.islink(folder):
-                args += ["--symlink", os.readlink(folder), folder]
-            elif os.path.isdir(folder):
-                args += ["--ro-bind", folder, folder]
-        for path in (*self._interpreter(), *self.toolchains.read, *self.read_paths):
-            args += ["--ro-bind-try", str(path), str(path)]
-        resolv = Path("/etc/resolv.conf")
-        if self.allow_network and resolv.is_symlink():
-            target = resolv.resolve()
-            if not _inside(target, SYSTEM_DIRS):
-                args += ["--ro-bind-try", str(target), str(target)]
-        args += ["--bind", str(self.root), str(self.root)]
-        for path in self.write_paths:
-            args += ["--bind-try", str(path), str(path)]
-        for path in self._own_code():
-            args += ["--ro-bind-try", str(path), str(path)]
-        # Hiding comes last: no read or write path of the settings can uncover it.
-        hidden = [(str(p), folder) for p, folder in self.home_secrets]
-        for secret, is_folder in [*self._hidden_system(), *hidden]:
-            if is_folder:
-                args += ["--tmpfs", secret, "--remount-ro", secret]
-            else:
-                args += ["--ro-bind", "/dev/null", secret]
-        for path in self.protected:
-            if not any(path.is_relative_to(other) for other in self.protected if other != path):
-                args += self._protect(path)
-        return [*args, "--remount-ro", "/"]
+    # -- the command line
 
-    def _protect(self, path: Path) -> list[str]:
-        args = []
-        # Folders between the root and a protected path become mount points: they cannot be
-        # renamed away (and the protected path recreated in their place).
-        for ancestor in reversed(path.relative_to(self.root).parents[:-1]):
-            folder = self.root / ancestor
-            if folder.is_dir() and not folder.is_symlink():
-                args += ["--bind", str(folder), str(folder)]
-        if path.exists() and not path.is_dir():
-            return [*args, "--ro-bind", "/dev/null", str(path)]
-        # A folder, or nothing yet: an empty read-only tmpfs (bubblewrap creates the folder).
-        return [*args, "--tmpfs", str(path), "--remount-ro", str(path)]
+    def _inner(self, launched: bool) -> list[str]:
+        """What runs before ``sh`` inside: ``prlimit`` with the limits not set already (by
+        the launcher, or a ``pids`` cgroup)."""
+        cgroups = self.cgroups
+        if not launched or cgroups is None:
+            return [self.prlimit, *self.limits.prlimit_args()]
+        if "pids" in cgroups.controllers:
+            return []
+        return [self.prlimit, f"--nproc={self.limits.processes}:{self.limits.processes}"]
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
-        """The ``bwrap`` command line that runs ``sh -c command`` in ``cwd`` under ``prlimit``
-        (it reads the setuid filter from descriptor 3: :meth:`command` opens it)."""
+    def argv(
+        self, command: str, cwd: Path, *, seccomp_fd: int = 3, launched: bool = True
+    ) -> list[str]:
+        """The ``bwrap`` command line that runs ``sh -c command`` in ``cwd``, reading the
+        setuid filter from descriptor ``seccomp_fd``, under the limits that the launcher of
+        :meth:`command` (``launched``) or else ``prlimit`` sets."""
         return [
             self.bwrap,
             *self._flags(),
-            *self._mounts(),
+            "--seccomp",
+            str(seccomp_fd),
+            *self.plan().mounts,
             "--chdir",
             str(cwd),
             "--",
-            self.prlimit,
-            *self.limits.prlimit_args(),
+            *self._inner(launched),
             "/bin/sh",
             "-c",
             command,
         ]
 
-    def _pids_cgroup(self) -> Path | None:
-        """Where root's processes are bounded (``RLIMIT_NPROC`` does not apply to root)."""
-        return pids_cgroup(self.limits.processes) if os.geteuid() == 0 else None
+    def _launcher(self) -> list[str]:
+        """The ``sh`` that starts bwrap: it joins the cgroups (when there are some: then it
+        sets the limits too) and opens the setuid filter on descriptor 3."""
+        cgroups = self.cgroups
+        if cgroups is None:
+            return ["/bin/sh", "-c", _LAUNCH.format(limits=""), setuid_filter_path(), "--"]
+        limits = f"{self.limits.ulimit_script()} || exit 126; "
+        files = [str(p) for p in cgroups.files]
+        return ["/bin/sh", "-c", _LAUNCH.format(limits=limits), setuid_filter_path(), *files, "--"]
 
     def environment(self) -> dict[str, str]:
         """The allow-listed environment (:func:`sandbox_environ` with ``env``), with the
         variables that locate the toolchains shown, a private ``HOME`` and ``TMPDIR``."""
-        toolchains = dict(self.toolchains.env)
         return {
-            **toolchains,
+            **dict(self.plan().toolchains.env),
             **sandbox_environ(self.env),
             "HOME": SANDBOX_HOME,
             "TMPDIR": SANDBOX_TMP,
         }
 
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
-        cgroup = self._pids_cgroup()
-        launch = ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), str(cgroup or "")]
-        return [*launch, *self.argv(command, cwd)], self.environment()
+        """A command line that needs nothing else: a launcher ``sh`` starts bwrap (see
+        :meth:`launch` for the one :func:`~agentfsm.sandbox._process.run_command` uses)."""
+        return [*self._launcher(), *self.argv(command, cwd)], self.environment()
+
+    @contextlib.contextmanager
+    def launch(
+        self, command: str, cwd: Path
+    ) -> Iterator[tuple[list[str], Mapping[str, str], tuple[int, ...]]]:
+        """The argv, environment and descriptors to pass that run ``sh -c command`` in
+        ``cwd`` with the fewest processes: bwrap itself, reading the setuid filter from a
+        descriptor opened for this call (closed when the block ends), when no cgroup is to
+        be joined; else :meth:`command` (its launcher joins them and sets the limits)."""
+        if self.cgroups is not None:
+            argv, env = self.command(command, cwd)
+            yield argv, env, ()
+            return
+        fd = setuid_filter_fd()
+        try:
+            yield self.argv(command, cwd, seccomp_fd=fd, launched=False), self.environment(), (fd,)
+        finally:
+            os.close(fd)
 
     def _process_bound(self) -> str:
+        cgroups = self.cgroups
+        if cgroups is not None and "pids" in cgroups.controllers:
+            return (
+                f"at most {self.limits.processes} (a pids cgroup shared by this process's commands)"
+            )
         if os.geteuid() != 0:
             return f"at most {self.limits.processes} (RLIMIT_NPROC)"
-        if self._pids_cgroup() is not None:
-            return f"at most {self.limits.processes} (a pids cgroup of the agent process)"
         return "NOT BOUNDED: running as root and no pids cgroup could be made"
 
+    def _memory_bound(self) -> str:
+        cgroups = self.cgroups
+        each = f"{self.limits.memory_mb} MiB of data per process (RLIMIT_DATA)"
+        if cgroups is not None and "memory" in cgroups.controllers:
+            return (
+                f"{self.limits.memory_mb} MiB for the processes of the commands running at "
+                f"once together, shared memory, tmpfs files and page cache included (a memory "
+                f"cgroup shared by this process's commands); {each}"
+            )
+        return (
+            f"{each} only: NOT BOUNDED is memory shared between processes (MAP_SHARED "
+            "mappings, System V shared memory) and the processes' total, as no memory cgroup "
+            f"could be made; /tmp and /dev/shm hold at most {self.limits.tmp_mb} MiB each"
+        )
+
     def describe(self) -> dict[str, Any]:
+        plan = self.plan()
         system = [f for f in SYSTEM_DIRS if os.path.lexists(f)]
-        hidden = [path for path, _ in self._hidden_system()]
         return {
             "mechanism": "bubblewrap",
             "version": self.version,
             "network": self.allow_network,
-            "write": [str(self.root), *map(str, self.write_paths), f"private {SANDBOX_TMP}"],
+            "write": [
+                str(self.root),
+                *map(str, self.write_paths),
+                f"private {SANDBOX_TMP} and /dev/shm",
+            ],
             "read": [
                 *system,
-                *map(str, self._interpreter()),
-                *map(str, self.toolchains.read),
+                *map(str, self._interpreter),
+                *map(str, plan.toolchains.read),
                 *map(str, self.read_paths),
             ],
-            "toolchains": [str(p) for p in self.toolchains.read],
+            "toolchains": [str(p) for p in plan.toolchains.read],
             "read_only": [str(p) for p in self._own_code()],
-            "hidden": [*map(str, self.protected), *hidden, *(str(p) for p, _ in self.home_secrets)],
+            "hidden": [
+                *map(str, self.protected),
+                *(path for path, _ in plan.system),
+                *(str(p) for p, _ in plan.home_secrets),
+            ],
             "home": SANDBOX_HOME,
-            "environment": [*ALLOWED_ENV, "LC_*", *(n for n, _ in self.toolchains.env), *self.env],
-            "limits": {**self.limits.describe(), "processes_bound": self._process_bound()},
+            "environment": [*ALLOWED_ENV, "LC_*", *(n for n, _ in plan.toolchains.env), *self.env],
+            "limits": {
+                **self.limits.describe(),
+                "processes_bound": self._process_bound(),
+                "memory_bound": self._memory_bound(),
+            },
             "setuid": "refused (seccomp filter)",
             "processes": "own PID namespace: every process dies with the call",
         }

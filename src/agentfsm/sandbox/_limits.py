@@ -1,14 +1,19 @@
 """Resource limits of one sandboxed command, and how a failure shows that one was hit.
 
-Each limit bounds one command (processes: each call, see below): ``prlimit`` sets them as
-hard and soft limits inside the sandbox, where the command cannot raise them (it has no
-capabilities). The private ``/tmp`` is a tmpfs of ``tmp_mb``.
+Each limit bounds one command, as hard and soft limits the command cannot raise (it has no
+capabilities): ``RLIMIT_NPROC``, ``RLIMIT_DATA``, ``RLIMIT_FSIZE`` and ``RLIMIT_CPU`` for each
+process, and the sizes of its two writable tmpfs (``/tmp`` and ``/dev/shm``, ``tmp_mb``
+each; ``/dev`` itself is read-only).
 
-``RLIMIT_NPROC`` counts the processes of the command's user in its user namespace, but the
-kernel never applies it to root: when the agent runs as root, the processes are bounded by
-a ``pids`` cgroup of the agent process instead (one per limit value, shared by the calls of
-that process), when the machine lets root create one; else they are not bounded and
-:func:`pids_cgroup` returns ``None`` (the sandbox says so in its description).
+Where the machine lets this process make cgroups (root, usually), :func:`command_cgroups`
+makes them once per process and pair of values and the commands run in them: a ``pids``
+cgroup bounds the processes (``RLIMIT_NPROC`` never applies to root) and a ``memory``
+cgroup everything the command's processes use together, which ``RLIMIT_DATA`` does not
+see (``MAP_SHARED`` mappings, System V shared memory, tmpfs files, page cache); past it the
+kernel kills a process of the command. Where none can be made, processes are bounded by
+``RLIMIT_NPROC`` (not under root: the sandbox's description then says NOT BOUNDED), and
+memory shared between processes is not bounded beyond the two tmpfs sizes (the sandbox's
+description says so).
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ import atexit
 import contextlib
 import os
 import re
+import resource
 from pathlib import Path
 
 from attrs import field, frozen
 
-__all__ = ["CPU_GRACE_SECONDS", "ResourceLimits", "explain_limit", "pids_cgroup"]
+__all__ = ["CPU_GRACE_SECONDS", "Cgroups", "ResourceLimits", "command_cgroups", "explain_limit"]
 
 CPU_GRACE_SECONDS = 5
 """A process that ignores ``SIGXCPU`` at its CPU limit is killed this much CPU time later."""
@@ -39,28 +45,45 @@ class ResourceLimits:
     """What one sandboxed command may use; every value is a whole number of at least 1."""
 
     processes: int = field(default=512, validator=_positive)
-    """Processes and threads at once (``RLIMIT_NPROC``; a ``pids`` cgroup under root)."""
+    """Processes and threads at once (``RLIMIT_NPROC``, or a ``pids`` cgroup where one can
+    be made)."""
     memory_mb: int = field(default=2048, validator=_positive)
-    """Data (heap) of each process, in MiB (``RLIMIT_DATA``: address space reserved but not
-    used, as V8 and the JVM do, is not counted)."""
+    """Memory, in MiB: the data (heap) of each process (``RLIMIT_DATA``: address space
+    reserved but not used, as V8 and the JVM do, is not counted) and, where a memory cgroup
+    can be made, everything the command's processes use together (shared memory, files in
+    ``/tmp`` and ``/dev/shm``, page cache)."""
     file_size_mb: int = field(default=512, validator=_positive)
     """Largest file a process may write, in MiB (``RLIMIT_FSIZE``)."""
     tmp_mb: int = field(default=512, validator=_positive)
-    """Size of the private ``/tmp`` (which holds ``HOME``), in MiB."""
+    """Size of the private ``/tmp`` (which holds ``HOME``) and of ``/dev/shm``, each, in
+    MiB."""
     cpu_seconds: int = field(default=600, validator=_positive)
     """CPU time of each process, in seconds (``RLIMIT_CPU``)."""
 
     def prlimit_args(self) -> list[str]:
-        """The ``prlimit`` options that set these limits (hard and soft)."""
+        """The ``prlimit`` options that set these limits (hard and soft), each no higher
+        than the limit this process already has (which no unprivileged process can raise)."""
         mib = 1 << 20
         values = {
-            "nproc": self.processes,
-            "data": self.memory_mb * mib,
-            "fsize": self.file_size_mb * mib,
+            "nproc": _capped(resource.RLIMIT_NPROC, self.processes),
+            "data": _capped(resource.RLIMIT_DATA, self.memory_mb * mib),
+            "fsize": _capped(resource.RLIMIT_FSIZE, self.file_size_mb * mib),
         }
         # CPU: SIGXCPU at the limit (its exit status names it), SIGKILL a few seconds on.
-        cpu = f"--cpu={self.cpu_seconds}:{self.cpu_seconds + CPU_GRACE_SECONDS}"
+        hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
+        cpu = f"--cpu={min(self.cpu_seconds, hard)}:{hard}"
         return [*(f"--{name}={value}:{value}" for name, value in values.items()), cpu]
+
+    def ulimit_script(self) -> str:
+        """POSIX ``sh`` setting the limits but ``RLIMIT_NPROC`` (hard and soft, as
+        :meth:`prlimit_args`): ``-d`` counts KiB, ``-f`` blocks of 512 bytes."""
+        data = _capped(resource.RLIMIT_DATA, self.memory_mb << 20) >> 10
+        size = _capped(resource.RLIMIT_FSIZE, self.file_size_mb << 20) >> 9
+        hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
+        return (
+            f"ulimit -d {data} && ulimit -f {size} && "
+            f"ulimit -t {hard} && ulimit -S -t {min(self.cpu_seconds, hard)}"
+        )
 
     def describe(self) -> dict[str, int]:
         """The limits as JSON."""
@@ -73,8 +96,19 @@ class ResourceLimits:
         }
 
 
+def _capped(kind: int, value: int) -> int:
+    """``value``, or the hard limit of ``kind`` this process has when that is lower (a user's
+    own ``ulimit -H``): the sandbox narrows what the user allowed, never asks for more."""
+    try:
+        hard = resource.getrlimit(kind)[1]
+    except (OSError, ValueError):
+        return value
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
 _SIGXCPU_EXIT = 128 + 24
 _SIGXFSZ_EXIT = 128 + 25
+_SIGKILL_EXIT = 128 + 9
 _MEMORY = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.I)
 _FORK = re.compile(r"(fork|retry|clone|spawn)[^\n]*Resource temporarily unavailable", re.I)
 _NO_SPACE = re.compile(r"No space left on device")
@@ -98,15 +132,19 @@ def explain_limit(code: int | None, output: str, limits: ResourceLimits) -> str 
     if _MEMORY.search(output):
         return said("memory", "memory_mb", f"{limits.memory_mb} MiB per process")
     if _NO_SPACE.search(output):
-        return said("/tmp size", "tmp_mb", f"{limits.tmp_mb} MiB") + (
+        return said("/tmp size", "tmp_mb", f"{limits.tmp_mb} MiB for /tmp, and for /dev/shm") + (
             " (or the workspace's disk is full)"
         )
+    if code in (_SIGKILL_EXIT, -9):  # the kernel kills a process past the memory cgroup
+        together = f"{limits.memory_mb} MiB for its processes together"
+        return "it was killed (SIGKILL): probably " + said("memory", "memory_mb", together)
     return None
 
 
-def _cgroup_mounts() -> list[Path]:
-    """Mount points of a ``pids`` cgroup hierarchy (v1 with ``pids``, or v2 whose root
-    cgroup hands ``pids`` to its children)."""
+def _cgroup_mounts() -> list[tuple[Path, frozenset[str]]]:
+    """Cgroup hierarchies that can bound processes or memory, as (mount point, the
+    controllers a child cgroup gets there): v1 ones with ``pids`` or ``memory``, and v2 whose
+    root cgroup hands those to its children."""
     found = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -118,16 +156,38 @@ def _cgroup_mounts() -> list[Path]:
         if len(fields) < 5 or len(tail) < 3:
             continue
         point = Path(fields[4].replace("\\040", " "))
-        if tail[0] == "cgroup" and "pids" in tail[2].split(","):
-            found.append(point)
+        controllers = set()
+        if tail[0] == "cgroup":
+            controllers = set(tail[2].split(","))
         elif tail[0] == "cgroup2":
             with contextlib.suppress(OSError):
-                if "pids" in (point / "cgroup.subtree_control").read_text().split():
-                    found.append(point)
+                controllers = set((point / "cgroup.subtree_control").read_text().split())
+        if wanted := controllers & {"pids", "memory"}:
+            found.append((point, frozenset(wanted)))
     return found
 
 
-_CGROUPS: dict[tuple[int, int], Path | None] = {}
+@frozen
+class Cgroups:
+    """The cgroups the commands of a sandbox run in, made by :func:`command_cgroups`."""
+
+    files: tuple[Path, ...]
+    """The files a command writes ``0`` to, to join them (one per hierarchy): ``tasks`` in
+    cgroup v1 (moves the writing thread alone: the launcher's only one, and without
+    waiting for the other processes of the machine), else ``cgroup.procs``."""
+    controllers: frozenset[str]
+    """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
+    commands' processes together: heap, shared memory, tmpfs files, page cache)."""
+
+
+_MEMORY_FILES = {
+    # (v1, v2): the limit, then swap (memory and swap together in v1, swap alone in v2)
+    "memory.limit_in_bytes": "{bytes}",
+    "memory.memsw.limit_in_bytes": "{bytes}",
+    "memory.max": "{bytes}",
+    "memory.swap.max": "0",
+}
+_CGROUPS: dict[tuple[int, int, int], Cgroups | None] = {}
 
 
 def _remove(folder: Path) -> None:
@@ -135,22 +195,47 @@ def _remove(folder: Path) -> None:
         folder.rmdir()
 
 
-def pids_cgroup(limit: int) -> Path | None:
-    """The ``cgroup.procs`` file of a ``pids`` cgroup bounded to ``limit`` processes, made
-    once per process and limit (removed at exit when empty); ``None`` where none can be
-    made (no such hierarchy, or no right to write it)."""
-    key = (os.getpid(), limit)
+def _make(folder: Path, controllers: frozenset[str], limits: ResourceLimits) -> Path | None:
+    """Make ``folder`` (a cgroup) and set its limits; the file to join it by, ``None`` when
+    this is not allowed."""
+    try:
+        folder.mkdir(exist_ok=True)
+        if "pids" in controllers:
+            (folder / "pids.max").write_text(str(limits.processes))
+        if "memory" in controllers:
+            for name, value in _MEMORY_FILES.items():
+                if (folder / name).exists():
+                    with contextlib.suppress(OSError):  # swap not accounted here: no file
+                        (folder / name).write_text(value.format(bytes=limits.memory_mb << 20))
+            if not any(
+                (folder / name).read_text().strip() == str(limits.memory_mb << 20)
+                for name in ("memory.limit_in_bytes", "memory.max")
+                if (folder / name).exists()
+            ):
+                raise OSError("the memory limit did not take")
+    except OSError:
+        _remove(folder)
+        return None
+    atexit.register(_remove, folder)
+    return folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
+
+
+def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
+    """The cgroups bounding the processes (``pids.max``) and the memory (``memory.max``,
+    swap included where the kernel accounts it) of commands under ``limits``: made once per
+    process and pair of values, shared by its commands (removed at exit when empty);
+    ``None`` where none can be made (no such hierarchy, or no right to write it: a user
+    that is not root, usually)."""
+    key = (os.getpid(), limits.processes, limits.memory_mb)
     if key not in _CGROUPS:
-        _CGROUPS[key] = None
-        for mount in _cgroup_mounts():
-            folder = mount / f"agentfsm-{os.getpid()}-{limit}"
-            try:
-                folder.mkdir(exist_ok=True)
-                (folder / "pids.max").write_text(str(limit))
-            except OSError:
-                _remove(folder)
+        files: list[Path] = []
+        bound: set[str] = set()
+        for mount, controllers in _cgroup_mounts():
+            if controllers <= bound:
                 continue
-            atexit.register(_remove, folder)
-            _CGROUPS[key] = folder / "cgroup.procs"
-            break
+            join = _make(mount / f"agentfsm-{key[0]}-{key[1]}-{key[2]}", controllers, limits)
+            if join is not None:
+                files.append(join)
+                bound |= controllers
+        _CGROUPS[key] = Cgroups(tuple(files), frozenset(bound)) if files else None
     return _CGROUPS[key]

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ._toolchains import homes
+from ._hidden import homes
 
 __all__ = ["not_found_note"]
 

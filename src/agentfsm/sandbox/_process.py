@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -244,6 +244,14 @@ def _kill_tree(pid: int, grace: float = 0.2) -> None:
     _kill(pid)
 
 
+@contextlib.contextmanager
+def _launch(
+    sandbox: CommandSandbox, command: str, cwd: str | Path
+) -> Iterator[tuple[list[str], Mapping[str, str], tuple[int, ...]]]:
+    argv, env = sandbox.command(command, Path(cwd))
+    yield argv, env, ()
+
+
 async def run_command(
     command: str,
     cwd: str | Path,
@@ -254,24 +262,36 @@ async def run_command(
 ) -> tuple[int | None, str]:
     """Run ``sh -c command`` in ``cwd`` through ``sandbox``, in its own process group.
 
+    A sandbox with a ``launch(command, cwd)`` context manager (:class:`BubblewrapSandbox`)
+    gives the argv, environment and descriptors to pass for the call, closed once the
+    process started; else :meth:`CommandSandbox.command` gives the argv and environment.
+
     Returns the exit code (``None`` when it timed out and was killed) and the captured
     output (stdout and stderr together, head and tail kept past ``max_output`` characters).
     The group is killed when the command exits, times out or the caller is cancelled.
     """
-    argv, env = sandbox.command(command, Path(cwd))
+    launch = getattr(sandbox, "launch", None)
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with (
+            launch(command, Path(cwd)) if launch else _launch(sandbox, command, cwd) as (
+                argv,
+                env,
+                fds,
+            )
+        ):
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(cwd),
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
     except BaseException:
         pipe.close()
         raise

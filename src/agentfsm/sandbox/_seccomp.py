@@ -23,7 +23,7 @@ import os
 import platform
 import struct
 
-__all__ = ["SECCOMP_ARCHITECTURES", "setuid_filter", "setuid_filter_path"]
+__all__ = ["SECCOMP_ARCHITECTURES", "setuid_filter", "setuid_filter_fd", "setuid_filter_path"]
 
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SECCOMP_ARCHITECTURES = tuple(sorted(_AUDIT_ARCH))
@@ -172,3 +172,9 @@ def setuid_filter_path() -> str:
             raise
         _MEMFD[pid] = fd
     return f"/proc/{pid}/fd/{_MEMFD[pid]}"
+
+
+def setuid_filter_fd() -> int:
+    """A new descriptor of the filter, read from its start (close it): bubblewrap reads the
+    descriptor it is given to its end, so each command gets its own."""
+    return os.open(setuid_filter_path(), os.O_RDONLY | os.O_CLOEXEC)

@@ -1,95 +1,49 @@
-"""The user's toolchains, read-only inside the sandbox, and the home's secrets kept hidden.
+"""The user's toolchains, read-only inside the sandbox; never a home.
 
 The sandbox shows the system and the workspace; a Python from pyenv, a Node from nvm, cargo
 from rustup live in the home folder, which the sandbox does not show. :func:`toolchain_view`
-finds, without settings, the folders those programs need to run:
+finds, without settings, exactly the folders those programs need to run:
 
 - every ``PATH`` entry and its real path (a folder named ``bin`` brings its install prefix,
   the folder above it when that has ``lib`` or ``libexec``, so ``python`` finds
-  ``lib/python3.X``); a ``shims`` folder brings the
-  tool's root (pyenv, rbenv, asdf shims run the tool, which reads its ``versions``);
+  ``lib/python3.X``; else the ``bin`` folder alone); a ``shims`` folder brings the tool's
+  root (pyenv, rbenv, asdf shims run the tool, which reads its ``versions``);
 - what the commands in those folders resolve to: the targets of their symlinks (pipx, uv,
-  ``update-alternatives``) and the absolute ``#!`` interpreters of their scripts;
+  ``update-alternatives``) and the absolute ``#!`` interpreters of their scripts. Outside
+  a home, the folder that holds one (or its install prefix); in a home, the install prefix
+  of the ``bin`` folder that holds it when there is one (``~/.pyenv/versions/3.12``),
+  else the one file and nothing beside it;
 - the base interpreter of every Python virtual environment found in the workspace (``.venv``,
   ``venv``, any ``pyvenv.cfg`` at most two folders deep), on ``PATH`` or in ``VIRTUAL_ENV``:
   the install prefix named by its ``home =`` key, accepted only when it holds a Python
   standard library (``lib/python3.*/os.py``), so a ``pyvenv.cfg`` the model writes can show
   no other folder;
-- rustup's ``RUSTUP_HOME`` and ``CARGO_HOME`` when cargo's ``bin`` is on ``PATH``; asdf's
-  data folder and ``~/.tool-versions`` when its shims are; the Pythons uv installs
+- cargo's ``bin``, ``registry`` and ``git`` and rustup's ``toolchains`` and
+  ``settings.toml`` when cargo's ``bin`` is on ``PATH``; asdf's data folder and
+  ``~/.tool-versions`` when its shims are; the Pythons uv installs
   (``~/.local/share/uv/python``); ``GOROOT`` when set.
 
-A folder is never shown when it is ``/``, a home folder, the workspace, a write path or a
-folder above one of them, or when it is, contains or lies in one of the home's secret
-folders (:data:`HOME_SECRET_DIRS`).
-:func:`home_secrets` lists those secrets and files (:data:`HOME_SECRET_FILES`, shell
-histories among them): the sandbox hides each one that lies beneath anything it mounts, after
-every other mount, so neither a toolchain folder, a settings path nor a workspace that holds
-the home uncovers them.
+A folder is never shown when it is ``/``, a home folder, an XDG base folder (``~/.config``,
+``~/.local``, ``~/.local/share``, ``~/.local/state``, ``~/.cache``), the workspace, a write
+path or a folder above one of them, or when it is, contains or lies in one of the home's
+secret folders; no secret file is shown. The hidden list of :mod:`~agentfsm.sandbox._hidden`
+is the second layer: the sandbox hides each secret that lies beneath anything it shows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from attrs import frozen
 
-__all__ = [
-    "HOME_SECRET_DIRS",
-    "HOME_SECRET_FILES",
-    "TOOLCHAIN_ENV",
-    "ToolchainView",
-    "home_secrets",
-    "homes",
-    "toolchain_view",
-]
+from ._hidden import HOME_SECRET_DIRS, HOME_SECRET_FILES, homes, secret_paths, xdg_folders
 
-HOME_SECRET_DIRS = (
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".config/gh",
-    ".config/hub",
-    ".docker",
-    ".kube",
-    ".gnupg",
-    ".password-store",
-    ".local/share/keyrings",
-    ".zsh_sessions",
-    ".bash_sessions",
-    ".config/agentfsm",
-    ".local/state/agentfsm",
-)
-"""Folders of a home that no sandboxed command sees (the agent's own state among them)."""
-HOME_SECRET_FILES = (
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".pypirc",
-    ".npmrc",
-    ".vault-token",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".bash_history",
-    ".zsh_history",
-    ".sh_history",
-    ".history",
-    ".python_history",
-    ".node_repl_history",
-    ".psql_history",
-    ".mysql_history",
-    ".sqlite_history",
-    ".lesshst",
-    ".viminfo",
-    ".local/share/fish/fish_history",
-)
-"""Files of a home that no sandboxed command sees: credentials and shell histories."""
+__all__ = ["TOOLCHAIN_ENV", "ToolchainView", "toolchain_view", "venv_signature"]
+
 TOOLCHAIN_ENV = (
     "PYENV_ROOT",
     "PYENV_VERSION",
@@ -106,14 +60,17 @@ TOOLCHAIN_ENV = (
 )
 """Variables naming where a toolchain lives (never a secret): sandboxed commands get them
 when this process has them."""
-_XDG = {".config/": "XDG_CONFIG_HOME", ".local/share/": "XDG_DATA_HOME"}
-_XDG[".local/state/"] = "XDG_STATE_HOME"
 FOLDER_ENTRIES_LIMIT = 4096
 """At most this many entries of each ``PATH`` folder are looked at."""
 SCRIPT_HEAD = 256
 """Bytes read from a script on ``PATH`` to find its ``#!`` interpreter."""
 SYMLINK_HOPS = 40
 """More symlinks than this on one path: it is not resolved (a loop)."""
+CARGO_PARTS = ("bin", "registry", "git")
+"""What cargo needs of ``CARGO_HOME`` (not its credentials, nor a ``config.toml`` that may
+hold a registry token)."""
+RUSTUP_PARTS = ("toolchains", "settings.toml")
+"""What rustup's proxies need of ``RUSTUP_HOME``."""
 _STDLIB = re.compile(r"python3\.\d+")
 
 
@@ -125,48 +82,6 @@ class ToolchainView:
     """Folders (and files, like ``~/.tool-versions``) mounted read-only."""
     env: tuple[tuple[str, str], ...]
     """Variables the commands get, as (name, value)."""
-
-
-def homes(environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """The home folders of this process: ``HOME`` and the user's entry in the password
-    database, as written and resolved."""
-    found: dict[Path, None] = {}
-    candidates = [environ.get("HOME", "")]
-    with contextlib.suppress(KeyError):
-        candidates.append(pwd.getpwuid(os.getuid()).pw_dir)
-    for home in candidates:
-        if home and os.path.isabs(home):
-            found[Path(os.path.normpath(home))] = None
-            found[Path(os.path.realpath(home))] = None
-    return tuple(found)
-
-
-def _secret_paths(environ: Mapping[str, str], names: Iterable[str]) -> list[Path]:
-    paths: list[Path] = []
-    for home in homes(environ):
-        paths += [home / name for name in names]
-    for name in names:
-        for prefix, variable in _XDG.items():
-            base = environ.get(variable, "")
-            if name.startswith(prefix) and os.path.isabs(base):
-                paths.append(Path(base) / name.removeprefix(prefix))
-    return paths
-
-
-def home_secrets(environ: Mapping[str, str]) -> tuple[tuple[Path, bool], ...]:
-    """The home's secrets (:data:`HOME_SECRET_DIRS`, :data:`HOME_SECRET_FILES`, the file
-    ``HISTFILE`` names) that exist, where they really are, as (path, is a folder)."""
-    paths = _secret_paths(environ, HOME_SECRET_DIRS + HOME_SECRET_FILES)
-    history = environ.get("HISTFILE", "")
-    if os.path.isabs(history):
-        paths.append(Path(history))
-    found: dict[Path, bool] = {}
-    for path in paths:
-        if os.path.lexists(path):
-            real = Path(os.path.realpath(path))
-            if real.exists():
-                found[real] = real.is_dir()
-    return tuple(sorted(found.items()))
 
 
 class _Finder:
@@ -188,9 +103,9 @@ class _Finder:
         self.visible = visible
         self.environ = environ
         self.homes = homes(environ)
-        secret_dirs = _secret_paths(environ, HOME_SECRET_DIRS)
-        secret_dirs += [Path(os.path.realpath(p)) for p in secret_dirs if os.path.lexists(p)]
-        self.secret_dirs = tuple(dict.fromkeys(secret_dirs))
+        self.xdg = xdg_folders(environ)
+        self.secret_dirs = _with_real(secret_paths(environ, HOME_SECRET_DIRS))
+        self.secret_files = _with_real(secret_paths(environ, HOME_SECRET_FILES))
         self.prefixes = tuple(str(f) for f in (*visible, *writable))
         self.found: dict[Path, None] = {}
         self.prefixed: set[Path] = set()
@@ -226,16 +141,19 @@ class _Finder:
         return any(path.is_relative_to(folder) for folder in self.writable)
 
     def refused(self, path: Path) -> bool:
-        """``/``, a home, the workspace or a write path or a folder above one of them, or a
-        secret folder, inside one or above one."""
-        if path.parent == path:
+        """``/``, a home, an XDG base folder, the workspace or a write path or a folder above
+        one of them, a secret folder, inside one or above one, or a secret file."""
+        if path.parent == path or path in self.secret_files:
             return True
-        if any(folder.is_relative_to(path) for folder in (*self.homes, *self.writable)):
+        if any(f.is_relative_to(path) for f in (*self.homes, *self.xdg, *self.writable)):
             return True
         return any(
             secret.is_relative_to(path) or path.is_relative_to(secret)
             for secret in self.secret_dirs
         )
+
+    def in_home(self, path: Path) -> bool:
+        return any(path.is_relative_to(home) for home in self.homes)
 
     def shown(self, path: Path) -> bool:
         return any(path.is_relative_to(folder) for folder in (*self.visible, *self.writable))
@@ -267,6 +185,23 @@ class _Finder:
             return
         if not self.writable_path(prefix):
             self.add_venv_base(prefix / "pyvenv.cfg")
+
+    def add_command(self, command: Path) -> None:
+        """Show what a command of ``PATH`` resolves to (``command``, resolved): outside a
+        home, its folder (:meth:`add_prefix`); in a home, the install prefix of the ``bin``
+        folder holding it, else the file alone (never the folder around it)."""
+        folder = command.parent
+        if not self.in_home(command):
+            self.add_prefix(folder)
+        elif (
+            folder.name == "bin"
+            and _install_prefix(folder.parent)
+            and self.add(folder.parent) is not None
+        ):
+            if not self.writable_path(folder):
+                self.add_venv_base(folder.parent / "pyvenv.cfg")
+        elif command.is_file():
+            self.add(command)
 
     def add_venv_base(self, config: Path) -> None:
         """Show the install prefix of the interpreter a ``pyvenv.cfg`` names (``home``,
@@ -317,12 +252,12 @@ class _Finder:
                         continue  # the common case, decided without resolving by hand
                     target = self.resolve(entry.path)
                     if target is not None and not self.shown(target) and target.exists():
-                        self.add_prefix(target.parent)
+                        self.add_command(target)
                 elif scripts and entry.is_file():
                     interpreter = _shebang(entry.path)
                     real = None if interpreter is None else self.resolve(interpreter)
                     if real is not None and real.name != "env" and not self.shown(real):
-                        self.add_prefix(real.parent)
+                        self.add_command(real)
             except OSError:
                 continue
 
@@ -345,10 +280,15 @@ class _Finder:
         cargo = self.tool_home("CARGO_HOME", ".cargo")
         if cargo is not None and cargo / "bin" in on_path:
             rustup = self.tool_home("RUSTUP_HOME", ".rustup")
-            for name, folder in (("CARGO_HOME", cargo), ("RUSTUP_HOME", rustup)):
-                real = None if folder is None else self.add(folder)
-                if real is not None:
+            for name, folder, parts in (
+                ("CARGO_HOME", cargo, CARGO_PARTS),
+                ("RUSTUP_HOME", rustup, RUSTUP_PARTS),
+            ):
+                real = None if folder is None else self.resolve(folder)
+                if real is not None and real.is_dir() and not self.refused(real):
                     self.env[name] = str(real)
+                    for part in parts:
+                        self.add(real / part)
         asdf = self.tool_home("ASDF_DATA_DIR", ".asdf")
         asdf_real = self.add(asdf) if asdf is not None and asdf / "shims" in on_path else None
         if asdf_real is not None:
@@ -380,6 +320,36 @@ class _Finder:
             configs.append(Path(virtual_env) / "pyvenv.cfg")
         for config in dict.fromkeys(configs):
             self.add_venv_base(config)
+
+
+def venv_signature(root: Path, environ: Mapping[str, str]) -> tuple[int, ...]:
+    """What the virtual environments a view finds in ``root`` depend on, read cheaply: the
+    change times of ``root``, of each folder in it and of its ``pyvenv.cfg``, and of
+    ``VIRTUAL_ENV``'s. A venv made, removed, moved or re-pointed there changes it (one made
+    in a folder two levels down changes that folder's parent)."""
+    paths = [root]
+    with contextlib.suppress(OSError):
+        for entry in list(os.scandir(root))[:FOLDER_ENTRIES_LIMIT]:
+            if entry.is_dir(follow_symlinks=False):
+                paths += [Path(entry.path), Path(entry.path) / "pyvenv.cfg"]
+    virtual_env = environ.get("VIRTUAL_ENV", "")
+    if os.path.isabs(virtual_env):
+        paths.append(Path(virtual_env) / "pyvenv.cfg")
+    signature = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            signature.append(0)
+        else:
+            signature += [info.st_ino, info.st_mtime_ns]
+    return tuple(signature)
+
+
+def _with_real(paths: list[Path]) -> tuple[Path, ...]:
+    """``paths`` as written and, for those that exist, resolved."""
+    real = [Path(os.path.realpath(p)) for p in paths if os.path.lexists(p)]
+    return tuple(dict.fromkeys([*paths, *real]))
 
 
 def _configs_below(root: Path, depth: int) -> list[Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, Self, TypeVar, overload
 
-from agentfsm.engine._events import (
+from agentfsm.engine import (
     AgentEmitter,
     AgentEvent,
     BudgetExhaustedEvent,

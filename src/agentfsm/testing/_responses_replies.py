@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
+from agentfsm.engine import AssistantMessage, ChatResult, Usage
 
 from ._fake_server import Reply
 

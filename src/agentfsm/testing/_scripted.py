@@ -9,17 +9,19 @@ from typing import TypeAlias, overload
 
 from attrs import evolve, field, frozen
 
-from agentfsm.adapters.tools._toolbox import run_in_daemon_thread
-from agentfsm.engine._messages import (
+from agentfsm.adapters.tools import run_in_daemon_thread
+from agentfsm.engine import (
     AssistantMessage,
+    ChatDelta,
     ChatResult,
+    DeltaHandler,
     Message,
+    SupportsAbort,
     ToolCall,
     ToolResult,
     ToolSpec,
     Usage,
 )
-from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 __all__ = [
     "ChatRequest",

@@ -52,14 +52,19 @@ def test_bubblewrap_argv(root: Path) -> None:
         bwrap="/usr/bin/bwrap",
     )
     launch, env = box.command("make test", root)
-    assert launch[:3] == ["/bin/sh", "-c", sandbox_module._LAUNCH]  # opens the filter on fd 3
+    assert launch[:2] == ["/bin/sh", "-c"]  # joins the cgroups, opens the filter on fd 3
     assert Path(launch[3]).read_bytes() == setuid_filter()
-    argv = launch[5:]
+    cgroups = box.cgroups
+    assert launch[4 : launch.index("--")] == [str(p) for p in cgroups.files] if cgroups else []
+    argv = launch[launch.index("--") + 1 :]
     assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
     assert argv[-3:] == ["/bin/sh", "-c", "make test"]
     tail = argv[argv.index("--") :]
-    assert tail[1:-3] == [box.prlimit, *box.limits.prlimit_args()]
+    if cgroups is None:
+        assert tail[1:-3] == [box.prlimit, *box.limits.prlimit_args()]
+    elif "pids" in cgroups.controllers:
+        assert tail[1:-3] == []  # the launcher set the other limits, the cgroup bounds these
     assert pairs(argv, "--chdir") == [(str(root),)]
     assert argv[argv.index("--seccomp") + 1] == "3"
     assert "--disable-userns" in argv
@@ -88,7 +93,8 @@ def test_bubblewrap_argv(root: Path) -> None:
     assert ("/opt", "/opt") in pairs(argv, "--ro-bind-try")
     assert pairs(argv, "--bind") == [(str(root), str(root)), (str(root / "conf"),) * 2]
     assert ("/srv/cache", "/srv/cache") in pairs(argv, "--bind-try")
-    assert pairs(argv, "--tmpfs")[0] == ("/tmp",)
+    assert pairs(argv, "--tmpfs")[:2] == [("/dev/shm",), ("/tmp",)]
+    assert pairs(argv, "--remount-ro")[0] == ("/dev",)
     assert (str(root / ".agentfsm"),) in pairs(argv, "--tmpfs")
     assert (str(root / ".agentfsm"),) in pairs(argv, "--remount-ro")
     assert argv.index("--bind") < argv.index(str(root / ".agentfsm"))  # hidden after the root
@@ -120,7 +126,7 @@ def test_bubblewrap_describe(root: Path) -> None:
     described = BubblewrapSandbox(root, read_paths=["/opt"]).describe()
     assert described["mechanism"] == "bubblewrap"
     assert described["network"] is False
-    assert described["write"] == [str(root), "private /tmp"]
+    assert described["write"] == [str(root), "private /tmp and /dev/shm"]
     assert "/usr" in described["read"]
     assert "/opt" in described["read"]
     assert str(root / ".agentfsm") in described["hidden"]
@@ -136,8 +142,10 @@ def test_bubblewrap_describes_its_limits_and_environment(root: Path) -> None:
     assert "CARGO_HOME" in described["environment"]
     assert "/etc/shadow" in described["hidden"] or not os.path.exists("/etc/shadow")
     assert described["setuid"] == "refused (seccomp filter)"
-    argv = box.argv("true", root)
-    assert argv[argv.index("--tmpfs") - 2 : argv.index("--tmpfs")] == ["--size", str(32 << 20)]
+    argv = box.argv("true", root, launched=False)
+    for place in ("/dev/shm", "/tmp"):
+        at = argv.index(place)
+        assert argv[at - 3 : at] == ["--size", str(32 << 20), "--tmpfs"]
     assert "--nproc=64:64" in argv
     with pytest.raises(ValueError, match="not an environment variable name"):
         BubblewrapSandbox(root, env=["A=B"])
@@ -373,3 +381,47 @@ async def test_a_background_process_holding_the_output_does_not_hang_the_call(
         assert bool(alive(marker)) == (sandbox.name == "none")
     finally:
         kill_all(marker)
+
+
+async def test_the_mounts_follow_path_settings_and_venvs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mounts are worked out once and kept while nothing they depend on changes; a new
+    ``PATH``, a read path added to the sandbox's settings and a virtual environment made in
+    the workspace between two calls are all seen at the next call."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    tool = tmp_path / "opt" / "tool" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "mytool").write_text("#!/bin/sh\necho tool ran\n", "utf-8")
+    (tool / "mytool").chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f.txt").write_text("data here\n", "utf-8")
+    python = tmp_path / "python"
+    (python / "lib" / "python3.11").mkdir(parents=True)
+    (python / "lib" / "python3.11" / "os.py").write_text("# the standard library\n", "utf-8")
+    (python / "bin").mkdir()
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    sandbox = require_bubblewrap(root)
+
+    async def run(command: str) -> tuple[int | None, str]:
+        return await run_command(command, root, timeout=30, max_output=10_000, sandbox=sandbox)
+
+    assert (await run("true"))[0] == 0
+    kept = sandbox.plan()
+    assert (await run("true"))[0] == 0
+    assert sandbox.plan() is kept  # nothing changed: worked out once
+    assert (await run("mytool"))[0] == 127
+    monkeypatch.setenv("PATH", f"{tool}:/usr/bin:/bin")
+    assert await run("mytool") == (0, "tool ran\n")
+    assert sandbox.plan() is not kept
+    assert (await run(f"cat {data}/f.txt"))[0] != 0
+    sandbox.read_paths = (data,)
+    assert await run(f"cat {data}/f.txt") == (0, "data here\n")
+    stdlib = f"cat {python}/lib/python3.11/os.py"
+    assert (await run(stdlib))[0] != 0
+    (root / ".venv").mkdir()
+    (root / ".venv" / "pyvenv.cfg").write_text(f"home = {python}/bin\n", "utf-8")
+    assert await run(stdlib) == (0, "# the standard library\n")
+    assert python in sandbox.toolchains.read

@@ -3,9 +3,10 @@ again for the steps it completed (see ``docs/durable.md``).
 
 Needs the ``durable`` extra (``pip install 'agentfsm[durable]'``). Importing this package
 registers the durable run's DBOS workflow.
-"""
 
-from agentfsm._deprecated import package_getattr as _package_getattr
+A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
+other agentfsm packages only: it is not public API.
+"""
 
 from ._queue import (
     APPLICATION_VERSION,
@@ -27,6 +28,8 @@ from ._queue import (
     submit_tasks,
     task_of_run,
 )
+from ._queue import QUEUE_NAME as QUEUE_NAME
+from ._queue import parse_rate as parse_rate
 from ._runtime import DurableRuntime, default_database_url
 from ._spec import (
     AgentFactory,
@@ -43,6 +46,7 @@ from ._worker import (
     TaskWorker,
     requeue_executor,
 )
+from ._workflow import UNFINISHED as UNFINISHED
 from ._workflow import (
     fork,
     gather,
@@ -52,6 +56,7 @@ from ._workflow import (
     resume,
     submit,
 )
+from ._workflow import spec_of as spec_of
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -94,5 +99,3 @@ __all__ = [
     "submit_tasks",
     "task_of_run",
 ]
-
-__getattr__ = _package_getattr(__name__)

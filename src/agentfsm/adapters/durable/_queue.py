@@ -20,9 +20,8 @@ from attrs import evolve, field, frozen
 from dbos import DBOS, DBOSClient, EnqueueOptions
 from dbos._queue import QueueRateLimit
 
-from agentfsm import __version__
-from agentfsm.engine._messages import AssistantMessage, Usage
-from agentfsm.engine._params import LoopOutcome
+from agentfsm._version import __version__
+from agentfsm.engine import AssistantMessage, LoopOutcome, Usage
 
 from ._runtime import DEFAULT_APP_NAME, default_database_url
 from ._spec import RunSpec

@@ -14,7 +14,7 @@ from types import TracebackType
 
 from dbos import DBOS, DBOSConfig
 
-from agentfsm.adapters.sessions._location import state_home
+from agentfsm.adapters.sessions import state_home
 
 __all__ = ["DurableRuntime", "default_database_url"]
 

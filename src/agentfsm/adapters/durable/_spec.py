@@ -11,9 +11,7 @@ from typing import Any, Protocol
 from attrs import field, frozen
 
 from agentfsm.adapters.sessions import SessionHandle
-from agentfsm.engine._events import AgentEmitter, AgentEvent
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._steps import run_step
+from agentfsm.engine import AgentEmitter, AgentEvent, LoopOutcome, run_step
 
 __all__ = [
     "AgentFactory",

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from dbos import DBOS
 
-from agentfsm.engine._events import AgentEvent
+from agentfsm.engine import AgentEvent
 
 __all__ = ["DbosStepRunner", "StepFailed"]
 

@@ -25,7 +25,7 @@ from typing import IO
 from dbos import DBOSClient
 from dbos._queue import QueueRateLimit
 
-from agentfsm.adapters.sessions._location import state_home
+from agentfsm.adapters.sessions import state_home
 
 from ._queue import APPLICATION_VERSION, QUEUE_NAME, declare_queue
 from ._runtime import DurableRuntime, default_database_url

@@ -19,9 +19,7 @@ from typing import Any
 from dbos import DBOS, DBOSClient, SetWorkflowID, WorkflowHandleAsync
 
 from agentfsm.adapters.sessions import SessionHandle
-from agentfsm.engine._events import AgentEvent
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._steps import current_step_runner
+from agentfsm.engine import AgentEvent, LoopOutcome, current_step_runner
 
 from ._spec import DurableAgent, DurableEvent, RunInfo, RunSpec, lookup_factory
 from ._steps import DbosStepRunner

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
-from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolSpec
-from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
+from agentfsm.engine import (
+    AssistantMessage,
+    ChatResult,
+    DeltaHandler,
+    Message,
+    SupportsAbort,
+    ToolSpec,
+)
 
 from ._anthropic_wire import AnthropicQuirks, EventAccumulator, build_request, parse_message
-from ._endpoints import endpoint_url
 from ._errors import ProviderError, classify_error_body
-from ._http_adapter import NOT_JSON, HttpAdapter
+from ._http_adapter import HttpAdapter
 from ._keys import Secret
 from ._limits import Deadline, Limits
 from ._retry import RetryPolicy
 from ._shapes import shape_guard
-from ._transport import Timeouts, bad_response, iter_events
+from ._transport import Timeouts
 
 __all__ = ["ANTHROPIC_VERSION", "PAUSE_CONTINUATIONS", "AnthropicChat"]
 
@@ -29,7 +33,7 @@ PAUSE_CONTINUATIONS = 5
 """How many times :class:`AnthropicChat` continues a turn paused with ``pause_turn``."""
 
 
-class AnthropicChat(HttpAdapter):
+class AnthropicChat(HttpAdapter[AnthropicQuirks]):
     """A :class:`~agentfsm.engine._protocols.ChatFn` speaking the Messages API.
 
     Streams by default: text and thinking deltas reach ``on_delta``; ``ping`` events are
@@ -59,6 +63,11 @@ class AnthropicChat(HttpAdapter):
     """
 
     default_name = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    wire = "anthropic"
+    wire_headers: ClassVar[Mapping[str, str]] = {"anthropic-version": ANTHROPIC_VERSION}
+    quirks_class = AnthropicQuirks
+    build_request = staticmethod(build_request)
     key_header = ("x-api-key", "")
     provider_name = "anthropic"
     """``gen_ai.provider.name`` of its calls in traces."""
@@ -67,7 +76,7 @@ class AnthropicChat(HttpAdapter):
         self,
         model: str,
         *,
-        base_url: str = "https://api.anthropic.com",
+        base_url: str | None = None,
         api_key: str | Secret | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
@@ -85,24 +94,14 @@ class AnthropicChat(HttpAdapter):
             api_key=api_key,
             http_client=http_client,
             stream=stream,
+            quirks=quirks,
             timeouts=timeouts,
             retry=retry,
             headers=headers,
             name=name,
             limits=limits,
         )
-        self.quirks = quirks if quirks is not None else AnthropicQuirks()
         self.pause_continuations = max(0, pause_continuations)
-
-    def _request(self, body: dict[str, Any]) -> httpx.Request:
-        headers = {
-            "content-type": "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
-            "accept": "text/event-stream" if body.get("stream") else "application/json",
-            **self._headers,
-        }
-        url = endpoint_url(self.base_url, "anthropic")
-        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
 
     async def __call__(
         self,
@@ -114,21 +113,15 @@ class AnthropicChat(HttpAdapter):
         signal: SupportsAbort | None = None,
         on_delta: DeltaHandler | None = None,
     ) -> ChatResult:
-        body = build_request(
-            self.model,
-            messages,
-            tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stream=self.stream and (self.quirks.stream_with_tools or not tools),
-            quirks=self.quirks,
-        )
+        body = self._body(messages, tools, temperature, max_tokens)
         results: list[ChatResult] = []
         paused: list[dict[str, Any]] = []
         while True:
             content: list[list[dict[str, Any]]] = [[]]
             sent = _continued(body, paused) if paused else body
-            results.append(await self._call(self._attempt(sent, signal, on_delta, content), signal))
+            results.append(
+                await self._call(self._paused_attempt(sent, signal, on_delta, content), signal)
+            )
             last = results[-1]
             if last.finish_reason_raw != "pause_turn" or last.message.tool_calls:
                 break  # finished, or calls to answer first (never sent back unanswered)
@@ -141,14 +134,15 @@ class AnthropicChat(HttpAdapter):
             paused.extend(content[0])
         return results[0] if len(results) == 1 else _merged(results)
 
-    def _attempt(
+    def _paused_attempt(
         self,
         body: dict[str, Any],
         signal: SupportsAbort | None,
         on_delta: DeltaHandler | None,
         content: list[list[dict[str, Any]]],
     ) -> Callable[[Deadline], Awaitable[ChatResult]]:
-        """One request as a retryable attempt; the reply's content blocks go to ``content``."""
+        """One request as a retryable attempt; the content blocks of a reply paused with
+        ``pause_turn`` go to ``content``."""
 
         async def attempt(deadline: Deadline) -> ChatResult:
             return await self._exchange(
@@ -166,23 +160,9 @@ class AnthropicChat(HttpAdapter):
         response: httpx.Response,
         signal: SupportsAbort | None,
         deadline: Deadline,
-        content: list[list[dict[str, Any]]],
+        content: list[list[dict[str, Any]]] | None = None,
     ) -> ChatResult:
-        data, text = await self._read_json_body(response, signal, deadline)
-        if not isinstance(data, dict):
-            if data is not NOT_JSON:
-                raise bad_response(
-                    self._ctx,
-                    f"the response body is a JSON {type(data).__name__}, not an object",
-                    status=response.status_code,
-                )
-            raise ProviderError(
-                "server",
-                "the response body is not a JSON object",
-                status=response.status_code,
-                provider_code="empty_stream" if not text.strip() else "malformed_response",
-                provider=self.name,
-            )
+        data = await self._read_json_object(response, signal, deadline)
         if data.get("type") == "error":
             raise classify_error_body(
                 response.status_code,
@@ -193,7 +173,7 @@ class AnthropicChat(HttpAdapter):
             )
         with shape_guard(self._ctx, status=response.status_code):
             result = parse_message(data, self.limits)
-        if result.finish_reason_raw == "pause_turn":
+        if content is not None and result.finish_reason_raw == "pause_turn":
             content[0] = [b for b in data.get("content") or [] if isinstance(b, dict)]
         return result
 
@@ -203,22 +183,10 @@ class AnthropicChat(HttpAdapter):
         signal: SupportsAbort | None,
         on_delta: DeltaHandler | None,
         deadline: Deadline,
-        content: list[list[dict[str, Any]]],
+        content: list[list[dict[str, Any]]] | None = None,
     ) -> ChatResult:
         acc = EventAccumulator(self.limits)
-        started = [False]
-        terminal = [False]
-        done = [False]
-        events = iter_events(
-            response,
-            timeouts=self.timeouts,
-            signal=signal,
-            ctx=self._ctx,
-            started=started,
-            terminal=terminal,
-            deadline=deadline,
-            done=done,
-        )
+        events, started, terminal, done = self._events(response, signal, deadline)
         try:
             async for event in events:
                 if not event.data.strip():
@@ -237,13 +205,7 @@ class AnthropicChat(HttpAdapter):
                     if kind == "error" or data.get("type") == "error":
                         raise self._stream_error(data, response.headers, started[0])
                     text, thinking = acc.add(kind, data)
-                if on_delta is not None:
-                    if thinking:
-                        started[0] = True
-                        on_delta(ChatDelta("thinking", thinking))
-                    if text:
-                        started[0] = True
-                        on_delta(ChatDelta("text", text))
+                self._deliver(on_delta, started, text, thinking)
                 if acc.stopped:
                     done[0] = True  # the rest of the body is drained; the connection kept
                     continue
@@ -252,26 +214,12 @@ class AnthropicChat(HttpAdapter):
         finally:
             await events.aclose()
         if acc.empty:
-            raise ProviderError(
-                "server",
-                "the stream ended without any answer (an empty 200 response)",
-                status=response.status_code,
-                in_stream=True,
-                provider_code="empty_stream",
-                provider=self.name,
-            )
+            raise self._empty_stream(response)
         if not acc.stopped and acc.stop_reason is None:
-            raise ProviderError(
-                "connection",
-                "the stream ended before the message was complete",
-                phase="read",
-                in_stream=True,
-                response_started=started[0],
-                provider=self.name,
-            )
+            raise self._cut_stream("message", started)
         with shape_guard(self._ctx, in_stream=True, started=started[0]):
             result = acc.result()
-            if result.finish_reason_raw == "pause_turn":
+            if content is not None and result.finish_reason_raw == "pause_turn":
                 content[0] = acc.content()
         return result
 

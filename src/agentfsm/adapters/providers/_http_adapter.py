@@ -1,25 +1,37 @@
-"""What the HTTP provider adapters share: settings, their own client, the call's deadline,
-and the boundary every error crosses (secrets scrubbed, the HTTP request let go)."""
+"""What the HTTP provider adapters share: settings, their own client, the call from request
+to reply within its deadline, and the boundary every error crosses (secrets scrubbed, the
+HTTP request let go)."""
 
 from __future__ import annotations
 
 import functools
+import json
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx
+from httpx_sse import ServerSentEvent
 
-from agentfsm.engine._messages import ChatResult
-from agentfsm.engine._protocols import SupportsAbort
+from agentfsm.engine import ChatDelta, ChatResult, DeltaHandler, Message, SupportsAbort, ToolSpec
 
+from ._endpoints import WireName, endpoint_url
 from ._errors import ProviderError, classify_error_body
 from ._keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
 from ._limits import BadShape, Deadline, Limits, loads_bounded
 from ._log_filter import install_secrets_filter
 from ._retry import RetryPolicy, call_with_retries
 from ._shapes import shape_guard
-from ._transport import Timeouts, TransportContext, frame_text, read_body, read_error, send
+from ._transport import (
+    Timeouts,
+    TransportContext,
+    bad_response,
+    frame_text,
+    iter_events,
+    read_body,
+    read_error,
+    send,
+)
 
 __all__ = [
     "KEEPALIVE_EXPIRY",
@@ -33,6 +45,15 @@ __all__ = [
 
 NOT_JSON: Any = object()
 """What :meth:`HttpAdapter._read_json_body` returns for a body that is not JSON."""
+
+
+class _Quirks(Protocol):
+    @property
+    def stream_with_tools(self) -> bool: ...
+
+
+Q = TypeVar("Q", bound=_Quirks)
+"""The quirks class of an adapter's wire (``OpenAIQuirks`` ...)."""
 
 MAX_CONNECTIONS = 1000
 """Connections an adapter's own client keeps open at most, in use or idle (fewer when the
@@ -115,10 +136,11 @@ def _key_headers(
     return plain, keys
 
 
-class HttpAdapter:
+class HttpAdapter(Generic[Q]):
     """Base of :class:`OpenAIChat`, :class:`AnthropicChat` and :class:`OpenAIResponses`: the
-    model, the endpoint, the key, timeouts, limits, retries, extra headers, and an
-    ``httpx.AsyncClient`` created on first use unless one is given.
+    model, the endpoint, the key, the wire's quirks, timeouts, limits, retries, extra
+    headers, and an ``httpx.AsyncClient`` created on first use unless one is given; and the
+    call, from the request body the wire builds to the reply its subclass reads.
 
     The key (and any extra header named in :data:`~agentfsm.adapters.providers._keys.
     SENSITIVE_HEADERS`) is kept as a :class:`~agentfsm.adapters.providers.Secret`, put on
@@ -134,15 +156,27 @@ class HttpAdapter:
     default_name = "provider"
     key_header: tuple[str, str] = ("authorization", "Bearer ")
     """The header carrying the key, and the text before the key in it."""
+    default_base_url: ClassVar[str]
+    """The ``base_url`` when none is given."""
+    wire: ClassVar[WireName]
+    """The wire protocol: which path :func:`~agentfsm.adapters.providers.endpoint_url` adds."""
+    wire_headers: ClassVar[Mapping[str, str]] = {}
+    """Headers every request of the wire carries (before the extra ``headers``)."""
+    quirks_class: Callable[[], Q]
+    """The wire's quirks class, whose defaults describe the vendor's own API."""
+    build_request: Callable[..., dict[str, Any]]
+    """The wire's request body builder (``model, messages, tools, *, temperature,
+    max_tokens, stream, quirks``)."""
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
+        base_url: str | None = None,
         api_key: str | Secret | None = None,
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
+        quirks: Q | None = None,
         timeouts: Timeouts | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
@@ -150,8 +184,9 @@ class HttpAdapter:
         limits: Limits | None = None,
     ) -> None:
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url if base_url is not None else self.default_base_url).rstrip("/")
         self.stream = stream
+        self.quirks: Q = quirks if quirks is not None else self.quirks_class()
         self.timeouts = timeouts if timeouts is not None else Timeouts()
         self.retry = retry if retry is not None else RetryPolicy()
         self.limits = limits if limits is not None else Limits()
@@ -184,6 +219,81 @@ class HttpAdapter:
         if self._owns_client and self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    async def __call__(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        signal: SupportsAbort | None = None,
+        on_delta: DeltaHandler | None = None,
+    ) -> ChatResult:
+        """One chat call (a :class:`~agentfsm.engine.ChatFn`), retried as the policy says."""
+        body = self._body(messages, tools, temperature, max_tokens)
+        return await self._call(self._attempt(body, signal, on_delta), signal)
+
+    def _body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        temperature: float | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        """The request body; streamed when the adapter streams and the server streams calls
+        with these tools."""
+        return type(self).build_request(
+            self.model,
+            messages,
+            tools,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=self.stream and (self.quirks.stream_with_tools or not tools),
+            quirks=self.quirks,
+        )
+
+    def _request(self, body: dict[str, Any]) -> httpx.Request:
+        """The HTTP request carrying ``body`` (the extra ``headers`` win over the wire's)."""
+        headers = {
+            "content-type": "application/json",
+            **self.wire_headers,
+            "accept": "text/event-stream" if body.get("stream") else "application/json",
+            **self._headers,
+        }
+        url = endpoint_url(self.base_url, self.wire)
+        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
+
+    def _attempt(
+        self, body: dict[str, Any], signal: SupportsAbort | None, on_delta: DeltaHandler | None
+    ) -> Callable[[Deadline], Awaitable[ChatResult]]:
+        """One request of ``body`` as a retryable attempt, read by the subclass's
+        ``_read_stream`` or ``_read_json``."""
+
+        async def attempt(deadline: Deadline) -> ChatResult:
+            return await self._exchange(
+                self._request(body),
+                signal,
+                deadline,
+                lambda response: self._read_stream(response, signal, on_delta, deadline),
+                lambda response: self._read_json(response, signal, deadline),
+            )
+
+        return attempt
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        signal: SupportsAbort | None,
+        on_delta: DeltaHandler | None,
+        deadline: Deadline,
+    ) -> ChatResult:
+        raise NotImplementedError
+
+    async def _read_json(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> ChatResult:
+        raise NotImplementedError
 
     async def _call(
         self,
@@ -266,6 +376,84 @@ class HttpAdapter:
                 raise
             except ValueError:
                 return NOT_JSON, text
+
+    async def _read_json_object(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> dict[str, Any]:
+        """A non-streamed body that must be a JSON object; anything else is a
+        :class:`ProviderError` (``server`` when it is not JSON, ``bad_response`` when it is
+        JSON of another type)."""
+        data, text = await self._read_json_body(response, signal, deadline)
+        if isinstance(data, dict):
+            return data
+        if data is not NOT_JSON:
+            raise bad_response(
+                self._ctx,
+                f"the response body is a JSON {type(data).__name__}, not an object",
+                status=response.status_code,
+            )
+        raise ProviderError(
+            "server",
+            "the response body is not a JSON object" if text.strip() else "empty response body",
+            status=response.status_code,
+            provider_code="empty_stream" if not text.strip() else "malformed_response",
+            provider=self.name,
+        )
+
+    def _events(
+        self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
+    ) -> tuple[AsyncGenerator[ServerSentEvent, None], list[bool], list[bool], list[bool]]:
+        """The reply's server-sent events and the flags a reader sets while it reads them:
+        ``started`` (output reached the caller), ``terminal`` (the final record was seen:
+        silence may end the stream) and ``done`` (no more events wanted)."""
+        started, terminal, done = [False], [False], [False]
+        events = iter_events(
+            response,
+            timeouts=self.timeouts,
+            signal=signal,
+            ctx=self._ctx,
+            started=started,
+            terminal=terminal,
+            deadline=deadline,
+            done=done,
+        )
+        return events, started, terminal, done
+
+    @staticmethod
+    def _deliver(
+        on_delta: DeltaHandler | None, started: list[bool], text: str, reasoning: str
+    ) -> None:
+        """Hand a frame's reasoning, then its text, to ``on_delta``; output has started."""
+        if on_delta is None:
+            return
+        if reasoning:
+            started[0] = True
+            on_delta(ChatDelta("thinking", reasoning))
+        if text:
+            started[0] = True
+            on_delta(ChatDelta("text", text))
+
+    def _empty_stream(self, response: httpx.Response) -> ProviderError:
+        """A 200 stream that ended without any answer."""
+        return ProviderError(
+            "server",
+            "the stream ended without any answer (an empty 200 response)",
+            status=response.status_code,
+            in_stream=True,
+            provider_code="empty_stream",
+            provider=self.name,
+        )
+
+    def _cut_stream(self, what: str, started: list[bool]) -> ProviderError:
+        """A stream that ended before ``what`` (the response, the message) was complete."""
+        return ProviderError(
+            "connection",
+            f"the stream ended before the {what} was complete",
+            phase="read",
+            in_stream=True,
+            response_started=started[0],
+            provider=self.name,
+        )
 
     def _stream_error(
         self, data: Any, headers: httpx.Headers, response_started: bool

@@ -14,7 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
-from agentfsm.engine._serialization import nests_deeper_than
+from agentfsm.engine import nests_deeper_than
 
 __all__ = ["MiB", "BadShape", "Deadline", "Limits", "TooLarge", "check_depth", "loads_bounded"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
     AssistantMessage,
     ChatResult,
     Message,
@@ -26,8 +26,8 @@ from agentfsm.engine._messages import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+    utf8_bytes,
 )
-from agentfsm.engine._text import utf8_bytes
 
 from ._finish import normalize_finish
 from ._limits import BadShape, Limits, TooLarge, loads_bounded

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 import httpx
 
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec
-from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
+from agentfsm.engine import ChatResult, DeltaHandler, SupportsAbort
 
-from ._endpoints import endpoint_url
-from ._errors import ProviderError, classify_error_body
-from ._http_adapter import NOT_JSON, HttpAdapter
-from ._keys import Secret
-from ._limits import Deadline, Limits
+from ._errors import classify_error_body
+from ._http_adapter import HttpAdapter
+from ._limits import Deadline
 from ._responses_wire import (
     TERMINAL_EVENTS,
     ResponseAccumulator,
@@ -24,14 +19,12 @@ from ._responses_wire import (
     failure_body,
     parse_response,
 )
-from ._retry import RetryPolicy
 from ._shapes import opt_dict, shape_guard
-from ._transport import Timeouts, bad_response, iter_events
 
 __all__ = ["OpenAIResponses"]
 
 
-class OpenAIResponses(HttpAdapter):
+class OpenAIResponses(HttpAdapter[ResponsesQuirks]):
     """A :class:`~agentfsm.engine._protocols.ChatFn` speaking the OpenAI Responses API
     (``POST /v1/responses``), which vLLM, Ollama, LiteLLM and OpenRouter serve too.
 
@@ -51,8 +44,8 @@ class OpenAIResponses(HttpAdapter):
 
     Args:
         model: The model name sent with every request.
-        base_url: The API root, e.g. ``https://api.openai.com/v1``; ``/responses`` is
-            appended (a bare host gets ``/v1`` first: see
+        base_url: The API root, e.g. ``https://api.openai.com/v1`` (the default);
+            ``/responses`` is appended (a bare host gets ``/v1`` first: see
             :func:`~agentfsm.adapters.providers.endpoint_url`).
         api_key: Sent as a bearer token; never written to errors, events or logs, nor shown
             by a ``repr`` (see :class:`~agentfsm.adapters.providers.Secret`).
@@ -68,93 +61,17 @@ class OpenAIResponses(HttpAdapter):
     """
 
     default_name = "openai-responses"
+    default_base_url = "https://api.openai.com/v1"
+    wire = "openai-responses"
+    quirks_class = ResponsesQuirks
+    build_request = staticmethod(build_request)
     provider_name = "openai"
     """``gen_ai.provider.name`` of its calls in traces: the wire protocol's vendor."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | Secret | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        quirks: ResponsesQuirks | None = None,
-        timeouts: Timeouts | None = None,
-        retry: RetryPolicy | None = None,
-        headers: Mapping[str, str] | None = None,
-        name: str | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            http_client=http_client,
-            stream=stream,
-            timeouts=timeouts,
-            retry=retry,
-            headers=headers,
-            name=name,
-            limits=limits,
-        )
-        self.quirks = quirks if quirks is not None else ResponsesQuirks()
-
-    def _request(self, body: dict[str, Any]) -> httpx.Request:
-        headers = {"content-type": "application/json", **self._headers}
-        headers["accept"] = "text/event-stream" if body.get("stream") else "application/json"
-        url = endpoint_url(self.base_url, "openai-responses")
-        return self.client.build_request("POST", url, headers=headers, content=json.dumps(body))
-
-    async def __call__(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        signal: SupportsAbort | None = None,
-        on_delta: DeltaHandler | None = None,
-    ) -> ChatResult:
-        body = build_request(
-            self.model,
-            messages,
-            tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stream=self.stream and (self.quirks.stream_with_tools or not tools),
-            quirks=self.quirks,
-        )
-
-        async def attempt(deadline: Deadline) -> ChatResult:
-            return await self._exchange(
-                self._request(body),
-                signal,
-                deadline,
-                lambda response: self._read_stream(response, signal, on_delta, deadline),
-                lambda response: self._read_json(response, signal, deadline),
-            )
-
-        return await self._call(attempt, signal)
 
     async def _read_json(
         self, response: httpx.Response, signal: SupportsAbort | None, deadline: Deadline
     ) -> ChatResult:
-        data, text = await self._read_json_body(response, signal, deadline)
-        if not isinstance(data, dict):
-            if data is not NOT_JSON:
-                raise bad_response(
-                    self._ctx,
-                    f"the response body is a JSON {type(data).__name__}, not an object",
-                    status=response.status_code,
-                )
-            raise ProviderError(
-                "server",
-                "the response body is not a JSON object" if text.strip() else "empty response body",
-                status=response.status_code,
-                provider_code="empty_stream" if not text.strip() else "malformed_response",
-                provider=self.name,
-            )
+        data = await self._read_json_object(response, signal, deadline)
         if data.get("status") == "failed" or (data.get("error") and not data.get("output")):
             body = failure_body(data) if data.get("status") == "failed" else data
             raise classify_error_body(
@@ -175,19 +92,7 @@ class OpenAIResponses(HttpAdapter):
         deadline: Deadline,
     ) -> ChatResult:
         acc = ResponseAccumulator(self.limits)
-        started = [False]
-        terminal = [False]
-        done = [False]
-        events = iter_events(
-            response,
-            timeouts=self.timeouts,
-            signal=signal,
-            ctx=self._ctx,
-            started=started,
-            terminal=terminal,
-            deadline=deadline,
-            done=done,
-        )
+        events, started, _, done = self._events(response, signal, deadline)
         try:
             async for event in events:
                 data_text = event.data.strip()
@@ -204,34 +109,14 @@ class OpenAIResponses(HttpAdapter):
                         failed = opt_dict(data.get("response"), "response")
                         raise self._stream_error(failure_body(failed), response.headers, started[0])
                     text, reasoning = acc.add(kind, data)
-                if on_delta is not None:
-                    if reasoning:
-                        started[0] = True
-                        on_delta(ChatDelta("thinking", reasoning))
-                    if text:
-                        started[0] = True
-                        on_delta(ChatDelta("text", text))
+                self._deliver(on_delta, started, text, reasoning)
                 if kind in TERMINAL_EVENTS:
                     done[0] = True  # the rest of the body is drained; the connection kept
         finally:
             await events.aclose()
         if acc.empty:
-            raise ProviderError(
-                "server",
-                "the stream ended without any answer (an empty 200 response)",
-                status=response.status_code,
-                in_stream=True,
-                provider_code="empty_stream",
-                provider=self.name,
-            )
+            raise self._empty_stream(response)
         if acc.final is None:
-            raise ProviderError(
-                "connection",
-                "the stream ended before the response was complete",
-                phase="read",
-                in_stream=True,
-                response_started=started[0],
-                provider=self.name,
-            )
+            raise self._cut_stream("response", started)
         with shape_guard(self._ctx, in_stream=True, started=started[0]):
             return acc.result()

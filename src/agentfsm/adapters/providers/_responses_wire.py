@@ -13,7 +13,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
     AssistantMessage,
     ChatResult,
     Message,

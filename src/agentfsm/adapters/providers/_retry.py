@@ -17,11 +17,11 @@ from attrs import frozen
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from agentfsm.adapters.telemetry._api import ERROR_TYPE, RETRY_EVENT, span_event
-from agentfsm.engine._protocols import SupportsAbort
+from agentfsm.engine import SupportsAbort
 
 from ._errors import ProviderError
 from ._limits import Deadline
+from ._spans import ERROR_TYPE, RETRY_EVENT, span_event
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from agentfsm.adapters.telemetry._api import ERROR_TYPE, FAILOVER_EVENT, span_event
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec
-from agentfsm.engine._protocols import ChatDelta, ChatFn, DeltaHandler, SupportsAbort
+from agentfsm.engine import (
+    ChatDelta,
+    ChatFn,
+    ChatResult,
+    DeltaHandler,
+    Message,
+    SupportsAbort,
+    ToolSpec,
+)
 
 from ._errors import ProviderError
+from ._spans import ERROR_TYPE, FAILOVER_EVENT, span_event
 
 __all__ = ["FAILOVER_KINDS", "Router"]
 

@@ -13,24 +13,32 @@ sent to another origin whatever client the caller passes.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, cast
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from typing import Any, TypeVar, cast
 
 import httpx
 from attrs import field, frozen
 from httpx_sse import ServerSentEvent
 
-from agentfsm.engine._errors import AbortError
-from agentfsm.engine._protocols import SupportsAbort
+from agentfsm.engine import AbortError, SupportsAbort, interrupt
 
 from ._errors import ProviderError, classify_error_body, redact
 from ._keys import KeyRefused, Secret
 from ._limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
 from ._sse import SSEDecoder
-from ._steps import Expired, step
 
-__all__ = ["Timeouts", "TransportContext", "iter_events", "read_error", "send"]
+__all__ = [
+    "Expired",
+    "Timeouts",
+    "TransportContext",
+    "iter_events",
+    "race",
+    "read_error",
+    "send",
+    "step",
+]
 
 MAX_ERROR_BODY = 64 * 1024
 MAX_REDIRECTS = 3
@@ -40,6 +48,48 @@ DRAIN_SECONDS = 0.1
 terminator, a blank line) may take to arrive so that the connection goes back to the pool;
 past it, or past :data:`DRAIN_BYTES`, the connection is closed instead."""
 DRAIN_BYTES = 64 * 1024
+
+# Awaiting one step of a call (a send, a read) within its timeout and its abort signal.
+
+T = TypeVar("T")
+
+
+class Expired(Exception):
+    """The call's total deadline ran out during the step."""
+
+
+async def race(
+    awaitable: Awaitable[T],
+    signal: SupportsAbort | None,
+    timeout: float | None,  # noqa: ASYNC109 - one bound per awaited step, by phase
+) -> T:
+    """Await with a timeout (``TimeoutError``) and an abort signal (``AbortError``).
+
+    The engine's one abort mechanism (:func:`~agentfsm.engine._interrupt.interrupt`): with a
+    signal that takes callbacks (``AbortSignal``) the step runs in the calling task and an
+    abort cancels that task, no extra task per step; other signals are raced with a watcher
+    task.
+    """
+    if signal is None:
+        async with asyncio.timeout(timeout):
+            return await awaitable
+    return await interrupt(awaitable, signal, None, "the call was aborted", timeout=timeout)
+
+
+async def step(
+    awaitable: Awaitable[T],
+    signal: SupportsAbort | None,
+    timeout: float | None,  # noqa: ASYNC109 - the phase's bound, cut to the deadline
+    deadline: Deadline | None,
+) -> T:
+    """:func:`race` within the call's deadline: ``Expired`` when that is what ran out."""
+    bound, total = deadline.bound(timeout) if deadline is not None else (timeout, False)
+    try:
+        return await race(awaitable, signal, bound)
+    except TimeoutError:
+        if total:
+            raise Expired from None
+        raise
 
 
 @frozen

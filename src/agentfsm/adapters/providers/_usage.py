@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.engine._messages import Usage
+from agentfsm.engine import Usage
 
 __all__ = ["anthropic_usage", "merge_usage_fields", "openai_usage"]
 

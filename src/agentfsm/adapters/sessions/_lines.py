@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agentfsm.engine._serialization import nests_deeper_than
+from agentfsm.engine import nests_deeper_than
 
 from ._resolve import SessionNotFound, is_session_file
 

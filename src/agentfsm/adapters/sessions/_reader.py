@@ -7,10 +7,16 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._cancellation import unrecorded_result
-from agentfsm.engine._history import tool_message_from_result
-from agentfsm.engine._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
-from agentfsm.engine._serialization import structure_message
+from agentfsm.engine import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    structure_message,
+    tool_message_from_result,
+    unrecorded_result,
+)
 
 from ._lines import iter_session_records
 

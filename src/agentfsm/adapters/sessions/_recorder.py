@@ -7,20 +7,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._events import (
+from agentfsm.engine import (
     AgentEmitter,
     AgentEvent,
     BudgetExhaustedEvent,
     CompressEndEvent,
     GateEvent,
     LlmEndEvent,
+    Message,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    Usage,
+    retry_message,
+    to_jsonable,
+    tool_message_from_result,
 )
-from agentfsm.engine._history import tool_message_from_result
-from agentfsm.engine._messages import Message, Usage
-from agentfsm.engine._reminders import retry_message
-from agentfsm.engine._serialization import to_jsonable
 
 from ._store import SessionHandle
 
@@ -54,12 +55,15 @@ class SessionRecorder:
     ``compress_end`` a meta record; ``finish`` writes
     ``run_end`` with the stop reason and the run's usage, then closes the file. An assistant
     message's record also carries its ``turn`` and the call's ``usage`` (when the provider
-    reported one); the ``run_end`` of a run that ended ``aborted`` or ``failed`` names the
-    machine state it was in (``last_state``). Policy
+    reported one); the ``run_end`` of a run that ended ``aborted``, ``failed`` or
+    ``cancelled`` names the machine state it was in (``last_state``). Policy
     decisions (warnings, notes, stops, gate refusals, redirections, reminders) are recorded
-    as meta records too, without reminder or advice texts. Best effort: a write error logs a warning
-    (once per run) and never reaches the run. Give it an emitter that carries only this
-    run's events: the ``Agent`` gives each run its own, forwarding to ``engine.events``.
+    as meta records too, without reminder or advice texts. A write that fails never reaches
+    the run's loop: the handle keeps the error (:attr:`SessionHandle.error`), the file keeps
+    every record before it, whole, and nothing later is written (the ``Agent`` logs one
+    warning and reports it as the outcome's ``session_error``). Give it an emitter that
+    carries only this run's events: the ``Agent`` gives each run its own, forwarding to
+    ``engine.events``.
 
     Every record reaches the operating system (so survives a killed process) when its event
     is delivered: the assistant reply is on disk before any of its tools runs, a warning as
@@ -76,6 +80,8 @@ class SessionRecorder:
     def _safely(self, action: Callable[[], object]) -> None:
         try:
             action()
+        except OSError:
+            pass  # the handle keeps the error; whoever ran the run reports it once
         except Exception as exc:
             if not self._warned:
                 self._warned = True
@@ -215,7 +221,7 @@ class SessionRecorder:
         }
         if error is not None:
             meta["error"] = _error_record(error)
-        if stopped_reason in ("aborted", "failed") and self._state is not None:
+        if stopped_reason in ("aborted", "failed", "cancelled") and self._state is not None:
             meta["last_state"] = self._state
         if policy_state:
             meta["policy_state"] = dict(policy_state)

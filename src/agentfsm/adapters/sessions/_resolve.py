@@ -34,6 +34,13 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _present(path: Path) -> bool:
     try:
         path.lstat()
@@ -61,16 +68,18 @@ def session_files(session_dir: str | Path) -> list[Path]:
 def resolve_session(session_dir: str | Path, ref: str) -> Path:
     """The session file ``ref`` names in ``session_dir``.
 
-    ``latest`` is the newest ``.jsonl`` file by modification time; anything else is an
-    exact id (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix.
-    Only regular files count: a FIFO or device named like a session is never chosen.
+    ``latest`` is the newest ``.jsonl`` file by modification time that holds something (an
+    empty file is a session whose start was never recorded); anything else is an exact id
+    (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix. Only
+    regular files count: a FIFO or device named like a session is never chosen.
     """
     folder = Path(session_dir)
     files = session_files(folder)
     if ref == "latest":
-        if not files:
+        recorded = [p for p in files if _size(p)]
+        if not recorded:
             raise SessionNotFound(ref, "there are no sessions")
-        return files[-1]
+        return recorded[-1]
     if not ref or "/" in ref or "\\" in ref or "\0" in ref:
         raise SessionNotFound(ref, "not a session id")
     name = ref if ref.endswith(".jsonl") else f"{ref}.jsonl"

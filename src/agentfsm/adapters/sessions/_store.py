@@ -13,6 +13,7 @@ is written as escapes and reads back as the same string.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -24,8 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentfsm.engine._messages import Message
-from agentfsm.engine._serialization import to_jsonable
+from agentfsm.engine import Message, to_jsonable
 
 from ._resolve import SessionNotFound, session_files
 
@@ -87,6 +87,9 @@ class SessionHandle:
         """Runs that started on this handle."""
         self.policy_state: dict[str, Any] = {}
         """The policies' durable state as the last run on this handle left it."""
+        self.error: OSError | None = None
+        """Why a record could not be written, or ``None``: the file holds every record
+        written before it, whole, and nothing after (see :meth:`write`)."""
         self._fd: int | None = None
         """The open file (a descriptor of this handle alone), or ``None``."""
         self._closer: weakref.finalize[Any, Any] | None = None
@@ -125,17 +128,59 @@ class SessionHandle:
 
     def write(self, *records: Mapping[str, Any]) -> None:
         """Append records (``kind`` and payload) as lines, handed to the operating system
-        before returning; raises ``OSError`` on failure (the file is then closed, and the
-        next write opens it again)."""
+        before returning.
+
+        All or nothing: when the write fails (a full disk, a file size limit) the file is
+        cut back to its length before these records, so it never keeps part of a line, and
+        the handle is spent: :attr:`error` is set, and this and every later write raise
+        ``OSError`` (the file then holds the run up to its last whole record, as a killed
+        process leaves it, and no later record that would leave a gap in it).
+        """
+        if self.error is not None:
+            raise OSError(
+                self.error.errno,
+                f"session {self.id} is no longer recorded: an earlier record could not be "
+                f"written ({self.error.strerror or self.error})",
+            )
         stamp = utc_timestamp(self._clock() if self._clock is not None else None)
-        data = "".join([_record_line(stamp, r) for r in records]).encode("ascii")
+        try:
+            data = "".join([_record_line(stamp, r) for r in records]).encode("ascii")
+        except (TypeError, ValueError) as exc:  # a record JSON cannot hold
+            self.error = OSError(f"a record could not be serialized: {exc}")
+            self.close()
+            raise self.error from exc
+        size: int | None = None
         try:
             fd = self._fd if self._fd is not None else self._open()
+            found = os.fstat(fd)
+            if found.st_nlink == 0:  # the file was removed under the open handle
+                raise FileNotFoundError(
+                    errno.ENOENT, "the session file was removed", str(self.path)
+                )
+            size = found.st_size
             _write_all(fd, data, str(self.path))
-        except BaseException:
+        except BaseException as exc:
+            if size is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # no part of a record stays behind
             with contextlib.suppress(OSError):
                 self.close()
+            if isinstance(exc, OSError):
+                self.error = exc
             raise
+
+    def remove_if_empty(self) -> bool:
+        """Remove the file when nothing was ever written to it (a run refused or cancelled
+        before its start was recorded): no empty session is left to be ``latest``. Whether
+        it was removed."""
+        self.close()
+        try:
+            if self.path.stat().st_size:
+                return False
+            self.path.unlink()
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         """Close the file if it is open (harmless otherwise); the next write reopens it."""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
     GenAiOperationNameValues,
     GenAiProviderNameValues,
 )
 
-from agentfsm.adapters.providers._errors import ProviderError
-from agentfsm.engine._errors import AbortError
+from agentfsm.adapters.providers import ProviderError
+from agentfsm.engine import AbortError
 
 __all__ = [
     "ANTHROPIC",
@@ -27,8 +28,12 @@ __all__ = [
     "TOOL_TRUNCATED",
     "TURN",
     "TURNS",
+    "AttributeValue",
     "error_type",
 ]
+
+AttributeValue = str | bool | int | float | Sequence[str]
+"""A span attribute value as this package records them."""
 
 CHAT = GenAiOperationNameValues.CHAT.value
 EXECUTE_TOOL = GenAiOperationNameValues.EXECUTE_TOOL.value

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
     AssistantMessage,
     ChatResult,
     Message,

@@ -18,8 +18,7 @@ from opentelemetry.semconv._incubating.metrics.gen_ai_metrics import (
 )
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Tracer, TracerProvider
 
-from agentfsm.engine._events import AgentEmitter
-from agentfsm.engine._protocols import ChatFn
+from agentfsm.engine import AgentEmitter, ChatFn
 
 from ._content import capture_from_env
 

@@ -13,13 +13,24 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentfsm.engine._events import AgentEmitter, AgentEvent, LlmEndEvent, ToolCallEndEvent
-from agentfsm.engine._messages import ChatResult, Message, ToolCall, ToolResult, ToolSpec
-from agentfsm.engine._params import LoopOutcome
-from agentfsm.engine._protocols import ChatFn, DeltaHandler, SupportsAbort, ToolRunner
+from agentfsm.engine import (
+    AgentEmitter,
+    AgentEvent,
+    ChatFn,
+    ChatResult,
+    DeltaHandler,
+    LlmEndEvent,
+    LoopOutcome,
+    Message,
+    SupportsAbort,
+    ToolCall,
+    ToolCallEndEvent,
+    ToolResult,
+    ToolRunner,
+    ToolSpec,
+)
 
 from . import _content as content
-from ._api import AttributeValue
 from ._attributes import (
     CHAT,
     EXECUTE_TOOL,
@@ -30,6 +41,7 @@ from ._attributes import (
     TOOL_OK,
     TOOL_TRUNCATED,
     TURNS,
+    AttributeValue,
     error_type,
 )
 from ._span_events import span_event_for

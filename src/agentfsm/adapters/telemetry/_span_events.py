@@ -8,10 +8,9 @@ content capture is on.
 
 from __future__ import annotations
 
-from agentfsm.engine._events import AgentEvent
+from agentfsm.engine import AgentEvent
 
-from ._api import AttributeValue
-from ._attributes import POLICY_NAME, POLICY_REASON, TURN, TURNS
+from ._attributes import POLICY_NAME, POLICY_REASON, TURN, TURNS, AttributeValue
 
 __all__ = [
     "BUDGET_EXHAUSTED",

@@ -21,11 +21,8 @@ from typing import Any
 
 from attrs import define
 
-from agentfsm.engine._context import RunContext, current_run
-from agentfsm.engine._messages import ToolCall, ToolMessage, ToolResult
-from agentfsm.engine._text import utf8_bytes
-from agentfsm.sandbox._install_paths import agent_install_paths
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import RunContext, ToolCall, ToolMessage, ToolResult, current_run, utf8_bytes
+from agentfsm.sandbox import CommandSandbox, agent_install_paths
 
 from ._fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from ._listing import SKIPPED_DIRS, FolderTools, fail, why

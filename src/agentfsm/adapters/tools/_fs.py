@@ -23,6 +23,8 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentfsm.sandbox import hidden_beneath
+
 from ._workspace import PROTECTED_DIR, OutsideWorkspace
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "open_subdir",
     "read_capped",
     "replace_file",
+    "within",
 ]
 
 MAX_SYMLINK_HOPS = 40
@@ -150,6 +153,12 @@ def _fold(part: str) -> str:
     return unicodedata.normalize("NFKC", part).casefold()
 
 
+def within(parts: Sequence[str], paths: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether ``parts`` are, or are inside, one of ``paths`` (folded components)."""
+    folded = tuple(_fold(p) for p in parts[: max(map(len, paths), default=0)])
+    return any(folded[: len(item)] == item for item in paths)
+
+
 class Resolved:
     """Where a path leads: the folder that holds it (an open descriptor) and its name there.
 
@@ -195,9 +204,12 @@ class Resolved:
 class SafeRoot:
     """A root folder, held by a descriptor, that paths are resolved beneath.
 
-    ``protected`` paths (relative to the root; ``.agentfsm`` by default) are refused
-    wherever a path leads into them, through symlinks too. ``readonly`` paths (relative to
-    the root or absolute; those outside it are ignored, the root itself makes everything
+    ``protected`` paths (relative to the root; ``.agentfsm`` by default) and ``hidden``
+    ones (by default what the OS sandbox hides that lies beneath the root:
+    :func:`~agentfsm.sandbox.hidden_beneath`, the home's secrets and the agent's own
+    configuration and state among them) are refused wherever a path leads into them,
+    through symlinks too, whether they exist or not. ``readonly`` paths (relative to the
+    root or absolute; those outside it are ignored, the root itself makes everything
     read-only) may be read but not changed: :meth:`check_writable` refuses where a resolved
     path leads into one of them.
     """
@@ -208,6 +220,7 @@ class SafeRoot:
         protected: Sequence[str] = (PROTECTED_DIR,),
         *,
         readonly: Sequence[str] = (),
+        hidden: Sequence[str] | None = None,
     ) -> None:
         given = Path(root).expanduser().absolute()
         self.path = given.resolve()
@@ -218,6 +231,14 @@ class SafeRoot:
         self.protected = tuple(
             tuple(_fold(p) for p in parts)
             for parts in (self._relative(item) for item in protected)
+            if parts
+        )
+        self.hidden = tuple(
+            tuple(_fold(p) for p in parts)
+            for parts in (
+                self._relative(item)
+                for item in (hidden_beneath(self.path) if hidden is None else hidden)
+            )
             if parts
         )
         self.readonly = tuple(
@@ -249,21 +270,34 @@ class SafeRoot:
 
     # -- checks ----------------------------------------------------------------------
 
+    def below(self, path: str | Path) -> tuple[str, ...] | None:
+        """An absolute, resolved ``path`` as folded components below the root (``()`` for
+        the root or a folder above it); ``None`` when it lies elsewhere."""
+        path = Path(path)
+        if self.path.is_relative_to(path):
+            return ()
+        if not path.is_relative_to(self.path):
+            return None
+        return tuple(_fold(p) for p in path.relative_to(self.path).parts)
+
     def is_protected(self, parts: Sequence[str]) -> bool:
-        """Whether ``parts`` (from the root) are, or are inside, a protected path."""
-        folded = tuple(_fold(p) for p in parts[: max(map(len, self.protected), default=0)])
-        return any(folded[: len(item)] == item for item in self.protected)
+        """Whether ``parts`` (from the root) are, or are inside, a protected or hidden path."""
+        return within(parts, self.protected) or within(parts, self.hidden)
 
     def protected_error(self, parts: Sequence[str]) -> PathRefused:
         rel = "/".join(parts)
+        if within(parts, self.protected):
+            return PathRefused(
+                f"{rel!r} is the agent's own configuration; it is not accessible to tools"
+            )
         return PathRefused(
-            f"{rel!r} is the agent's own configuration; it is not accessible to tools"
+            f"{rel!r} is hidden from the agent (a secret of your home or of the machine, or "
+            "the agent's own settings and state); it is not accessible to tools"
         )
 
     def is_readonly(self, parts: Sequence[str]) -> bool:
         """Whether ``parts`` (from the root) are, or are inside, a read-only path."""
-        folded = tuple(_fold(p) for p in parts[: max(map(len, self.readonly), default=0)])
-        return any(folded[: len(item)] == item for item in self.readonly)
+        return within(parts, self.readonly)
 
     def check_writable(self, resolved: Resolved) -> None:
         """Refuse (:class:`PathRefused`) to change what ``resolved`` names when it is, or is

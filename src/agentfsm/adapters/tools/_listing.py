@@ -11,8 +11,9 @@ import os
 import stat
 from collections.abc import Callable
 from contextlib import closing
+from pathlib import Path
 
-from agentfsm.engine._messages import ToolResult
+from agentfsm.engine import ToolResult, current_run
 
 from ._fs import PathRefused, Resolved, SafeRoot, open_regular
 from ._search import Budget, FileScan, GlobPattern, compile_regex, grep_lines, walk
@@ -72,7 +73,26 @@ class FolderTools:
     search_seconds = SEARCH_SECONDS
     max_grep_file_bytes = MAX_GREP_FILE_BYTES
 
+    def _run_protected(self) -> tuple[tuple[str, ...], ...]:
+        """The current run's own paths (``RunContext.protected_paths``: an ``Agent``'s
+        session folder) at or above a path of the root, as components from the root."""
+        ctx = current_run.get()
+        found = []
+        for path in ctx.protected_paths if ctx is not None else ():
+            real = Path(os.path.realpath(path))
+            if real.is_relative_to(self.root.path) or self.root.path.is_relative_to(real):
+                found.append(
+                    real.relative_to(self.root.path).parts if real != self.root.path else ()
+                )
+        return tuple(found)
+
+    def _hidden(self, parts: tuple[str, ...], run: tuple[tuple[str, ...], ...]) -> bool:
+        """Whether ``parts`` lead into a protected or hidden path, or into one of ``run``."""
+        return self.root.is_protected(parts) or any(parts[: len(p)] == p for p in run)
+
     def _allow(self, resolved: Resolved, *tools: str) -> None:
+        if self._hidden(resolved.parts, self._run_protected()):
+            raise self.root.protected_error(resolved.parts)
         for tool in tools:
             reason = self.permissions.check(tool, resolved.rel)
             if reason is not None:
@@ -84,10 +104,12 @@ class FolderTools:
     def _keep(self, base: tuple[str, ...]) -> Callable[[tuple[str, ...], bool], bool]:
         """Which walked entries exist for a search: not protected, not a skipped folder."""
 
+        run = self._run_protected()
+
         def keep(parts: tuple[str, ...], is_dir: bool) -> bool:
             if is_dir and parts[-1] in SKIPPED_DIRS:
                 return False
-            return not self.root.is_protected((*base, *parts))
+            return not self._hidden((*base, *parts), run)
 
         return keep
 
@@ -130,9 +152,10 @@ class FolderTools:
             return fail(f"cannot list {path!r}: {why(error)}")
         names: list[str] = []
         denied = 0
+        run = self._run_protected()
         for is_file, name in sorted(rows):
             parts = (*base, name)
-            if self.root.is_protected(parts):
+            if self._hidden(parts, run):
                 continue
             if self._denied("/".join(parts), "list_dir"):
                 denied += 1

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from attrs import field, frozen
 
-from agentfsm.engine._messages import ToolCall, ToolResult, ToolSpec
-from agentfsm.engine._protocols import SupportsAbort
-from agentfsm.sandbox._process import CommandSandbox
+from agentfsm.engine import SupportsAbort, ToolCall, ToolResult, ToolSpec
+from agentfsm.sandbox import CommandSandbox
 
 from ._mcp_process import (
     MAX_ERRLOG_BYTES,
@@ -346,7 +345,7 @@ class McpTools:
             await stack.enter_async_context(client)
             transport = streamable_http_client(str(server.url), http_client=client)
             read, write = await stack.enter_async_context(transport)
-        from agentfsm import __version__
+        from agentfsm._version import __version__
 
         info = Implementation(name="agentfsm", version=__version__)
         session = await stack.enter_async_context(ClientSession(read, write, client_info=info))

@@ -37,14 +37,13 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
-from agentfsm.engine._files import read_small_file
-from agentfsm.sandbox._limits import ResourceLimits
-from agentfsm.sandbox._process import env_names
+from agentfsm.engine import read_small_file
+from agentfsm.sandbox import ResourceLimits, env_names
 
 from ._workspace import SETTINGS_FILE, PermissionRule, Permissions
 
 if TYPE_CHECKING:
-    from agentfsm.adapters.providers._profiles import QuirkValue
+    from agentfsm.adapters.providers import QuirkValue
 
     from ._settings_schema import SandboxModel
 
@@ -178,7 +177,7 @@ def parse_settings(data: bytes, label: str = SETTINGS_FILE) -> Settings:
     # The schema is a pydantic model: imported here, when there is a file to check.
     from pydantic import ValidationError
 
-    from agentfsm.adapters.providers._profiles import all_quirk_names
+    from agentfsm.adapters.providers import all_quirk_names
 
     from ._settings_schema import SettingsModel, first_error
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
-from agentfsm.sandbox._limits import ResourceLimits
+from agentfsm.sandbox import ResourceLimits
 
 __all__ = [
     "LimitsModel",

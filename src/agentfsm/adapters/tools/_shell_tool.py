@@ -6,11 +6,16 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm.engine._messages import ToolResult
-from agentfsm.engine._protocols import SupportsAbort
-from agentfsm.sandbox import BubblewrapSandbox, detect_sandbox
-from agentfsm.sandbox._limits import ResourceLimits, explain_limit
-from agentfsm.sandbox._process import CommandSandbox, SandboxUnavailable, run_command
+from agentfsm.engine import SupportsAbort, ToolResult
+from agentfsm.sandbox import (
+    BubblewrapSandbox,
+    CommandSandbox,
+    ResourceLimits,
+    SandboxUnavailable,
+    detect_sandbox,
+    explain_limit,
+    run_command,
+)
 
 from ._toolbox import FunctionTool
 from ._workspace import PROTECTED_DIR, Permissions

@@ -20,10 +20,16 @@ from typing import Any, get_type_hints, overload
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agentfsm.engine._errors import AbortError
-from agentfsm.engine._interrupt import active_interrupter, cancel_on_abort, race_abort
-from agentfsm.engine._messages import ToolCall, ToolResult, ToolSpec
-from agentfsm.engine._protocols import SupportsAbort
+from agentfsm.engine import (
+    AbortError,
+    SupportsAbort,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    active_interrupter,
+    cancel_on_abort,
+    race_abort,
+)
 
 from ._truncate import DEFAULT_MODEL_OUTPUT_CHARS, OutputStore, cut_for_model
 

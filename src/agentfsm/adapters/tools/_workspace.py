@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from agentfsm.sandbox._bubblewrap import PROTECTED_DIR
+from agentfsm.sandbox import PROTECTED_DIR, check_workspace
 
 from ._globs import rule_matches
 from ._shell_rules import CommandLine, parse_command_line
@@ -32,12 +32,19 @@ class OutsideWorkspace(ValueError):
 
 
 class Workspace:
-    """A root folder that every path of the workspace tools is confined to."""
+    """A root folder that every path of the workspace tools is confined to.
+
+    Raises:
+        ValueError: ``root`` is not a folder, or may not be a workspace: ``/``, a home
+            folder, a folder holding one, or a folder the agent never reads
+            (:func:`~agentfsm.sandbox.check_workspace`).
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().resolve()
         if not self.root.is_dir():
             raise ValueError(f"workspace root {str(root)!r} is not a folder")
+        check_workspace(self.root)
 
     def resolve(self, path: str) -> Path:
         """The absolute path ``path`` names inside the workspace.

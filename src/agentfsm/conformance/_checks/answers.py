@@ -5,15 +5,15 @@ from __future__ import annotations
 from attrs import evolve
 
 from agentfsm.adapters.providers import OpenAIQuirks, ProviderError
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
     AssistantMessage,
+    ChatDelta,
     ChatResult,
     Message,
     ToolCall,
     ToolMessage,
     UserMessage,
 )
-from agentfsm.engine._protocols import ChatDelta
 from agentfsm.testing import Reply, responses_body
 
 from .._context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext

@@ -16,7 +16,7 @@ import httpx
 from attrs import evolve, frozen
 
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.engine._messages import ChatResult, ToolSpec
+from agentfsm.engine import ChatResult, ToolSpec
 
 from .._context import LiveContext, Wire
 from .._model import CheckFailed, CheckSkipped

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentfsm.adapters.providers import ProviderError, RetryPolicy, Timeouts
-from agentfsm.engine._abort import AbortController
-from agentfsm.engine._messages import ChatResult, UserMessage
-from agentfsm.engine._protocols import ChatDelta, ChatFn
+from agentfsm.engine import AbortController, ChatDelta, ChatFn, ChatResult, UserMessage
 from agentfsm.testing import Drop, Frame, Pause, Reply, responses_body
 
 from .._context import LiveContext, RecordedContext

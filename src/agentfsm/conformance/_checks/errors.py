@@ -13,10 +13,8 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.providers._errors import is_overflow_message
-from agentfsm.engine._messages import ChatResult, UserMessage
-from agentfsm.engine._protocols import ChatDelta
+from agentfsm.adapters.providers import ProviderError, is_overflow_message
+from agentfsm.engine import ChatDelta, ChatResult, UserMessage
 from agentfsm.testing import Drop, Reply, responses_body
 
 from .._context import LiveContext, RecordedContext

@@ -8,7 +8,7 @@ from typing import Any
 from attrs import evolve
 
 from agentfsm.adapters.providers import ProviderError
-from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
+from agentfsm.engine import AssistantMessage, ChatResult, Usage
 from agentfsm.testing import Reply, responses_body, responses_events
 
 from .._context import LiveContext, RecordedContext

@@ -8,7 +8,7 @@ from typing import Any
 
 from attrs import define, field
 
-from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.adapters.providers import RecordedResponse
 
 from ._common import (
     LIMITS,

@@ -11,12 +11,13 @@ from typing import Any, Literal, TypeAlias
 
 from attrs import frozen
 
-from agentfsm.adapters.providers import Limits
-from agentfsm.adapters.providers._errors import classify_error_body
-from agentfsm.adapters.providers._finish import normalize_finish
-from agentfsm.adapters.providers._replay import RecordedResponse
-from agentfsm.engine._messages import Usage
-from agentfsm.engine._serialization import nests_deeper_than
+from agentfsm.adapters.providers import (
+    Limits,
+    RecordedResponse,
+    classify_error_body,
+    normalize_finish,
+)
+from agentfsm.engine import Usage, nests_deeper_than
 
 __all__ = [
     "LIMITS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.adapters.providers import RecordedResponse
 
 from ._common import (
     LIMITS,

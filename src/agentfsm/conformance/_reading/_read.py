@@ -27,8 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentfsm.adapters.providers._errors import classify_error_body
-from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.adapters.providers import RecordedResponse, classify_error_body
 
 from ._chat import chat_body, chat_stream
 from ._common import (

@@ -7,8 +7,8 @@ from typing import Any
 
 from attrs import define, evolve, field
 
-from agentfsm.adapters.providers._replay import RecordedResponse
-from agentfsm.engine._messages import Usage
+from agentfsm.adapters.providers import RecordedResponse
+from agentfsm.engine import Usage
 
 from ._common import (
     LIMITS,

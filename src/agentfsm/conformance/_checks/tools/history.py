@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from attrs import evolve
 
 from agentfsm.adapters.providers import OpenAIQuirks, ProviderError
-from agentfsm.engine._messages import (
+from agentfsm.engine import (
     AssistantMessage,
     Message,
     SystemMessage,

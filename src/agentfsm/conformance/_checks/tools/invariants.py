@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.engine._messages import ToolCall
+from agentfsm.engine import ToolCall
 
 from ..._exchange import RecordedCall, RecordedExchange, Verdict, on_success, verdict
 from ..causes import EMPTY_ANSWER

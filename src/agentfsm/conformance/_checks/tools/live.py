@@ -9,10 +9,8 @@ from typing import Any
 
 from attrs import evolve
 
-from agentfsm.adapters.providers import ProviderError
-from agentfsm.adapters.providers._anthropic_wire import parse_message
-from agentfsm.adapters.providers._openai_wire import parse_completion
-from agentfsm.engine._messages import (
+from agentfsm.adapters.providers import ProviderError, parse_completion, parse_message
+from agentfsm.engine import (
     AssistantMessage,
     ChatResult,
     Message,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.engine._messages import ChatResult, ToolMessage, UserMessage
+from agentfsm.engine import ChatResult, ToolMessage, UserMessage
 from agentfsm.testing import Reply
 
 from ..._context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, RecordedContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.engine._messages import ToolCall
+from agentfsm.engine import ToolCall
 from agentfsm.testing import Reply, responses_body, responses_reply, tool_reply
 
 from ..._context import RecordedContext

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The tables of ``docs/engine.md``, rendered from the code they describe.
 
 Four Markdown tables are generated, each between ``<!-- BEGIN GENERATED: <name> -->`` and
@@ -18,8 +19,8 @@ event added to the code shows up in the tables at the next ``make diagrams``, an
 ``tests/engine/test_docgen.py`` fails until then. A runner effect, guard or event without a
 docstring is an error (:class:`DocgenError`).
 
-``python -m agentfsm.cli._docgen`` (what ``make diagrams`` runs) regenerates what is rendered
-from the machine:
+``python scripts/docgen.py`` (what ``make diagrams`` runs) regenerates what is rendered from
+the machine:
 
 - ``diagrams [OUTDIR]`` writes ``agent_loop.mmd`` and ``agent_loop.svg`` (default
   ``diagrams``), laid out top to bottom so that the SVG reads at README width (about
@@ -38,11 +39,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agentfsm.engine import _events as events_module
-from agentfsm.engine._machine import AgentLoopMachine, LoopGuards
+# A build tool of this repository, not part of the package: it documents the engine's
+# internals (the runner's effects, the guards, the event classes) where they are defined.
+import agentfsm.engine._events as events_module
+from agentfsm.cli._diagram_cmd import DiagramDirection, DiagramUnavailable, write_diagram
+from agentfsm.engine import AgentLoopMachine
+from agentfsm.engine._machine import LoopGuards
 from agentfsm.engine._runner import LoopRunner
-
-from ._diagram_cmd import DiagramDirection, DiagramUnavailable, write_diagram
 
 __all__ = [
     "SECTIONS",
@@ -339,8 +342,7 @@ def _docs(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m agentfsm.cli._docgen docs|diagrams …`` (see the module docstring); the exit
-    code."""
+    """``python scripts/docgen.py docs|diagrams …`` (see the module docstring); the exit code."""
     if argv and argv[0] == "docs":
         return _docs(argv[1:])
     if argv and argv[0] == "diagrams":

@@ -1,15 +1,16 @@
-"""The OpenTelemetry API when it is installed, and nothing when it is not.
+"""Retry and failover events on the current span, through the OpenTelemetry API when it is
+installed, and nothing when it is not.
 
-Providers add retry and failover events to the current span through :func:`span_event`;
-without the ``otel`` extra, or with no tracer provider configured, it costs one check.
+Without the ``otel`` extra, or with no tracer provider configured, :func:`span_event` costs
+one check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
 
-__all__ = ["ERROR_TYPE", "FAILOVER_EVENT", "RETRY_EVENT", "AttributeValue", "span_event"]
+__all__ = ["ERROR_TYPE", "FAILOVER_EVENT", "RETRY_EVENT", "span_event"]
 
 ERROR_TYPE = "error.type"
 """The stable conventions' ``error.type`` (``opentelemetry.semconv.attributes.error_attributes``),
@@ -19,9 +20,6 @@ RETRY_EVENT = "agentfsm.retry"
 FAILOVER_EVENT = "agentfsm.failover"
 """Span event of a router moving on to its next provider after one failed."""
 
-AttributeValue = str | bool | int | float | Sequence[str]
-"""A span attribute value as this package records them."""
-
 _trace: ModuleType | None
 try:
     from opentelemetry import trace as _trace
@@ -29,7 +27,7 @@ except ImportError:  # pragma: no cover - the otel extra is not installed
     _trace = None
 
 
-def span_event(name: str, attributes: Mapping[str, AttributeValue]) -> None:
+def span_event(name: str, attributes: Mapping[str, str | int | float]) -> None:
     """Add event ``name`` to the current span, if a recording one is current."""
     if _trace is None:
         return
