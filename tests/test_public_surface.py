@@ -171,8 +171,8 @@ def test_old_keywords_and_attributes_are_gone() -> None:
 
     with pytest.raises(TypeError, match="context"):
         Agent(ScriptedChat(["ok"]), context=Fixed())  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        presets.minimal(7)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="turns"):
+        presets.minimal(turns=7)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="turns"):
         presets.coding_agent(turns=7)  # type: ignore[call-arg]
     assert not hasattr(PolicySet(), "compactors")
