@@ -125,3 +125,12 @@ def test_run_sync_runs_a_script_and_refuses_inside_an_event_loop() -> None:
             agent.run_sync("hello")
 
     asyncio.run(inside())
+
+
+def test_an_error_raised_through_run_sync_is_not_chained_to_the_event_loop_lookup() -> None:
+    agent = Agent(ScriptedChat([ValueError("the provider said no")]))
+    with pytest.raises(ValueError, match="the provider said no") as raised:
+        agent.run_sync("hello")
+    # No "no running event loop ... During handling of the above exception" above it.
+    assert raised.value.__context__ is None
+    assert raised.value.__cause__ is None

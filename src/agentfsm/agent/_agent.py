@@ -193,9 +193,13 @@ class Agent:
         """:meth:`run` for scripts: runs its own event loop."""
         try:
             asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(prompt_or_messages, **kwargs))
-        raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
+        except RuntimeError:  # no loop running: the one case run_sync is for
+            pass
+        else:
+            raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
+        # Outside the except block, so that what the run raises is not chained to the
+        # "no running event loop" error.
+        return asyncio.run(self.run(prompt_or_messages, **kwargs))
 
     async def run(
         self,
