@@ -58,6 +58,7 @@ from ._interrupt import cancel_on_abort as cancel_on_abort
 from ._interrupt import interrupt as interrupt
 from ._interrupt import race_abort as race_abort
 from ._loop import build_run as build_run
+from ._loop import check_messages as check_messages
 from ._loop import run_conversation
 from ._machine import AgentLoopMachine
 from ._messages import (

@@ -13,7 +13,13 @@ from typing import Any
 from attrs import evolve, frozen
 
 from agentfsm.engine import Notice, PolicyNoteEvent, Retry, RunContext, read_small_file, run_step
-from agentfsm.sandbox import PROTECTED_DIR, CommandSandbox, detect_sandbox, run_command
+from agentfsm.sandbox import (
+    PROTECTED_DIR,
+    CommandSandbox,
+    check_sandbox,
+    detect_sandbox,
+    run_command,
+)
 
 from ._definition_files import MAKE_NAMES, command_files
 
@@ -232,6 +238,7 @@ class verify:
         max_retries: int = 3,
         sandbox: CommandSandbox | None = None,
     ) -> None:
+        check_sandbox(sandbox, "verify")
         self.command = command
         self.workspace = Path(workspace)
         self.target = target
