@@ -6,6 +6,8 @@ import ast
 import importlib
 import pkgutil
 import re
+import subprocess
+import sys
 import tomllib
 import types
 from pathlib import Path
@@ -182,3 +184,37 @@ def test_the_architecture_page_matches_the_tree_and_the_contracts() -> None:
         if part != "cli":
             assert imports == allowed[part], part
     print(f"architecture page: {len(listed)} packages checked against the tree and contracts")
+
+
+def test_dir_and_help_of_every_package_show_its_public_names() -> None:
+    """Packages that load their names lazily (a module ``__getattr__``) list them in
+    ``dir()`` too, so ``help()`` and completion show them."""
+    lazy = 0
+    for name in _packages():
+        package = importlib.import_module(name)
+        assert set(package.__all__) <= set(dir(package)), name
+        if "__getattr__" in vars(package):
+            lazy += 1
+            assert "__dir__" in vars(package), name
+    import pydoc
+
+    for name, shown in (
+        ("agentfsm.cli", "render_diagram"),
+        ("agentfsm.adapters.telemetry", "Instrumentation"),
+        ("agentfsm.conformance", "ProviderConformance"),
+        ("agentfsm.conformance", "ALL_CHECKS"),
+    ):
+        assert shown in pydoc.render_doc(importlib.import_module(name), renderer=pydoc.plaintext)
+    print(f"\n{lazy} lazily loading packages list their names in dir()")
+
+
+def test_the_telemetry_names_say_which_extra_they_need() -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "import agentfsm.adapters.telemetry as t\n"
+        "try:\n    t.Instrumentation\nexcept ModuleNotFoundError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "agentfsm.adapters.telemetry.Instrumentation needs the otel extra" in out
