@@ -204,7 +204,8 @@ def test_dir_and_help_of_every_package_show_its_public_names() -> None:
         ("agentfsm.conformance", "ProviderConformance"),
         ("agentfsm.conformance", "ALL_CHECKS"),
     ):
-        assert shown in pydoc.render_doc(importlib.import_module(name), renderer=pydoc.plaintext)
+        plain = pydoc.plaintext  # type: ignore[attr-defined]
+        assert shown in pydoc.render_doc(importlib.import_module(name), renderer=plain)
     print(f"\n{lazy} lazily loading packages list their names in dir()")
 
 
