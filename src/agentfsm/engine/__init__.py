@@ -15,6 +15,7 @@ from ._compression import (
 from ._context import RunContext, ToolOutcome
 from ._context import current_run as current_run
 from ._errors import (
+    MAX_OVERFLOW_COMPACTIONS,
     AbortError,
     ContextOverflowUnresolved,
     PolicyError,
@@ -142,6 +143,7 @@ __all__ = [
     "LlmStartEvent",
     "LoopOutcome",
     "LoopParams",
+    "MAX_OVERFLOW_COMPACTIONS",
     "Message",
     "Notice",
     "OutcomeShaper",

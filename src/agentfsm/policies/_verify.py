@@ -202,8 +202,9 @@ class verify:
     in a ``policy_note`` event that the session records). If the model changes that
     definition during the run, or any file the command's build tool reads for it (every
     make file name and include, ``.npmrc``, yarn/pnpm/bun settings, lockfiles, the
-    pdm/poe/hatch tables, also for a given command that starts such a tool), the gate does not run the new one: it
-    refuses the answer and names the files. What it cannot pin it never runs.
+    pdm/poe/hatch tables, also for a given command that starts such a tool), the gate does
+    not run the new one: it refuses the answer and names the files. What it cannot pin it
+    never runs.
 
     Args:
         command: The command; ``None`` takes the workspace's own (the first
