@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
@@ -470,7 +472,7 @@ def _check_tools(tools: object) -> None:
     )
 
 
-_HOOK_NAMES = ("session_start", "user_prompt_submit", "stop")
+_HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
 
 
 def _check_hooks(hooks: object) -> None:
