@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import BubblewrapSandbox
+from agentfsm.sandbox import BubblewrapSandbox
 
 from .sandboxing import require_bubblewrap
 from .tally import TALLY, AttackTally

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import Permissions, ResourceLimits
+from agentfsm.adapters.tools import Permissions
 from agentfsm.adapters.tools._settings import SettingsError, load_settings, parse_settings
+from agentfsm.sandbox import ResourceLimits
 
 from .tally import AttackTally
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall, ToolResult
-from agentfsm.adapters.tools import ToolBox, Unsandboxed, workspace_tools
+from agentfsm.adapters.tools import ToolBox, workspace_tools
+from agentfsm.sandbox import Unsandboxed
 
 from .sandboxing import alive, kill_all
 from .tally import AttackTally

@@ -110,3 +110,8 @@ def __getattr__(name: str) -> object:
     if name in _OFFERED:
         return getattr(_import_module(f"{__name__}.{_OFFERED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names load lazily: list them, so that dir() and help() show them.
+    return sorted(set(globals()) | set(__all__))

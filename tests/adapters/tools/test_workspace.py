@@ -12,15 +12,10 @@ from pathlib import Path
 import pytest
 
 from agentfsm import AbortController, ToolCall, ToolResult
-from agentfsm.adapters.tools import (
-    OutsideWorkspace,
-    Permissions,
-    ToolBox,
-    Unsandboxed,
-    workspace_tools,
-)
+from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools._builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools._fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
+from agentfsm.sandbox import Unsandboxed
 
 from ...security.sandboxing import require_bubblewrap
 

@@ -55,7 +55,7 @@ class Workspace:
         This checks the path as a string at the time of the call: good for showing or
         comparing paths, not for acting on them (a folder swapped for a symlink afterwards
         goes unnoticed). The workspace tools act on descriptors through
-        :class:`~agentfsm.adapters.tools._fs.SafeRoot` instead.
+        :class:`~agentfsm.adapters.tools.SafeRoot` instead.
         """
         if not isinstance(path, str) or not path.strip():
             raise OutsideWorkspace("a path is required")
@@ -119,8 +119,9 @@ class PermissionRule:
         return subject is not None and rule_matches(subject, self.pattern)
 
     def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
-        """As an allow rule: a shell command line must be one simple command, vetted by the
-        tables of :mod:`~agentfsm.adapters.tools._shell_tables`, that the pattern matches."""
+        """As an allow rule: a shell command line must be one simple command whose program,
+        subcommand and options are all vetted (docs/security.md, "Permission rules"), that
+        the pattern matches."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
@@ -129,7 +130,7 @@ class PermissionRule:
 
     def forbids(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
         """As a deny rule: any command of a shell line matching it, or anything in the line
-        the rule cannot check (see :mod:`~agentfsm.adapters.tools._shell_rules`)."""
+        the rule cannot see through (a substitution, an ``eval``; docs/security.md)."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
@@ -171,7 +172,7 @@ class Permissions:
         """``None`` when the call may run, else the reason it may not.
 
         For ``shell`` the subject is the command line, parsed into the commands it runs
-        (see :mod:`agentfsm.adapters.tools._shell_rules`).
+        (docs/security.md, "Permission rules").
         """
         line = parse_command_line(subject) if tool == "shell" and subject is not None else None
         for rule in self.deny:
