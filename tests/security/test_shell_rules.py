@@ -412,7 +412,8 @@ REFUSALS = [
         "python3 x.py",
         "(python3 runs the script x.py, which the rules cannot see)",
     ),
-    (ALLOW_GIT, "git status | cat", "one simple command"),
+    (ALLOW_GIT, "git status | cat", "(cat: no allow rule matches it)"),
+    (ALLOW_GIT, "git status > out", "no redirection but to /dev/null"),
     # A vetted command the pattern does not cover: no extra reason.
     (ALLOW_GIT, "ls", ALLOWED_ONLY),
     (
