@@ -62,7 +62,9 @@ from ._shell_tables import (
     PYTHON_FLAGS,
     PYTHON_MODULES,
     RISKY,
+    RUNNER_INFO,
     RUNNERS,
+    RUNNERS_THAT_PRINT,
     SED_FLAGS,
     SED_LONG,
     SHELL,
@@ -87,6 +89,7 @@ _NAME = re.compile(r"[\w.+:-][\w./+@:-]*|/[\w./+@:-]+|\[")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _LOCAL = re.compile(r"[a-z_][a-z0-9_]*")
 _DURATION = re.compile(r"\d+(\.\d+)?[smhd]?")
+_TIME = re.compile(r"[ \t]*time([ \t]+-p)?(?=[ \t])")
 _ASSIGNED = re.compile(r"([A-Za-z_]\w*)\+?=")
 TEST_BINARY = frozenset(
     [
@@ -331,7 +334,9 @@ class _Walker:
             previous = part
         if assignments:
             self.complex.append("assignment")
-            self.unplain.append("assignment")
+            names = {raw.split("=", 1)[0].removesuffix("+") for raw in assignments}
+            if not words or not names <= HARMLESS_VARIABLES:
+                self.unplain.append("assignment")
             for raw in assignments:
                 self._assignment(raw, exported=bool(words))
         if words:
@@ -437,7 +442,11 @@ class _Walker:
             word = args[literal.index(False)]
             return self._refuse(f"{name} {word}: a word expanded when the line runs")
         if name in SHELLS or base in SHELLS:
+            if args in (("--version",), ("--help",)):
+                return None
             return self._shell(name, base, args)
+        if {name, base} & RUNNERS_THAT_PRINT and len(args) == 1 and args[0] in RUNNER_INFO:
+            return None
         if base in ("python", "pypy"):
             return self._python(name, args)
         spec = INTERPRETERS.get("node" if base == "nodejs" else base)
@@ -448,6 +457,8 @@ class _Walker:
                 return self._refuse(reason)
             if index >= len(args) and seen & INTERPRETER_INFO:
                 return None
+            if index >= len(args) and "--test" in seen:
+                return f"{name} --test runs test files the rules cannot see"
             return self._script(name, args, index)
         if name in AWKS:
             return self._awk(name, args)
@@ -690,6 +701,8 @@ class _Walker:
         return self._script(name, args, index)
 
     def _module(self, name: str, module: str, args: tuple[str, ...]) -> str | None:
+        if module == "pip":
+            return self._vetted("pip", args)
         if module in PYTHON_MODULES:
             reason, _ = scan(f"{name} -m {module}", PYTEST, args)
             return self._refuse(reason) if reason else None
@@ -868,11 +881,18 @@ def _parse(source: str, depth: int, *, posix: bool = False) -> CommandLine:
         return CommandLine(source, (), False, ("the command line holds a NUL byte",))
     import bashlex  # builds its parser tables when imported (about 0.1 s): on first use
 
+    # bash's `time` keyword, which bashlex does not parse, at the head of the line: read as
+    # blanks (its span is still read), the pipeline after it is what runs.
+    timed = _TIME.match(source)
+    parsed = " " * timed.end() + source[timed.end() :] if timed else source
     try:
-        trees = bashlex.parse(source)
+        trees = bashlex.parse(parsed)
     except Exception as error:  # bashlex raises several unrelated types on odd input
         return CommandLine(source, (), False, (f"the command line could not be parsed ({error})",))
     walker = _Walker(source, depth)
+    if timed:
+        walker.spans.append((0, timed.end()))
+        walker.complex.append("time")
     for tree in trees:
         walker.walk(tree)
     if len(trees) > 1:

@@ -259,7 +259,7 @@ RUNNERS = _set(
     numactl cgexec systemd-run run-parts start-stop-daemon daemonize at batch crontab
     sudo doas su runuser pkexec fakeroot firejail bwrap proot xvfb-run catchsegv
     tmux screen script dtach abduco watch parallel entr watchexec nodemon unbuffer rlwrap
-    npx pnpx bunx uvx pipx uv poetry pipenv conda mamba tox nox hatch pdm pip pip3 rye
+    npx pnpx bunx uvx pipx uv poetry pipenv conda mamba tox nox hatch pdm rye
     docker podman kubectl nerdctl lxc vagrant zip 7z 7za dc bc
     gcc g++ cc c++ clang clang++ rustc ld gold lld cmake bazel xdg-open open
     sensible-browser
@@ -268,6 +268,16 @@ RUNNERS = _set(
 """Programs that run other programs or code and whose options are not vetted (shells,
 interpreters and ``awk``-likes have their own judges in the rules; ``env``, ``timeout``
 and the other vetted wrappers are in :data:`WRAPPERS`)."""
+
+RUNNER_INFO = frozenset({"--version", "-V", "-version"})
+"""The one argument with which a runner of :data:`RUNNERS_THAT_PRINT` prints its version."""
+RUNNERS_THAT_PRINT = _set(
+    "gcc g++ cc c++ clang clang++ rustc cmake java javac docker podman ssh rsync vim nvim "
+    "emacs less man tmux uv poetry pipenv pipx conda tox nox hatch pdm rye deno bun dotnet "
+    "swift gdb valgrind strace wget"
+)
+"""Runners whose only argument ``--version``, ``-V`` or ``-version`` prints their version
+and runs nothing (an interpreter such as ``tclsh`` would run a file named ``--version``)."""
 
 _LOADER = re.compile(r"(^ld([-.].*)?\.so.*|.*\.so(\.[\d.]+)?$)")
 
@@ -357,7 +367,7 @@ TAR = Spec(
 
 SHELL = Spec(
     "-b -C -e -f -h -m -n -p -t -u -v -x -B -E -P -T -c --noprofile --norc --noediting "
-    "--verbose --restricted -r",
+    "--verbose --restricted -r --version --help",
     "-o",
 )
 """A shell's options (``+x`` is read as ``-x``); ``-s``, ``-i``, ``-l``/``--login`` (which
@@ -420,7 +430,8 @@ EVALUATORS = _set(
     "eval exec source . trap alias unalias enable hash let fc bind complete compgen coproc "
     "select function"
 )
-"""Builtins that run text as code or change what a name runs."""
+"""Builtins that run text as code or change what a name runs (``source`` runs a file in
+the line's own shell, which may change how bash reads the lines after it)."""
 ASSIGNERS = _set("export declare typeset local readonly")
 """Builtins whose ``NAME=value`` operands are assignments."""
 

@@ -344,8 +344,11 @@ _INSTALL = Spec(
 def _npm(*extra: str) -> dict[str, Spec]:
     table = dict.fromkeys(("run", "run-script", "test", "t", "tst", *extra), _RUN)
     table.update(dict.fromkeys(("install", "i", "ci", "add"), _INSTALL))
-    table.update({name: Spec("--all --json --depth", "--depth") for name in ("ls", "list")})
-    table["outdated"] = Spec("--json --long")
+    table.update(
+        {name: Spec("--all --json -g --global --long", "", "--depth") for name in ("ls", "list")}
+    )
+    table["outdated"] = Spec("--json --long -g --global")
+    table.update(dict.fromkeys(("view", "info", "show"), Spec("--json")))
     return table
 
 
@@ -437,6 +440,34 @@ TSC = Spec(
     "--outFile --tsBuildInfoFile",
 )
 
+_PIP_GLOBAL = (
+    "-q --quiet -v --verbose --isolated --no-input --disable-pip-version-check --no-color "
+    "--no-cache-dir --require-virtualenv --version -V -h --help",
+    "--cache-dir --timeout --retries --index-url -i --extra-index-url --trusted-host",
+)
+PIP = Spec(
+    *_PIP_GLOBAL,
+    subcommands={
+        "list": Spec(
+            "-o --outdated -u --uptodate -e --editable -l --local --user --not-required "
+            "--exclude-editable --include-editable",
+            "--format --exclude",
+        ),
+        "show": Spec("-f --files"),
+        "freeze": Spec("-l --local --user --all --exclude-editable", "--exclude"),
+        "check": Spec(),
+        "install": Spec(
+            "-U --upgrade --no-deps --pre --user --force-reinstall -I --ignore-installed "
+            "--no-build-isolation --dry-run --no-index --require-hashes --break-system-packages",
+            "-r --requirement -c --constraint -e --editable --upgrade-strategy -f --find-links",
+        ),
+    },
+    info="--version -V -h --help",
+)
+"""``pip``: package queries and ``install`` (which runs the build scripts of what it
+installs: files, not code on the command line); no ``--python`` (another interpreter),
+``--global-option``, ``--config-settings``, ``-t``/``--prefix``/``--root``."""
+
 VETTED: dict[str, Spec] = {
     "git": GIT,
     "npm": NPM,
@@ -447,6 +478,8 @@ VETTED: dict[str, Spec] = {
     "pytest": PYTEST,
     "py.test": PYTEST,
     "tsc": TSC,
+    "pip": PIP,
+    "pip3": PIP,
     "make": MAKE,
     "gmake": MAKE,
     "find": FIND,
