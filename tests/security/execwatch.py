@@ -36,6 +36,8 @@ class Exec:
     chain: tuple[tuple[str, ...], ...]
     """The argv of each program above it, from the line's bash down to the one that ran it
     (only the bash: the line itself ran it)."""
+    above: tuple[str, ...] = ()
+    """The paths of the programs above it, the line's bash first."""
 
     @property
     def name(self) -> str:
@@ -105,22 +107,23 @@ def _execs(trace: str, line: str) -> list[Exec]:
     found: list[Exec] = []
     marker = ("--norc", "--noprofile", "-c", line)
 
-    def visit(pid: int, chain: tuple[tuple[str, ...], ...]) -> None:
+    def visit(pid: int, chain: tuple[tuple[str, ...], ...], above: tuple[str, ...]) -> None:
         for kind, value in events.get(pid, ()):
             if kind == "child":
                 assert isinstance(value, int)
-                visit(value, chain)
+                visit(value, chain, above)
                 continue
             assert isinstance(value, tuple)
             path, argv = value[0], value[1:]
             if chain:
-                found.append(Exec(path, argv, chain))
-                chain = (*chain, argv)
+                found.append(Exec(path, argv, chain, above))
+                chain, above = (*chain, argv), (*above, path)
             elif argv[1:] == marker:
-                chain = (argv,)  # the line's bash: what follows is the line's doing
+                # the line's bash: what follows is the line's doing
+                chain, above = (argv,), (path,)
 
     if first is not None:
-        visit(first, ())
+        visit(first, (), ())
     return found
 
 

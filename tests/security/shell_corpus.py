@@ -88,6 +88,10 @@ ATTACKS: dict[str, list[str]] = {
         "diff3 --diff-program=touch README.md README.md README.md",
         "file -z README.md",
         "rg -z x README.md",
+        "sort --compress-prog{ram=touch,} -S 1 README.md",
+        "cp README.md ./--compress-program=touch; sort --compress-prog* -S 1 README.md",
+        "split --fil{ter='touch PWNED',} README.md",
+        "pylint --init-ho{ok='import os',} README.md",
     ],
     "option the scan did not follow": [
         f"find -- . -exec {P} \\;",
@@ -133,6 +137,7 @@ ATTACKS: dict[str, list[str]] = {
         f"echo '1e {P}' | sed -f /dev/./stdin README.md",
         f"echo '{P}' | sh",
         f"echo '{P}' | bash -s",
+        "printf '[pytest]\\naddopts = -p x\\n' | python3 -m pytest -c /dev/./stdin",
     ],
     "grammar of another shell": [
         "$'\\x74ouch' PWNED",
@@ -167,6 +172,7 @@ ATTACKS: dict[str, list[str]] = {
         "pip --python=touch list",
         "python3 -m pip --python touch list",
         "pip install --python=touch x",
+        "pip install -e 'git+ext::sh -c touch% PWNED'",
         f"python3 -c '{CODE}'",
         f"python3 -W ignore -c '{CODE}'",
         f"python3 -Ic '{CODE}'",

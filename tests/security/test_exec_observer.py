@@ -81,13 +81,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _observe(project: Path, scratch: Path, line: str) -> list[Exec]:
+def _observe(project: Path, scratch: Path, line: str) -> tuple[list[Exec], tuple[Path, ...]]:
+    """What ``line`` executed in a fresh copy of the project, and the toolchain folders the
+    sandbox showed."""
     workspace = scratch / "ws"
     if workspace.exists():
         shutil.rmtree(workspace)
     shutil.copytree(project, workspace, symlinks=True)
     sandbox = require_bubblewrap(workspace)
-    return trace_line(sandbox, line)
+    return trace_line(sandbox, line), tuple(sandbox.toolchains.read)
 
 
 def _patterns(rules: Permissions) -> list[str]:
@@ -103,13 +105,22 @@ def _denied(run: Exec, patterns: list[str]) -> bool:
     )
 
 
-def _allow_violation(run: Exec, line: str, rules: Permissions) -> str | None:
-    """Why an execution under a line ``rules`` admitted breaks their promise, or ``None``."""
+def _allow_violation(
+    run: Exec, line: str, rules: Permissions, toolchains: tuple[Path, ...]
+) -> str | None:
+    """Why an execution under a line ``rules`` admitted breaks their promise, or ``None``.
+
+    The line's own commands must be admitted as they ran. A program they started may run
+    its own parts (the same program, or a file of the toolchain folder it came from: a
+    ``pyenv`` shim's hooks), never a program the line names."""
     if run.direct:
         reason = rules.check("shell", shlex.join(run.argv))
         return None if reason is None else f"the line ran {shlex.join(run.argv)!r}: {reason}"
     named = set(re.findall(r"[\w.+-]+", line))
     above = {os.path.basename(argv[0]) for argv in run.chain[1:]}
+    home = [t for t in toolchains if any(Path(p).is_relative_to(t) for p in run.above[1:])]
+    if any(Path(run.path).is_relative_to(folder) for folder in home):
+        return None
     for word in (run.name, os.path.basename(run.argv[0]) if run.argv else ""):
         if word in named and word not in above:
             return f"{run.chain[-1][0]} ran {shlex.join(run.argv)!r}, a program the line names"
@@ -124,35 +135,38 @@ def _report(name: str, tried: int, admitted: int, violations: list[str], extra: 
 
 
 def test_attack_lines_run_no_denied_program_once_admitted(project: Path, tmp_path: Path) -> None:
-    lines = [line for group in ATTACKS.values() for line in group]
     deny = _patterns(DENY_ATTACKS)
-    live = 0
     violations: list[str] = []
-    admitted = {"deny": 0, "allow": 0}
-    for line in [*lines, *LOOK_ALIKES]:
-        runs = _observe(project, tmp_path, line)
-        ran_denied = [run for run in runs if _denied(run, deny)]
-        live += bool(ran_denied) and line in lines
-        if DENY_ATTACKS.check("shell", line) is None:
-            admitted["deny"] += 1
-            violations += [f"deny: {line!r} ran {shlex.join(r.argv)!r}" for r in ran_denied]
-        if ALLOW_ATTACKS.check("shell", line) is None:
-            admitted["allow"] += 1
-            for run in runs:
-                why = _allow_violation(run, line, ALLOW_ATTACKS)
-                violations += [f"allow: {line!r}: {why}"] if why else []
-    tried = len(lines) + len(LOOK_ALIKES)
-    deny_v = [v for v in violations if v.startswith("deny")]
-    allow_v = [v for v in violations if v.startswith("allow")]
-    _report(
-        "attack corpus under deny rules",
-        tried,
-        admitted["deny"],
-        deny_v,
-        f" ({live} of the {len(lines)} attacks ran the denied program when run)",
-    )
-    _report("attack corpus under allow rules", tried, admitted["allow"], allow_v)
-    assert live >= len(lines) // 2, "the attack corpus should mostly run what it claims"
+    groups = {**ATTACKS, "literal look-alikes": LOOK_ALIKES}
+    live_total = 0
+    for kind, lines in groups.items():
+        live = 0
+        admitted = {"deny": 0, "allow": 0}
+        found = {"deny": 0, "allow": 0}
+        for line in lines:
+            runs, toolchains = _observe(project, tmp_path, line)
+            ran_denied = [run for run in runs if _denied(run, deny)]
+            live += bool(ran_denied)
+            if DENY_ATTACKS.check("shell", line) is None:
+                admitted["deny"] += 1
+                for run in ran_denied:
+                    found["deny"] += 1
+                    violations.append(f"deny: {line!r} ran {shlex.join(run.argv)!r}")
+            if ALLOW_ATTACKS.check("shell", line) is None:
+                admitted["allow"] += 1
+                for run in runs:
+                    why = _allow_violation(run, line, ALLOW_ATTACKS, toolchains)
+                    if why:
+                        found["allow"] += 1
+                        violations.append(f"allow: {line!r}: {why}")
+        NOTES.append(
+            f"exec observer, {kind}: tried {len(lines)}, admitted {admitted['deny']} (deny "
+            f"rules) / {admitted['allow']} (allow rules), violations {found['deny']} / "
+            f"{found['allow']}, ran the denied program when run {live}"
+        )
+        live_total += live if kind in ATTACKS else 0
+    attacks = sum(len(lines) for lines in ATTACKS.values())
+    assert live_total >= attacks // 2, "the attack corpus should mostly run what it claims"
     assert not violations, "\n".join(violations)
 
 
@@ -162,7 +176,7 @@ def test_everyday_lines_run_only_what_the_rules_admitted(project: Path, tmp_path
     admitted = {"deny": 0, "allow": 0}
     ran = 0
     for line in EVERYDAY:
-        runs = _observe(project, tmp_path, line)
+        runs, toolchains = _observe(project, tmp_path, line)
         ran += bool(runs)
         if DENY_EVERYDAY.check("shell", line) is None:
             admitted["deny"] += 1
@@ -172,7 +186,7 @@ def test_everyday_lines_run_only_what_the_rules_admitted(project: Path, tmp_path
         if ALLOW_EVERYDAY.check("shell", line) is None:
             admitted["allow"] += 1
             for run in runs:
-                why = _allow_violation(run, line, ALLOW_EVERYDAY)
+                why = _allow_violation(run, line, ALLOW_EVERYDAY, toolchains)
                 violations += [f"allow: {line!r}: {why}"] if why else []
     deny_v = [v for v in violations if v.startswith("deny")]
     allow_v = [v for v in violations if v.startswith("allow")]
@@ -190,6 +204,6 @@ def test_the_observer_sees_what_a_line_hides(project: Path, tmp_path: Path) -> N
         "mapfile -C 'touch PWNED' -c 1 x < README.md",
         "find -- . -exec touch PWNED \\;",
     ):
-        runs = _observe(project, tmp_path, line)
+        runs, _ = _observe(project, tmp_path, line)
         assert any(run.name == "touch" for run in runs), (line, runs)
         assert any(run.name == "touch" and run.direct for run in runs) != ("find" in line)

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.adapters.tools import Permissions
@@ -507,12 +507,18 @@ def test_any_text_parses_without_raising(source: str) -> None:
         assert DENY_RM.check("shell", source) is not None
 
 
-WORD_ALPHABET = [*"ab -_/.=:~*?[]{},$'\"\\`@!#%&;|<>()\n\t", "${", "$(", "${x}", "$'", "~/"]
+WORD_ALPHABET = [
+    *"ab -_/.=:~*?[]{},$'\"\\`@!#%&;|<>()\n\t",
+    *["${", "$(", "${x}", "$'", "~/", "..", "' '", '" "', "{a,", "}", "\\{", "\\,", "'{'"],
+]
 
 
 @pytest.mark.requires_program("bash", "bash")
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(WORD_ALPHABET), min_size=1, max_size=8))
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(WORD_ALPHABET), min_size=1, max_size=10))
+@example(["--fil", "{a,", "' '", "}"])
+@example(["{a,", '" "', "}"])
+@example(["x", "{a,", "..", "}"])
 def test_words_read_as_literal_are_what_bash_passes(pieces: list[str]) -> None:
     """The arguments the rules read in a line they accept, all literal, are to the letter
     the arguments bash passes: read a second way, by bash itself."""

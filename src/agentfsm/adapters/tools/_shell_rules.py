@@ -1,26 +1,33 @@
-"""What a shell command line runs, parsed as a shell parses it (for the permission rules).
+"""What a shell command line runs, read as bash reads it (for the permission rules).
 
-Command lines are parsed with ``bashlex`` into the simple commands they run — across
-``;``, ``&&``, ``||``, pipes, newlines, subshells, compound commands, command
-substitutions, ``sh -c`` payloads and wrappers such as ``env`` or ``timeout`` — and every
-simple command is judged against the tables of
+The ``shell`` tool runs every line with bash, and the rules parse it with bash's grammar
+(``bashlex``) into the simple commands it runs — across ``;``, ``&&``, ``||``, pipes,
+newlines, subshells, compound commands, functions, ``bash -c``/``sh -c`` payloads and
+wrappers such as ``env`` or ``timeout``. Each word is read again from the source by
+:mod:`~agentfsm.adapters.tools._shell_syntax`: the rules decide only on words that are
+literal or hold an expansion they model (``$f``, globs, braces, ``~``); any other form —
+``${x:-…}``, a substitution, a here-document, ``$'…'`` — makes the line opaque, as does
+text the parser skipped. Every simple command is then judged against the tables of
 :mod:`~agentfsm.adapters.tools._shell_tables` and :mod:`~agentfsm.adapters.tools._shell_vetted`.
 A closed list of dangerous spellings cannot win against a shell, so the rules fail closed:
 
-A **deny** rule refuses every line in which
+A **deny** rule refuses every line that is opaque, in which
 
-* a word in command position is not a plain name written out (globs, braces, variables,
-  substitutions, ``$'…'``, ``~`` …);
-* a variable other than a few harmless ones (``LANG``, ``TZ``, ``NO_COLOR`` …) is assigned
-  (``GIT_SSH_COMMAND=…``, ``PAGER=…``, ``LD_PRELOAD=…``, ``BASH_ENV=…``, ``env NAME=…``);
+* a word in command position is not a plain name written out;
+* a variable other than a few harmless ones (``LANG``, ``TZ``, ``NO_COLOR`` …) is put in
+  a command's environment (``GIT_SSH_COMMAND=…``, ``env NAME=…``, ``export NAME=…``), or
+  a shell variable that is not lowercase is set (``PATH``, ``IFS``, ``PS4`` by ``=``,
+  ``read``, ``for``, ``printf -v`` …);
 * a program reads code from its input, ``/dev/stdin``, ``/dev/fd/*`` or ``/proc/*/fd/*``
-  (``sh``, ``python3 -``, ``awk -f /dev/stdin``, ``make -f -``) or from an option
-  (``python3 -c``, ``node -e``, ``perl -x``, ``sed e``, ``env -S``);
+  (``sh``, ``python3 -``, ``awk -f /dev/./stdin``, ``make -f -``) or from an option
+  (``python3 -c``, ``node -e``, ``perl -x``, ``sed e``, ``env -S``, ``pylint
+  --init-hook``), or a builtin runs a command or evaluates a subscript (``jobs -x``,
+  ``mapfile -C``, ``test -v``, ``printf -v``, ``eval``, ``source``);
 * a program that runs other programs is not vetted (``ssh``, ``gdb``, ``vim``, ``zip``,
-  ``taskset``, ``setpriv``, ``prlimit``, ``chrt``, ``flock``, ``ld.so`` …), or is vetted
-  and one of its options or subcommands is not in its table — spelled out exactly: an
-  abbreviation (``--upload-pac``), an attached value (``-I/bin/sh``) or an unknown option
-  is refused;
+  ``taskset``, ``ld.so`` …), or is vetted and one of its options or subcommands is not in
+  its table — spelled out exactly: an abbreviation (``--upload-pac``), an attached value
+  (``-I/bin/sh``) or an unknown option is refused; an inert program with an option that
+  runs one (``split --filter``, ``install -s``);
 * or any command matches the rule's pattern (compared with and without its folder; a
   command whose arguments are expanded when it runs matches a pattern for its name).
 
@@ -28,11 +35,13 @@ A program the tables do not know at all (``./gradlew``, ``cargo-nextest``) is co
 against the pattern like any other: a deny rule narrows what happens inside the sandbox,
 it is not the boundary.
 
-An **allow** rule admits a line only when it is one simple command — no list, pipe,
-redirection, substitution, assignment or background job — whose program has an entry in
-the tables and whose subcommand and every option are in that entry, and then only when the
-pattern matches. A program without an entry (an interpreter running a script, a wrapper,
-an unknown program) is never admitted; the refusal names the word and the reason.
+An **allow** rule admits a line only when it is simple commands joined by lists and pipes
+— no redirection but to ``/dev/null`` or a descriptor, no substitution, assignment (but a
+harmless one before a command), background job, subshell, loop or function — each of
+whose programs has an entry in the tables with its subcommand and every option in it, and
+each matched by an allow rule. A program without an entry (an interpreter running a
+script, a wrapper, an unknown program) is never admitted; the refusal names the word and
+the reason.
 
 Rules see the command line, not what programs do with files: ``make`` runs recipes,
 ``git`` runs hooks, aliases and drivers from its config, ``python3 script.py`` runs a
@@ -89,6 +98,7 @@ _NAME = re.compile(r"[\w.+:-][\w./+@:-]*|/[\w./+@:-]+|\[")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _LOCAL = re.compile(r"[a-z_][a-z0-9_]*")
 _DURATION = re.compile(r"\d+(\.\d+)?[smhd]?")
+_VCS = re.compile(r"(-e|--editable=)?(git|hg|svn|bzr)\+", re.IGNORECASE)
 _TIME = re.compile(r"[ \t]*time([ \t]+-p)?(?=[ \t])")
 _ASSIGNED = re.compile(r"([A-Za-z_]\w*)\+?=")
 TEST_BINARY = frozenset(
@@ -428,6 +438,10 @@ class _Walker:
             if name in ALSO_RUNS:
                 self._simple(SimpleCommand((*ALSO_RUNS[name], *args), True, (True, *literal)))
             return None
+        if (name in RISKY or name in FILE_RUNNERS) and not all(literal):
+            # A glob or brace expansion may become the risky option (`--compress-prog*`).
+            word = args[literal.index(False)]
+            return self._refuse(f"{name} {word}: a word expanded when the line runs")
         if name in RISKY:
             reason = RISKY[name].refusal(name, args)
             return self._refuse(reason) if reason else None
@@ -628,6 +642,8 @@ class _Walker:
         reason, _ = scan(name, VETTED[name], args)
         if reason:
             return self._refuse(reason)
+        if name in ("pip", "pip3") and (url := next((a for a in args if _VCS.match(a)), None)):
+            return self._refuse(f"pip {url}: a version-control URL runs its tool on it")
         if name == "tar" and "--force-local" not in args:
             remote = next((arg for arg in args if ":" in arg), None)
             if remote is not None:
@@ -701,6 +717,8 @@ class _Walker:
         return self._script(name, args, index)
 
     def _module(self, name: str, module: str, args: tuple[str, ...]) -> str | None:
+        if any(reads_input(arg) for arg in args):
+            return self._refuse(f"{name} -m {module} reads from its input, which may be code")
         if module == "pip":
             return self._vetted("pip", args)
         if module in PYTHON_MODULES:

@@ -46,7 +46,34 @@ class Word:
 
 _PARAMETER = re.compile(r"[A-Za-z_]\w*|\d+|[@*#?$!-]")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_BRACE = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
+
+
+def _brace(raw: str, index: int) -> bool:
+    """Whether the unquoted ``{`` at ``index`` starts a brace expansion: an unquoted ``,``
+    or ``..`` inside it before its unquoted ``}`` (quoted parts count as text, as in bash:
+    ``--fil{ter='x y',}`` expands)."""
+    depth, quote, position = 0, "", index
+    while position < len(raw):
+        char = raw[position]
+        if quote:
+            if char == "\\" and quote == '"':
+                position += 1
+            elif char == quote:
+                quote = ""
+        elif char == "\\":
+            position += 1
+        elif char in "'\"":
+            quote = char
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif depth == 1 and (char == "," or raw.startswith("..", position)):
+            return "}" in raw[position:]
+        position += 1
+    return False
 
 
 def _dollar(raw: str, index: int, quoted: bool) -> tuple[str | None, int]:
@@ -130,7 +157,7 @@ def read_word(raw: str) -> Word:
             elif (
                 char in "*?"
                 or (char == "[" and "]" in raw[index + 1 :])
-                or (char == "{" and _BRACE.match(raw, index))
+                or (char == "{" and _brace(raw, index))
             ):
                 expanded = True
         value.append(char)
