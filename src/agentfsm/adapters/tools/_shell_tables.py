@@ -12,10 +12,15 @@ Every program a command line runs falls in one of these classes (see
   programs or code (``git``, ``make``, ``find``, ``tar``, ``cargo`` …): each option and
   subcommand must be in the program's :class:`Spec`, spelled out exactly; anything else is
   refused;
+* :data:`FILE_RUNNERS` — programs that run files the rules cannot see, with the options
+  through which they run code given on the command line (``pylint --init-hook``);
 * :data:`RUNNERS` — programs that run other programs or code and are not vetted
   (interpreters, debuggers, editors, ``ssh``, ``taskset`` …): never judged, always refused
-  by a deny rule;
+  by a deny rule (but :data:`RUNNERS_THAT_PRINT` asked for their version);
 * anything else is *unknown*.
+
+Shells, interpreters, ``awk``, ``sed``, wrappers and the bash builtins that set variables
+or run commands have their own judges in the rules.
 """
 
 from __future__ import annotations
