@@ -613,18 +613,23 @@ class _Walker:
 
     def _assigner(self, name: str, command: SimpleCommand) -> str:
         """``export``, ``declare``, ``local`` …: each ``NAME=value`` is an assignment
-        (exported by ``export`` and ``-x``); ``-n`` (a name for another variable) and ``-i``
-        (values read as arithmetic, which can run commands) are refused."""
+        (exported by ``export`` and ``-x``); ``-n`` (a name for another variable), ``-i``
+        (values read as arithmetic), ``-a``/``-A`` and a value in parentheses (read again
+        as an array assignment, whose substitutions run) are refused."""
         exported = name == "export"
         for raw, value, is_literal in zip(
             command.raw[1:], command.words[1:], command.literal[1:], strict=True
         ):
             if value[:1] in ("-", "+") and is_literal:
-                if "n" in value or "i" in value:
-                    return self._refuse(f"{name} {value}: a variable that names another or counts")
+                if set(value) & set("niaA"):
+                    return self._refuse(
+                        f"{name} {value}: a variable that names another, counts or is an array"
+                    )
                 exported = exported or "x" in value
                 continue
             match = _ASSIGNED.match(raw)
+            if match is not None and read_word(raw[match.end() :]).value.startswith("("):
+                return self._refuse(f"{name} {_short(raw)}: {name} reads it as an array")
             if match is not None:
                 self._assigned(match.group(1), exported=exported)
             elif is_literal and _IDENTIFIER.fullmatch(value):
