@@ -29,7 +29,15 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
-__all__ = ["REDIRECTIONS", "Word", "posix_refusal", "read_word", "unread_text"]
+__all__ = [
+    "REDIRECTIONS",
+    "SimpleCommand",
+    "Word",
+    "posix_refusal",
+    "read_word",
+    "short",
+    "unread_text",
+]
 
 
 @frozen
@@ -209,3 +217,42 @@ def posix_refusal(redirections: Iterable[tuple[str, object]], pipes: Iterable[st
         if pipe != "|":
             return f"{pipe} means something else to sh than to bash"
     return None
+
+
+def short(text: str) -> str:
+    """``text`` cut to 60 characters, for a reason."""
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+@frozen
+class SimpleCommand:
+    """One simple command of a command line."""
+
+    words: tuple[str, ...]
+    """The command's words as bash reads them, quotes removed (``\\rm`` and ``'rm'`` read
+    ``rm``); expansions are kept as written (``$x``, ``*.py``)."""
+    static_name: bool = True
+    """The command name is written out (not computed by a substitution or variable)."""
+    literal: tuple[bool, ...] = ()
+    """For each word: written out, nothing in it is expanded when the line runs."""
+    unvetted: str | None = "not judged"
+    """Why an allow rule cannot admit the command (``None``: its program, subcommand and
+    every option are in the tables of vetted commands)."""
+    raw: tuple[str, ...] = ()
+    """Each word as written in the line."""
+
+    @property
+    def name(self) -> str:
+        """The command name without its folder (``/bin/rm`` → ``rm``)."""
+        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
+
+    @property
+    def expanded(self) -> bool:
+        """Some argument is expanded when the line runs (a glob, a variable …)."""
+        return not all(self.literal[1:])
+
+    def text(self, *, bare: bool = False) -> str:
+        """The words joined by spaces (``bare``: the name without its folder)."""
+        if bare and self.words:
+            return " ".join((self.name, *self.words[1:]))
+        return " ".join(self.words)

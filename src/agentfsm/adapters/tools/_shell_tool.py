@@ -25,8 +25,10 @@ BASH = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.access(p, os.X_OK))
 
 def bash_command(command: str, bash: str) -> str:
     """The ``sh -c`` line that runs ``command`` with ``bash`` (``sh`` reads the quoted line
-    as one literal word and hands it over; bash reads no startup file)."""
-    return f"exec {bash} --norc --noprofile -c {shlex.quote(command)}"
+    as one literal word and hands it over; bash reads no startup file). ``sh`` stays the
+    sandbox's first process and waits: a command that became that process would ignore
+    the limits' ``SIGXCPU``, as the first process of a PID namespace does."""
+    return f"{bash} --norc --noprofile -c {shlex.quote(command)}"
 
 
 class ShellTool:
