@@ -119,13 +119,13 @@ class PermissionRule:
         return subject is not None and rule_matches(subject, self.pattern)
 
     def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
-        """As an allow rule: a shell command line must be one simple command whose program,
-        subcommand and options are all vetted (docs/security.md, "Permission rules"), that
-        the pattern matches."""
+        """As the only allow rule: every command of a shell line (simple commands joined by
+        lists and pipes) must be vetted by the project's tables (docs/security.md,
+        "Permission rules") and matched by the pattern."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
-            return line.matches(self.pattern)
+            return line.admitted((self.pattern,))
         return self.matches(tool, subject)
 
     def forbids(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
@@ -182,9 +182,21 @@ class Permissions:
                     return f"permission denied by rule {str(rule)!r}: {why}"
                 return f"permission denied by rule {str(rule)!r}"
         relevant = [rule for rule in self.allow if rule.tool in (tool, "*")]
-        if relevant and not any(rule.allows(tool, subject, line) for rule in relevant):
-            allowed = ", ".join(str(r) for r in relevant)
-            refusal = line.refusal() if line is not None else None
-            why = f" ({refusal})" if refusal else ""
-            return f"permission denied: {tool} is only allowed for {allowed}{why}"
-        return None
+        if not relevant:
+            return None
+        if line is not None:
+            # Each command of the line must be admitted by one of the rules.
+            patterns = [rule.pattern for rule in relevant]
+            if line.admitted(patterns):
+                return None
+            refusal = line.refusal()
+            unmatched = line.unmatched(patterns) if len(line.commands) > 1 else None
+            if refusal is None and unmatched is not None:
+                refusal = f"{unmatched.text()}: no allow rule matches it"
+        elif any(rule.allows(tool, subject, line) for rule in relevant):
+            return None
+        else:
+            refusal = None
+        allowed = ", ".join(str(r) for r in relevant)
+        why = f" ({refusal})" if refusal else ""
+        return f"permission denied: {tool} is only allowed for {allowed}{why}"
