@@ -1,13 +1,21 @@
-"""Scripted conversations for :class:`FakeProviderServer`, answered on either wire.
+"""Scripted conversations for :class:`FakeProviderServer`, answered on all three wires.
 
-A scenario reads each request (OpenAI Chat Completions or Anthropic Messages, streamed or
-not) and answers the way a model would: with text, tool calls, or both. It keeps no state
-between requests; what it says depends on the conversation the request carries, so many
-runs, one after another or at the same time, each get the whole scenario.
+A scenario reads each request (OpenAI Chat Completions, Anthropic Messages or OpenAI
+Responses, streamed or not) and answers the way a model would: with text, tool calls, or
+both, cut at the request's ``max_tokens`` (``max_output_tokens``) with the wire's own
+``length`` finish. It keeps no state between requests; what it says depends on the
+conversation the request carries, so many runs, one after another or at the same time,
+each get the whole scenario. Prompt tokens are counted from the conversation's text and
+tools (a word piece a token), not from the body's bytes, so the same conversation costs
+the same streamed or not, as a string or as text blocks.
 
 - ``echo``: answers with the last user message (the prompt).
 - ``tools``: lists the workspace (``list_dir``), reads its first file (``read_file``), then
-  answers with what it saw; a tool the request does not offer is skipped.
+  answers with what it saw; a tool the request does not offer is skipped. It also answers
+  the conformance kit's tools: ``get_weather`` for each city a weather question names
+  (one call when ``parallel_tool_calls`` is false), ``get_time`` for a question about
+  the time, then an answer quoting the results; a named ``tool_choice`` calls that tool,
+  ``none`` answers in text. "Reply with the single word X" answers ``X``.
 - a script (:func:`load_script`): a list of turns; the reply to a request is the turn
   numbered by how many assistant turns its conversation already has (so each new run starts
   at the first turn), wrapping around after the last.
@@ -15,6 +23,7 @@ runs, one after another or at the same time, each get the whole scenario.
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 import uuid
@@ -24,7 +33,10 @@ from typing import Any
 
 from attrs import frozen
 
+from agentfsm.engine._messages import AssistantMessage, ChatResult, ToolCall, Usage
+
 from ._fake_server import RecordedRequest, Reply, ReplyHandler
+from ._responses_replies import responses_reply
 
 __all__ = ["SCENARIOS", "ScriptTurn", "load_script", "scenario_handler"]
 
@@ -48,7 +60,7 @@ class _Conversation:
     """What a scenario needs to know of a request, whichever wire it came on."""
 
     wire: str
-    """``openai`` or ``anthropic``."""
+    """``openai``, ``anthropic`` or ``responses``."""
     model: str
     stream: bool
     tools: frozenset[str]
@@ -61,8 +73,17 @@ class _Conversation:
     """Tool results after the last user text message: (tool name, result text)."""
     assistant_since_user: int
     """Assistant messages after the last user text message."""
-    size: int
-    """The request body's length, for a usage estimate."""
+    prompt_tokens: int
+    """The conversation's text and tools, counted in word pieces."""
+    max_tokens: int | None = None
+    """``max_tokens`` (``max_output_tokens`` on the Responses wire), when given."""
+    tool_choice: str | None = None
+    """``auto``, ``none``, ``required``, or the name of the tool it names (``None``: absent)."""
+    parallel: bool = True
+    """``parallel_tool_calls`` is not ``false``."""
+
+
+_TEXT_PARTS = ("text", "input_text", "output_text")
 
 
 def _text(content: Any) -> str:
@@ -73,7 +94,7 @@ def _text(content: Any) -> str:
         return "\n".join(
             str(part.get("text", ""))
             for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
+            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
         )
     return ""
 
@@ -89,7 +110,7 @@ def _user_text(content: Any) -> str:
         parts = [
             str(part.get("text", ""))
             for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
+            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
         ]
     words = [_REMINDER.sub("", part).strip() for part in parts]
     return next((text for text in reversed(words) if text), "")
@@ -113,6 +134,8 @@ def _openai(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], frozenset
             items.append(("tool", _text(message.get("content")), name))
         elif role == "user":
             items.append(("user", _user_text(message.get("content")), ""))
+        elif role in ("system", "developer"):
+            items.append(("system", _text(message.get("content")), ""))
     tools = frozenset(
         str(tool["function"].get("name"))
         for tool in body.get("tools") or []
@@ -152,23 +175,80 @@ def _anthropic(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], frozen
     return items, tools
 
 
+def _responses(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], frozenset[str]]:
+    """The Responses wire's ``input`` (a string or items) as (role, text, tool name)."""
+    names: dict[str, str] = {}
+    items: list[tuple[str, str, str]] = []
+    given = body.get("input")
+    for item in [{"role": "user", "content": given}] if isinstance(given, str) else given or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            names[str(item.get("call_id"))] = str(item.get("name", ""))
+            if not items or items[-1][0] != "assistant":
+                items.append(("assistant", "", ""))
+        elif kind == "function_call_output":
+            output = item.get("output")
+            name = names.get(str(item.get("call_id")), "")
+            items.append(("tool", output if isinstance(output, str) else _text(output), name))
+        elif item.get("role") == "assistant":
+            items.append(("assistant", _text(item.get("content")), ""))
+        elif item.get("role") == "user":
+            items.append(("user", _user_text(item.get("content")), ""))
+    tools = frozenset(
+        str(tool.get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and tool.get("type") == "function"
+    )
+    return items, tools
+
+
+_WIRES = {"/chat/completions": "openai", "/messages": "anthropic", "/responses": "responses"}
+_PARSERS = {"openai": _openai, "anthropic": _anthropic, "responses": _responses}
+
+
+def _tool_choice(choice: Any) -> str | None:
+    """``tool_choice`` on any wire: ``auto``, ``none``, ``required`` or a tool's name."""
+    if isinstance(choice, str):
+        return choice
+    if not isinstance(choice, dict):
+        return None
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else choice.get("name")
+    if isinstance(name, str) and choice.get("type") in ("function", "tool"):
+        return name
+    kind = choice.get("type")
+    return {"any": "required"}.get(str(kind), str(kind)) if kind else None
+
+
+def count_tokens(text: str) -> int:
+    """The fake server's tokens: word pieces, as :func:`_pieces` streams them."""
+    return len(re.findall(r"\S+\s*", text))
+
+
+def _prompt_tokens(body: dict[str, Any], items: list[tuple[str, str, str]]) -> int:
+    system = body.get("system") if "system" in body else body.get("instructions")
+    text = " ".join(item[1] for item in items) + " " + _text(system)
+    schemas = json.dumps(body.get("tools") or [], sort_keys=True)
+    return 3 * len(items) + count_tokens(text) + len(schemas) // 4
+
+
 def _conversation(request: RecordedRequest) -> _Conversation | None:
     path = request.path.split("?", 1)[0].rstrip("/")
-    wire = (
-        "openai"
-        if path.endswith("/chat/completions")
-        else "anthropic"
-        if path.endswith("/messages")
-        else None
-    )
+    wire = next((wire for end, wire in _WIRES.items() if path.endswith(end)), None)
     if wire is None or request.method != "POST":
         return None
     body = request.json()
     if not isinstance(body, dict):
         raise ValueError("the request body is not a JSON object")
-    items, tools = _openai(body) if wire == "openai" else _anthropic(body)
+    items, tools = _PARSERS[wire](body)
     last = max((i for i, item in enumerate(items) if item[0] == "user"), default=-1)
     after = items[last + 1 :]
+    limit = body.get("max_output_tokens" if wire == "responses" else "max_tokens")
+    if wire == "openai" and limit is None:
+        limit = body.get("max_completion_tokens")
+    _check_options(body, wire)
     return _Conversation(
         wire=wire,
         model=str(body.get("model") or "fake-model"),
@@ -178,8 +258,30 @@ def _conversation(request: RecordedRequest) -> _Conversation | None:
         assistant_turns=sum(1 for item in items if item[0] == "assistant"),
         since_user=tuple((name, text) for role, text, name in after if role == "tool"),
         assistant_since_user=sum(1 for item in after if item[0] == "assistant"),
-        size=len(request.body),
+        prompt_tokens=_prompt_tokens(body, items),
+        max_tokens=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        tool_choice=_tool_choice(body.get("tool_choice")),
+        parallel=body.get("parallel_tool_calls") is not False,
     )
+
+
+def _check_options(body: dict[str, Any], wire: str) -> None:
+    """A ``temperature`` outside the wire's range (0-2; 0-1 on the Messages wire), or a
+    ``max_tokens`` that is not a positive integer, is the client's error (a 400)."""
+    temperature = body.get("temperature")
+    top = 1 if wire == "anthropic" else 2
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not 0 <= temperature <= top
+    ):
+        raise ValueError(f"temperature must be a number from 0 to {top}, got {temperature!r}")
+    for key in ("max_tokens", "max_output_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
 
 
 # -- scenarios -------------------------------------------------------------------------
@@ -187,6 +289,36 @@ def _conversation(request: RecordedRequest) -> _Conversation | None:
 
 def _echo(conversation: _Conversation) -> ScriptTurn:
     return ScriptTurn(conversation.last_user or "(an empty prompt)")
+
+
+_CITY = re.compile(r"\bin ([A-Z][\w-]*|[^\x00-\x7f\s?.,!\"]+)")
+_ONE_WORD = re.compile(r"reply with the single word (\S+?)[.!]?$", re.IGNORECASE)
+KIT_TOOLS = ("get_weather", "get_time")
+"""The conformance kit's tools, which the ``tools`` scenario calls."""
+
+
+def _kit_turn(conversation: _Conversation) -> ScriptTurn | None:
+    """The ``tools`` scenario's answer to the conformance kit's questions (``None``: not one)."""
+    results = [text for name, text in conversation.since_user if name in KIT_TOOLS]
+    if results:
+        return ScriptTurn(" ".join(results))
+    word = _ONE_WORD.search(conversation.last_user.strip())
+    offered = [name for name in KIT_TOOLS if name in conversation.tools]
+    choice = conversation.tool_choice
+    if not offered or choice == "none":
+        return ScriptTurn(word.group(1)) if word else None
+    prompt = conversation.last_user
+    named = choice if choice in offered else None
+    if choice == "required" and named is None:
+        named = offered[0]
+    asks = "time" if "time" in prompt.lower() else "weather" if "weather" in prompt.lower() else ""
+    if named == "get_time" or (named is None and asks == "time" and "get_time" in offered):
+        return ScriptTurn("", (("get_time", {}),))
+    if named == "get_weather" or (named is None and asks == "weather" and "get_weather" in offered):
+        cities = list(dict.fromkeys(_CITY.findall(prompt))) or ["Paris"]
+        calls = tuple(("get_weather", {"city": city}) for city in cities)
+        return ScriptTurn("", calls if conversation.parallel else calls[:1])
+    return ScriptTurn(word.group(1)) if word else None
 
 
 def _first_file(listing: str) -> str | None:
@@ -198,6 +330,9 @@ def _first_file(listing: str) -> str | None:
 
 
 def _tools(conversation: _Conversation) -> ScriptTurn:
+    kit = _kit_turn(conversation)
+    if kit is not None:
+        return kit
     results = dict(conversation.since_user)
     step = conversation.assistant_since_user
     if step == 0 and "list_dir" not in results and "list_dir" in conversation.tools:
@@ -275,12 +410,22 @@ def _turn(file: Path, index: int, turn: Any) -> ScriptTurn:
     return ScriptTurn(text, tuple(calls))
 
 
-def scenario_handler(scenario: str | Sequence[ScriptTurn]) -> ReplyHandler:
-    """A :attr:`FakeProviderServer.handler` that plays ``scenario`` on both wires:
+def scenario_handler(
+    scenario: str | Sequence[ScriptTurn],
+    *,
+    api_key: str | None = None,
+    context_window: int | None = None,
+) -> ReplyHandler:
+    """A :attr:`FakeProviderServer.handler` that plays ``scenario`` on all three wires:
     ``"echo"``, ``"tools"`` or script turns (:func:`load_script`). Requests to
-    ``…/chat/completions`` get OpenAI replies and requests to ``…/messages`` Anthropic
-    ones, streamed when the request asks; ``GET …/models`` lists one model; anything else
-    is a 404.
+    ``…/chat/completions`` get OpenAI Chat Completions replies, ``…/messages`` Anthropic
+    ones and ``…/responses`` OpenAI Responses ones, streamed when the request asks;
+    ``GET …/models`` lists one model; anything else is a 404 naming the path. A
+    ``temperature`` out of range or a ``max_tokens`` that is not a positive integer is a
+    400. With ``api_key``, a request without that key (``Authorization: Bearer`` or
+    ``x-api-key``) is a 401. With ``context_window``, a prompt of more tokens than that is
+    a 400 in the wire's words for an overflow (``context_length_exceeded``, Anthropic's
+    ``prompt is too long``).
 
     Raises:
         ValueError: an unknown scenario name, or no turns.
@@ -300,22 +445,40 @@ def scenario_handler(scenario: str | Sequence[ScriptTurn]) -> ReplyHandler:
             "/models"
         ):
             return Reply.json({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        if api_key is not None and not _has_key(request, api_key):
+            return _error(401, "fake-server: invalid API key", "authentication_error")
         try:
             conversation = _conversation(request)
         except ValueError as error:
             return _error(400, f"fake-server: {error}")
         if conversation is None:
             return _error(404, f"fake-server: no such endpoint {request.path[:200]!r}")
+        if context_window is not None and conversation.prompt_tokens > context_window:
+            return _overflow(conversation, context_window)
         return _render(conversation, play(conversation))
 
     return handler
 
 
-def _error(status: int, message: str) -> Reply:
-    return Reply.json(
-        {"type": "error", "error": {"type": "invalid_request_error", "message": message}},
-        status,
+def _overflow(conversation: _Conversation, window: int) -> Reply:
+    tokens = conversation.prompt_tokens
+    if conversation.wire == "anthropic":
+        return _error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens."
     )
+    error = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    return Reply.json({"error": error}, 400)
+
+
+def _has_key(request: RecordedRequest, key: str) -> bool:
+    given = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+    return hmac.compare_digest(given.removeprefix("Bearer ").encode(), key.encode())
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+    return Reply.json({"type": "error", "error": {"type": kind, "message": message}}, status)
 
 
 # -- wire rendering --------------------------------------------------------------------
@@ -327,12 +490,38 @@ def _pieces(text: str) -> list[str]:
 
 
 def _render(conversation: _Conversation, turn: ScriptTurn) -> Reply:
-    usage_in = max(1, conversation.size // 4)
-    usage_out = max(1, (len(turn.text) + len(json.dumps(turn.tool_calls))) // 4)
-    calls = [(f"{uuid.uuid4().hex[:16]}", name, args) for name, args in turn.tool_calls]
+    """``turn`` on the request's wire, cut at its ``max_tokens`` (a word piece a token)."""
+    text, cut = turn.text, False
+    pieces = _pieces(text) if text else []
+    limit = conversation.max_tokens
+    if limit is not None and len(pieces) > limit:
+        text, cut = "".join(pieces[:limit]), True
+    calls = [] if cut else [(uuid.uuid4().hex[:16], name, args) for name, args in turn.tool_calls]
+    usage_in = conversation.prompt_tokens
+    usage_out = count_tokens(text) + sum(len(json.dumps(args)) // 4 + 2 for _, _, args in calls)
+    if conversation.wire == "responses":
+        return _responses_reply(conversation, text, calls, usage_in, usage_out, cut)
     if conversation.wire == "openai":
-        return _openai_reply(conversation, turn.text, calls, usage_in, usage_out)
-    return _anthropic_reply(conversation, turn.text, calls, usage_in, usage_out)
+        return _openai_reply(conversation, text, calls, usage_in, usage_out, cut)
+    return _anthropic_reply(conversation, text, calls, usage_in, usage_out, cut)
+
+
+def _responses_reply(
+    conversation: _Conversation,
+    text: str,
+    calls: list[tuple[str, str, dict[str, Any]]],
+    usage_in: int,
+    usage_out: int,
+    cut: bool,
+) -> Reply:
+    message = AssistantMessage(
+        text, tool_calls=[ToolCall(f"call_{call_id}", name, args) for call_id, name, args in calls]
+    )
+    finish = "length" if cut else "tool_calls" if calls else "stop"
+    result = ChatResult(
+        message, Usage(usage_in, usage_out), finish, conversation.model, "resp_fake"
+    )
+    return responses_reply(result, stream=conversation.stream)
 
 
 def _sse(payload: Any, event: str | None = None) -> str:
@@ -346,8 +535,9 @@ def _openai_reply(
     calls: list[tuple[str, str, dict[str, Any]]],
     usage_in: int,
     usage_out: int,
+    cut: bool,
 ) -> Reply:
-    finish = "tool_calls" if calls else "stop"
+    finish = "length" if cut else "tool_calls" if calls else "stop"
     usage = {
         "prompt_tokens": usage_in,
         "completion_tokens": usage_out,
@@ -390,8 +580,9 @@ def _anthropic_reply(
     calls: list[tuple[str, str, dict[str, Any]]],
     usage_in: int,
     usage_out: int,
+    cut: bool,
 ) -> Reply:
-    stop = "tool_use" if calls else "end_turn"
+    stop = "max_tokens" if cut else "tool_use" if calls else "end_turn"
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     blocks += [
         {"type": "tool_use", "id": f"toolu_{call_id}", "name": name, "input": args}

@@ -154,6 +154,9 @@ def _terminal_records(ctx: LiveContext, raw: RawExchange) -> int:
     payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
     if ctx.wire == "anthropic":
         return sum(1 for p in payloads if p.get("type") == "message_stop")
+    if ctx.wire == "openai-responses":
+        terminal = ("response.completed", "response.incomplete")
+        return sum(1 for p in payloads if p.get("type") in terminal)
     return sum(
         1
         for p in payloads
@@ -355,7 +358,7 @@ CHECKS = [
         recorded=text_conservation,
         live=text_conservation_live,
         corpus=text_conservation_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "A3",

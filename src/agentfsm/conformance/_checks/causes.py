@@ -20,6 +20,7 @@ from agentfsm.engine._messages import ChatResult, ToolSpec
 
 from .._context import LiveContext, Wire
 from .._model import CheckFailed, CheckSkipped
+from .._raw_bodies import usage_prompt_keys
 
 __all__ = [
     "BLOCKS_AS_TEXT",
@@ -122,10 +123,7 @@ async def prompt_tokens(ctx: LiveContext, body: dict[str, Any], *, name: str) ->
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(usage, dict):
         return None
-    keys: tuple[str, ...] = ("prompt_tokens",)
-    if ctx.wire == "anthropic":
-        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    counts = [usage.get(k) for k in keys]
+    counts = [usage.get(k) for k in usage_prompt_keys(ctx.wire)]
     total = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
     return total if total > 0 else None
 

@@ -467,7 +467,7 @@ CHECKS = [
         recorded=bad_request,
         live=bad_request_live,
         corpus=_kind_corpus("bad_request"),
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "E3",

@@ -23,7 +23,7 @@ CHECKS = [
         recorded=recorded.single_forced,
         live=live.single_forced_live,
         corpus=invariants.single_forced_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     _Check(
         "T2",
@@ -79,7 +79,7 @@ CHECKS = [
         recorded=recorded.no_args,
         live=live.no_args_live,
         corpus=invariants.no_args_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     _Check(
         "T7",
@@ -90,6 +90,7 @@ CHECKS = [
         needs=("tools", "streaming"),
         quirks=("Q5", "Q12", "Q26", "Q37", "Q39", "Q40"),
         live=live.stream_equals_nonstream_live,
+        responses=("live",),
     ),
     _Check(
         "T8",
@@ -102,7 +103,7 @@ CHECKS = [
         recorded=recorded.parallel,
         live=live.parallel_live,
         corpus=invariants.parallel_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     _Check(
         "T9",
@@ -124,6 +125,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q33",),
         live=live.parallel_flag_live,
+        responses=("live",),
     ),
     _Check(
         "T11",
@@ -135,6 +137,7 @@ CHECKS = [
         quirks=("Q37",),
         live=live.none_live,
         corpus=invariants.none_corpus,
+        responses=("live",),
     ),
     _Check(
         "T12",
@@ -145,6 +148,7 @@ CHECKS = [
         needs=("tools",),
         quirks=("Q37", "Q39"),
         live=live.unicode_args_live,
+        responses=("live",),
     ),
     _Check(
         "T13",
@@ -190,5 +194,6 @@ CHECKS = [
         quirks=("Q26", "Q37"),
         live=live.stream_auto_live,
         corpus=invariants.stream_auto_corpus,
+        responses=("live",),
     ),
 ]

@@ -12,6 +12,7 @@ from attrs import evolve
 from agentfsm.adapters.providers import ProviderError
 from agentfsm.adapters.providers._anthropic_wire import parse_message
 from agentfsm.adapters.providers._openai_wire import parse_completion
+from agentfsm.adapters.providers._responses_wire import parse_response
 from agentfsm.engine._messages import (
     AssistantMessage,
     ChatResult,
@@ -82,7 +83,7 @@ def tools_body(
         ]
         if force:
             body["tool_choice"] = {"type": "function", "function": {"name": spec.name}}
-        elif ctx.target.quirks.explicit_tool_choice:
+        elif getattr(ctx.target.profile, "explicit_tool_choice", False):
             body["tool_choice"] = "auto"
     return {**body, "max_tokens": 128}
 
@@ -95,12 +96,20 @@ async def probe(
     if raw.status != 200:
         raise CheckFailed(f"HTTP 200 ({name})", f"{raw.status}: {raw.text[:200]}")
     if not stream:
-        data = raw.json()
-        return raw, parse_message(data) if ctx.wire == "anthropic" else parse_completion(data)
+        return raw, _parse(ctx, raw.json())
     payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
     if not payloads:
         raise CheckFailed(f"a streamed answer ({name})", "an empty 200 stream", quirks=("Q26",))
     return raw, _read(ctx, payloads)
+
+
+def _parse(ctx: LiveContext, data: Any) -> ChatResult:
+    """An unstreamed answer read by the wire adapter's own parser."""
+    if ctx.wire == "anthropic":
+        return parse_message(data)
+    if ctx.wire == "openai-responses":
+        return parse_response(data)
+    return parse_completion(data)
 
 
 def _read(ctx: LiveContext, payloads: list[dict[str, Any]]) -> ChatResult:
@@ -120,6 +129,8 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
         finishes = sum(1 for p in payloads if p.get("type") in ("message_stop", "message"))
         uses = [b for b in blocks if b.get("type") == "tool_use"]
         return _same_id_blocks([b for b in blocks if b]), uses, finishes
+    if ctx.wire == "openai-responses":
+        return _scan_responses(payloads)
     seen: dict[str, str] = {}
     calls: list[Any] = []
     repeats: Counter[tuple[Any, str]] = Counter()
@@ -142,6 +153,28 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
     if calls and "stop" in reasons:
         seen["Q10"] = "finish_reason 'stop' with tool calls"
     finishes = sum(1 for p in payloads for c in p.get("choices") or [] if c.get("finish_reason"))
+    return seen, calls, finishes
+
+
+def _scan_responses(payloads: list[dict[str, Any]]) -> tuple[dict[str, str], list[Any], int]:
+    """The Responses wire: its calls are ``function_call`` items (of the streamed items, or
+    of the response object), its finish records the terminal events or the object itself."""
+    terminal = ("response.completed", "response.incomplete")
+    streamed = [p for p in payloads if isinstance(p.get("type"), str) and "." in p["type"]]
+    finishes = sum(1 for p in streamed if p.get("type") in terminal)
+    if streamed:
+        items = [
+            p.get("item") or {} for p in streamed if p.get("type") == "response.output_item.done"
+        ]
+    else:
+        items = [i for p in payloads for i in p.get("output") or [] if isinstance(i, dict)]
+        finishes = len(payloads)
+    calls = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call"]
+    seen: dict[str, str] = {}
+    if any(not isinstance(c.get("arguments"), str) for c in calls):
+        seen["Q3"] = "arguments as a JSON object, not a string"
+    if any(c.get("call_id") == "" for c in calls):
+        seen["Q8"] = "an empty tool-call id"
     return seen, calls, finishes
 
 
