@@ -155,7 +155,8 @@ async def test_an_unfinished_response_is_an_error_not_an_empty_answer(
         await chat.aclose()
     error = caught.value
     assert (error.kind, error.provider_code) == ("bad_response", "unfinished_response")
-    assert status in str(error) and "nothing was generated" in str(error)
+    assert status in str(error)
+    assert "nothing was generated" in str(error)
 
 
 def test_the_raw_reason_round_trips_and_is_left_out_when_unset() -> None:
