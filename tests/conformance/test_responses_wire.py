@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.providers import OpenAIResponses, RetryPolicy
+from agentfsm.adapters.providers import OpenAIResponses, ProviderError, RetryPolicy
 from agentfsm.adapters.providers._replay import fixture_wire, load_wire_fixture
 from agentfsm.cli import main
 from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_corpus
@@ -21,7 +21,8 @@ from agentfsm.conformance._context import Wire
 from agentfsm.conformance._model import Capabilities, Report
 from agentfsm.engine._messages import ChatResult, Message, ToolSpec
 from agentfsm.engine._protocols import DeltaHandler, SupportsAbort
-from agentfsm.testing import FakeProviderServer
+from agentfsm.engine._messages import UserMessage
+from agentfsm.testing import FakeProviderServer, Reply, scenario_handler
 
 from .responses_server import KEY, WINDOW, ResponsesServer, answer
 
@@ -197,3 +198,41 @@ def test_cli_live_run_on_the_responses_wire(
     assert data["wire"] == WIRE
     assert paths == {"/v1/responses"}
     assert {r["check"]: r["outcome"] for r in data["results"]}["A1"] == "pass"
+
+
+def test_a_server_without_the_endpoint_gets_one_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server with no /v1/responses (a 404, as llama.cpp's server says it): one verdict
+    naming the endpoint and the wire that does answer, not a failure per check."""
+    chat_only = scenario_handler("tools")
+    missing = Reply.json(
+        {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}, 404
+    )
+    with FakeProviderServer() as fake:
+        fake.handler = lambda r: missing if r.path.endswith("/responses") else chat_only(r)
+        out = tmp_path / "report.json"
+        base = f"{fake.base_url}/v1"
+        argv = ["conformance", "--base-url", base, "--model", "m", "--wire", "responses"]
+        code = main([*argv, "--out", str(out)])
+        # What `agentfsm run` gets at run time: the same endpoint named, and the wires to try.
+        adapter = OpenAIResponses("m", base_url=base, retry=RetryPolicy(max_attempts=1))
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(adapter([UserMessage("hi")], []))
+    assert code == 1
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1
+    assert printed[0].startswith(
+        f"no openai-responses endpoint: POST {base}/responses answered 404"
+    )
+    assert (
+        "it answers on openai-chat (200), anthropic (200): run with --wire openai-chat"
+        in (printed[0])
+    )
+    data = json.loads(out.read_text("utf-8"))
+    assert data["results"] == []
+    assert data["verdict"] == printed[0]
+    error = caught.value
+    assert error.status == 404
+    assert "404 for POST /v1/responses: this server has no such endpoint" in str(error)
+    assert "--wire chat (/v1/chat/completions) or --wire anthropic (/v1/messages)" in str(error)

@@ -181,10 +181,18 @@ class Report:
     suggestion: str = ""
     """What to run next when the failures point at a quirk profile (``agentfsm conformance
     probe …``, with why); empty otherwise."""
+    verdict: str = ""
+    """Why no check ran, when the server cannot be checked on this wire at all (it has no
+    such endpoint: one verdict naming it, instead of a failure per check); empty otherwise."""
 
     @property
     def failed(self) -> list[CheckResult]:
         return [r for r in self.results if r.outcome == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed, and the server could be checked at all (no :attr:`verdict`)."""
+        return not self.failed and not self.verdict
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -202,6 +210,7 @@ class Report:
             "base_url": self.base_url,
             "capabilities": dict(self.capabilities),
             "suggestion": self.suggestion,
+            **({"verdict": self.verdict} if self.verdict else {}),
             "counts": self.counts(),
             "results": [r.as_dict() for r in self.results],
         }
@@ -222,4 +231,5 @@ class Report:
             base_url=data.get("base_url"),
             capabilities=dict(data.get("capabilities") or {}),
             suggestion=str(data.get("suggestion", "")),
+            verdict=str(data.get("verdict", "")),
         )

@@ -32,7 +32,9 @@ def report_markdown(report: Report) -> str:
     declared = [f"{k}={v}" for k, v in report.capabilities.items() if v not in (False, None)]
     if report.capabilities:
         lines += [f"Declared capabilities: {', '.join(declared) or 'none'}", ""]
-    lines += [f"**{summary}**", ""]
+    if report.verdict:
+        lines += [f"**{_cell(report.verdict)}**", ""]
+    lines += [f"**{summary or 'no check ran'}**", ""]
     if report.suggestion:
         lines += [f"Next: {_cell(report.suggestion)}", ""]
     lines += [

@@ -59,6 +59,7 @@ class AnthropicChat(HttpAdapter):
     """
 
     default_name = "anthropic"
+    wire = "anthropic"
     key_header = ("x-api-key", "")
     provider_name = "anthropic"
     """``gen_ai.provider.name`` of its calls in traces."""

@@ -13,6 +13,7 @@ import httpx
 from agentfsm.engine._messages import ChatResult
 from agentfsm.engine._protocols import SupportsAbort
 
+from ._endpoints import WireName, missing_endpoint
 from ._errors import ProviderError, classify_error_body
 from ._keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
 from ._limits import BadShape, Deadline, Limits, loads_bounded
@@ -132,6 +133,8 @@ class HttpAdapter:
     """
 
     default_name = "provider"
+    wire: WireName = "openai-chat"
+    """The wire the adapter speaks (its endpoint: :data:`ENDPOINT_PATHS`)."""
     key_header: tuple[str, str] = ("authorization", "Bearer ")
     """The header carrying the key, and the text before the key in it."""
 
@@ -232,9 +235,12 @@ class HttpAdapter:
             deadline=deadline,
         )
         if response.status_code >= 400:
-            raise await read_error(
+            error = await read_error(
                 response, timeouts=self.timeouts, signal=signal, ctx=self._ctx, deadline=deadline
             )
+            if response.status_code == 404:
+                error.message = f"{missing_endpoint(self.base_url, self.wire)} ({error.message})"
+            raise error
         try:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 return await read_stream(response)

@@ -70,6 +70,7 @@ class OpenAIResponses(HttpAdapter):
     """
 
     default_name = "openai-responses"
+    wire = "openai-responses"
     provider_name = "openai"
     """``gen_ai.provider.name`` of its calls in traces: the wire protocol's vendor."""
 
