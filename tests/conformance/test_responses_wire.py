@@ -19,9 +19,8 @@ from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_cor
 from agentfsm.conformance._checks import ALL_CHECKS
 from agentfsm.conformance._context import Wire
 from agentfsm.conformance._model import Capabilities, Report
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec
+from agentfsm.engine._messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine._protocols import DeltaHandler, SupportsAbort
-from agentfsm.engine._messages import UserMessage
 from agentfsm.testing import FakeProviderServer, Reply, scenario_handler
 
 from .responses_server import KEY, WINDOW, ResponsesServer, answer

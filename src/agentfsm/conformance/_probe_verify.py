@@ -37,6 +37,7 @@ __all__ = [
 DECISIVE: dict[WireName, tuple[str, ...]] = {
     "openai-chat": ("A1", "A4", "T15", "T16"),
     "anthropic": ("A4", "T15", "T16"),
+    "openai-responses": ("A1", "A4", "T15", "T16"),
 }
 """The checks a profile must pass: a plain answer, a tool-call history accepted, the agent
 loop's two turns (a tool call, then an answer to its result) and a streamed automatic tool
