@@ -184,7 +184,7 @@ def test_a_model_that_never_calls_a_tool_verifies_nothing(
     code, _ = cli(OpenAIServer(never_calls_tools=True))
     out = capsys.readouterr().out
     assert code == 1
-    assert "not verified: T15 (skip: model behaviour: no tool call" in out
+    assert "not verified: T15 (model: model behaviour: no tool call" in out
     assert "no decisive check failed" in out
     assert "verified: " not in out.replace("not verified: ", "")
     assert "T16" in out  # a skip does not stop the checks after it

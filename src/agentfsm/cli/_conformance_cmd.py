@@ -129,6 +129,7 @@ def _print_table(report: Any) -> None:
         "fail": "red",
         "xfail": "magenta",
         "skip": "dim",
+        "model": "cyan",
     }
     for r in report.results:
         note = r.message + (f" [{', '.join(r.quirks)}]" if r.quirks else "")

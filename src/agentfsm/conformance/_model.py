@@ -20,13 +20,14 @@ __all__ = [
     "CheckResult",
     "CheckSkipped",
     "Group",
+    "ModelBehaviour",
     "Mode",
     "Normalized",
     "Outcome",
     "Report",
 ]
 
-Outcome: TypeAlias = Literal["pass", "fail", "pass-normalized", "skip", "xfail"]
+Outcome: TypeAlias = Literal["pass", "fail", "pass-normalized", "skip", "xfail", "model"]
 Group: TypeAlias = Literal["wire", "answers", "tools", "usage", "errors", "control"]
 Mode: TypeAlias = Literal["recorded", "live"]
 GROUPS: tuple[Group, ...] = ("wire", "answers", "tools", "usage", "errors", "control")
@@ -84,6 +85,17 @@ class CheckFailed(AssertionError):
 
 class CheckSkipped(Exception):
     """The check cannot run here (the message says why)."""
+
+
+class ModelBehaviour(CheckSkipped):
+    """The protocol held, and the model (not the server) did not do what the check needs: a
+    small model that answers a tool request in text, invents arguments, stops early. The
+    outcome is ``model``, never counted against the server; the message starts with
+    ``model behaviour:`` and says what was measured (the prompt tokens that show the tools
+    reached the prompt, the answer the model gave)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"model behaviour: {what}")
 
 
 @frozen

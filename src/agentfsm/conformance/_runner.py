@@ -21,6 +21,7 @@ from ._model import (
     CheckResult,
     CheckSkipped,
     Mode,
+    ModelBehaviour,
     Normalized,
     Outcome,
     Report,
@@ -117,7 +118,9 @@ async def _run_check(
             assert live is not None
             verdict = await procedure(live)  # type: ignore[arg-type]
     except CheckSkipped as skip:
-        return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
+        outcome_of_skip: Outcome = "model" if isinstance(skip, ModelBehaviour) else "skip"
+        seconds = time.monotonic() - started
+        return _result(check, mode, outcome_of_skip, seconds, message=str(skip))
     except CheckFailed as failure:
         outcome: Outcome = "xfail" if xfail_reason else "fail"
         quirks = failure.quirks or _scripted(check, mode) or _shown(failure.got, mode)
@@ -159,9 +162,9 @@ _PING = {"messages": [{"role": "user", "content": "Reply with the single word PO
 
 
 async def _status(live: LiveContext, wire: Wire) -> tuple[int, str] | None:
-    """The status and a body excerpt of a plain request on ``wire``; ``None`` when it got
-    no HTTP answer (the checks report that themselves)."""
-    ctx = LiveContext(evolve(live.target, wire=wire), live.recordings, live.check)
+    """The status and a body excerpt of a plain request on ``wire`` (not recorded: it is no
+    check's); ``None`` when it got no HTTP answer (the checks report that themselves)."""
+    ctx = LiveContext(evolve(live.target, wire=wire, record_dir=None, recorder=None))
     try:
         raw = await ctx.raw({**_PING, "max_tokens": 16}, name=f"endpoint-{wire}")
     except httpx.HTTPError:
@@ -220,7 +223,6 @@ async def run_checks(
     )
     live = LiveContext(target) if isinstance(target, LiveTarget) else None
     if live is not None:
-        live.check = "endpoint"
         report.verdict = await endpoint_verdict(live)
         if report.verdict:
             chosen = []

@@ -19,7 +19,7 @@ from agentfsm.testing import Reply, responses_body
 from .._context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from .._exchange import RecordedExchange, Verdict, on_success, verdict
 from .._frames import DONE, chunk, completion, event, responses_stream
-from .._model import Check, CheckFailed, CheckSkipped, Normalized
+from .._model import Check, CheckFailed, ModelBehaviour, Normalized
 from .causes import blocks_as_text, expect_answer, refusal, tool_turn_needs_text
 
 __all__ = ["CHECKS"]
@@ -125,9 +125,7 @@ async def basic_live(ctx: LiveContext) -> Normalized | None:
                 if counts
                 else ""
             )
-            raise CheckSkipped(
-                f"model behaviour: the answer to 'reply PONG' hit max_tokens=256{measured}"
-            )
+            raise ModelBehaviour(f"the answer to 'reply PONG' hit max_tokens=256{measured}")
         _expect_answer(result, _how(stream))
     return None
 
@@ -217,9 +215,7 @@ async def length_live(ctx: LiveContext) -> Normalized | None:
         usage = result.usage
         out = usage.output_tokens if usage else len(result.message.content.split())
         if result.finish_reason == "stop" and out <= 5:
-            raise CheckSkipped(
-                f"model behaviour: the answer ended after {out} tokens, before max_tokens"
-            )
+            raise ModelBehaviour(f"the answer ended after {out} tokens, before max_tokens")
         got = f"{result.finish_reason!r} after {out} output tokens ({_how(stream)})"
         raise CheckFailed("finish_reason 'length' with max_tokens=5", got)
     return None

@@ -19,7 +19,7 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.engine._messages import ChatResult, ToolSpec
 
 from .._context import LiveContext, Wire
-from .._model import CheckFailed, CheckSkipped
+from .._model import CheckFailed, ModelBehaviour
 from .._raw_bodies import usage_prompt_keys
 
 __all__ = [
@@ -241,7 +241,7 @@ async def no_call(
             quirks=("Q39",),
         )
     figures = here.summary() if here.measured else "prompt tokens could not be measured"
-    raise CheckSkipped(f"model behaviour: no tool call for {what} ({answered}; {figures})")
+    raise ModelBehaviour(f"no tool call for {what} ({answered}; {figures})")
 
 
 async def string_vs_blocks(ctx: LiveContext, prompt: str) -> tuple[int, int] | None:

@@ -15,7 +15,7 @@ from .._context import LiveContext, RecordedContext
 from .._exchange import RecordedExchange, Verdict, ints, on_success, verdict
 from .._frames import DONE, chunk, completion, data, event
 from .._hints import capability_hint
-from .._model import Check, CheckFailed, CheckSkipped, Normalized
+from .._model import Check, CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 
 __all__ = ["CHECKS"]
 
@@ -360,7 +360,7 @@ async def reasoning_inside_output_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("usage with the reasoning count", "no usage")
     _consistent(result.usage, ("Q21", "Q22"))
     if result.usage.reasoning_tokens == 0 and not result.message.reasoning:
-        raise CheckSkipped("model behaviour: the model did not reason on this prompt")
+        raise ModelBehaviour("the model did not reason on this prompt")
     return None
 
 

@@ -18,7 +18,7 @@ from agentfsm.engine._messages import (
 )
 
 from ..._context import TOOL_WEATHER, LiveContext
-from ..._model import CheckFailed, CheckSkipped, Normalized
+from ..._model import CheckFailed, ModelBehaviour, Normalized
 from ..causes import (
     TOOLS_ONLY_WITH_CHOICE,
     expect_answer,
@@ -150,7 +150,7 @@ async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
     expect_answer(second, "the answer to the tool result")
     await results_reach_prompt(ctx, TOOL_WEATHER)
     if second.message.tool_calls:
-        raise CheckSkipped("model behaviour: called a tool again instead of answering")
+        raise ModelBehaviour("called a tool again instead of answering")
     if second.finish_reason not in ("stop", "length"):
         raise CheckFailed("a final answer with finish_reason 'stop'", repr(second.finish_reason))
     return None

@@ -26,7 +26,7 @@ from agentfsm.engine._messages import (
 
 from ..._context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange, fold_payloads
 from ..._hints import capability_hint
-from ..._model import CheckFailed, CheckSkipped, Normalized
+from ..._model import CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 from ..causes import (
     EMPTY_ANSWER,
     expect_answer,
@@ -253,7 +253,7 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
                 f"{case}: one get_time call with arguments {{}}", got, quirks=("Q13",)
             )
         if calls[0].arguments:
-            raise CheckSkipped(f"model behaviour: invented arguments {calls[0].arguments!r}")
+            raise ModelBehaviour(f"invented arguments {calls[0].arguments!r}")
     return _verdict(seen)
 
 
@@ -386,7 +386,7 @@ async def parallel_live(ctx: LiveContext) -> Normalized | None:
     calls = result.message.tool_calls
     await no_call(ctx, result, "two cities", prompt, TOOL_WEATHER)
     if len(calls) < 2:
-        raise CheckSkipped(f"model behaviour: {len(calls)} tool call(s) for two cities")
+        raise ModelBehaviour(f"{len(calls)} tool call(s) for two cities")
     bad = [c.raw_arguments for c in calls if c.raw_arguments is not None]
     if bad:
         raise CheckFailed("arguments of every call that parse", repr(bad), quirks=("Q12",))
@@ -421,7 +421,7 @@ async def parallel_results_live(ctx: LiveContext) -> Normalized | None:
     words = (("21", "sunny", "paris"), ("15", "rain", "tokyo"))
     if result.message.tool_calls or not all(any(w in text for w in ws) for ws in words):
         await results_reach_prompt(ctx, TOOL_WEATHER)
-        raise CheckSkipped(f"model behaviour: the answer does not use both results ({text[:80]!r})")
+        raise ModelBehaviour(f"the answer does not use both results ({text[:80]!r})")
     return None
 
 
@@ -459,7 +459,7 @@ async def none_live(ctx: LiveContext) -> Normalized | None:
     expect_answer(result, "'say hello' with tools bound")
     if result.message.tool_calls:
         names = [c.name for c in result.message.tool_calls]
-        raise CheckSkipped(f"model behaviour: called {names} for 'say hello'")
+        raise ModelBehaviour(f"called {names} for 'say hello'")
     if result.finish_reason not in ("stop", "length"):
         raise CheckFailed("a text answer's finish reason", repr(result.finish_reason))
     if not ctx.target.capabilities.has("tool_choice"):
@@ -490,5 +490,5 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     if isinstance(city, str) and "\\u" in city:
         raise CheckFailed("the city as characters, not \\u escapes", repr(city))
     if not isinstance(city, str) or not any(ord(ch) > 127 for ch in city):
-        raise CheckSkipped(f"model behaviour: the city argument {city!r} has no CJK character")
+        raise ModelBehaviour(f"the city argument {city!r} has no CJK character")
     return _verdict(seen)
