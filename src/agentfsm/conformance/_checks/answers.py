@@ -214,11 +214,26 @@ async def length_live(ctx: LiveContext) -> Normalized | None:
             continue
         usage = result.usage
         out = usage.output_tokens if usage else len(result.message.content.split())
-        if result.finish_reason == "stop" and out <= 5:
+        if result.finish_reason == "stop" and out < 5:
             raise ModelBehaviour(f"the answer ended after {out} tokens, before max_tokens")
         got = f"{result.finish_reason!r} after {out} output tokens ({_how(stream)})"
+        longer = await _goes_on(ctx, prompt, stream)
+        if longer is not None:  # the answer was cut, and the server called it finished
+            got += f"; the same request with max_tokens=64 goes on ({longer} output tokens)"
+            raise CheckFailed("finish_reason 'length' with max_tokens=5", got, quirks=("Q49",))
         raise CheckFailed("finish_reason 'length' with max_tokens=5", got)
     return None
+
+
+async def _goes_on(ctx: LiveContext, prompt: str, stream: bool) -> int | None:
+    """The output tokens of the same request with room to go on, when it does (more than
+    5); ``None`` otherwise or when it cannot be measured."""
+    try:
+        result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=64)
+    except ProviderError:
+        return None
+    out = result.usage.output_tokens if result.usage else 0
+    return out if out > 5 else None
 
 
 _HISTORY: list[Message] = [
@@ -363,6 +378,7 @@ CHECKS = [
         "max_tokens=5 on a longer answer",
         "finish_reason 'length', the partial text kept, never an overflow error",
         needs=("max_tokens",),
+        quirks=("Q49",),
         recorded=length,
         live=length_live,
         corpus=length_corpus,

@@ -211,6 +211,29 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
     return (False, True) if ctx.target.capabilities.streaming else (False,)
 
 
+async def forced(
+    ctx: LiveContext, body: dict[str, Any], name: str, what: str, *, stream: bool = False
+) -> tuple[RawExchange, ChatResult]:
+    """A request naming its tool in ``tool_choice``: an answer (text or a call), and when it
+    holds no call while the same request with ``tool_choice: required`` gets one, a failure
+    naming the cause (Q48: the server ignores a named tool_choice)."""
+    raw, result = await probe(ctx, body, name, stream=stream)
+    expect_answer(result, what)
+    if result.message.tool_calls:
+        return raw, result
+    required = {**body, "tool_choice": {"type": "any"} if ctx.wire == "anthropic" else "required"}
+    _, again = await probe(ctx, required, f"{name}-required", stream=stream)
+    calls = [c.name for c in again.message.tool_calls]
+    if calls:
+        raise CheckFailed(
+            f"{what}: a call of the tool it names",
+            f"text ({result.message.content[:60]!r}); the same request with tool_choice "
+            f"'required' gets {calls}: the named tool_choice is ignored",
+            quirks=("Q48",),
+        )
+    return raw, result
+
+
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     if not ctx.target.capabilities.has("tool_choice"):
         raise CheckSkipped(capability_hint(["tool_choice"]))
@@ -218,8 +241,9 @@ async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     seen: dict[str, str] = {}
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
-        raw, result = await probe(ctx, body, f"T1-{case}", stream=stream)
-        expect_answer(result, f"{case}, a named tool_choice")
+        raw, result = await forced(
+            ctx, body, f"T1-{case}", f"{case}, a named tool_choice", stream=stream
+        )
         calls = result.message.tool_calls
         if [c.name for c in calls] != [GET_WEATHER]:
             got = repr([c.name for c in calls] or result.message.content[:80])
@@ -236,8 +260,9 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
         case = "streamed" if stream else "unstreamed"
         if ctx.target.capabilities.has("tool_choice"):
             body = tools_body(ctx, "What time is it?", TOOL_WITHOUT_ARGS, force=True)
-            raw, result = await probe(ctx, body, f"T6-{case}", stream=stream)
-            expect_answer(result, f"{case}, a named tool_choice")
+            raw, result = await forced(
+                ctx, body, f"T6-{case}", f"{case}, a named tool_choice", stream=stream
+            )
             seen.update(_scan(ctx, raw)[0])
         else:
             prompt = "What time is it? Use the get_time tool."
@@ -477,8 +502,8 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     prompt = 'What is the weather in 東京? Call get_weather with the city "東京".'
     seen: dict[str, str] = {}
     if ctx.target.capabilities.has("tool_choice"):
-        raw, result = await probe(ctx, tools_body(ctx, prompt, TOOL_WEATHER, force=True), "T12")
-        expect_answer(result, "a named tool_choice")
+        body = tools_body(ctx, prompt, TOOL_WEATHER, force=True)
+        raw, result = await forced(ctx, body, "T12", "a named tool_choice")
         seen = _scan(ctx, raw)[0]
     else:
         result = await ask_or_fail(ctx, "an answer", prompt=prompt, tools=[TOOL_WEATHER])
