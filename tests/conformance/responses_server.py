@@ -33,6 +33,8 @@ class ResponsesServer:
     """The whole answer, ``completed``, whatever ``max_output_tokens``."""
     drops_usage: bool = False
     """Usage is all zeros."""
+    completes_cut_answers: bool = False
+    """An answer cut at ``max_output_tokens`` says ``completed`` (llama.cpp's server)."""
 
 
 def _zero(value: Any) -> Any:
@@ -48,6 +50,28 @@ def _without_usage(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def _completed(payload: dict[str, Any]) -> dict[str, Any]:
+    response = payload.get("response", payload)
+    if isinstance(response, dict) and response.get("status") == "incomplete":
+        response["status"] = "completed"
+        response.pop("incomplete_details", None)
+    if payload.get("type") == "response.incomplete":
+        payload["type"] = "response.completed"
+    return payload
+
+
+def _rewrite(reply: Reply, change: Any) -> Reply:
+    if reply.frames is None:
+        return evolve(reply, body=json.dumps(change(json.loads(reply.body))).encode())
+    frames = []
+    for frame in reply.frames:
+        head, _, data = str(frame).partition("data: ")
+        payload = change(json.loads(data))
+        head = head.replace("response.incomplete", str(payload.get("type")))
+        frames.append(f"{head}data: {json.dumps(payload)}\n\n")
+    return evolve(reply, frames=tuple(frames))
+
+
 def answer(server: ResponsesServer, request: RecordedRequest) -> Reply:
     """What ``server`` sends back for ``request``."""
     if server.ignores_max_tokens:
@@ -55,12 +79,10 @@ def answer(server: ResponsesServer, request: RecordedRequest) -> Reply:
         body.pop("max_output_tokens", None)
         request = evolve(request, body=json.dumps(body).encode())
     reply = scenario_handler("tools", api_key=KEY, context_window=server.window)(request)
-    if not server.drops_usage or reply.status != 200:
+    if reply.status != 200:
         return reply
-    if reply.frames is None:
-        return evolve(reply, body=json.dumps(_without_usage(json.loads(reply.body))).encode())
-    frames = []
-    for frame in reply.frames:
-        head, _, data = str(frame).partition("data: ")
-        frames.append(f"{head}data: {json.dumps(_without_usage(json.loads(data)))}\n\n")
-    return evolve(reply, frames=tuple(frames))
+    if server.drops_usage:
+        reply = _rewrite(reply, _without_usage)
+    if server.completes_cut_answers:
+        reply = _rewrite(reply, _completed)
+    return reply

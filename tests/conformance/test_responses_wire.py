@@ -128,6 +128,11 @@ def test_live_checks_pass_on_a_correct_endpoint() -> None:
     [
         (ResponsesServer(ignores_max_tokens=True), "A3", "finish_reason 'length'"),
         (ResponsesServer(drops_usage=True), "U1", "input_tokens > 0"),
+        (
+            ResponsesServer(completes_cut_answers=True),
+            "A3",
+            "the same request with max_tokens=64 goes on",
+        ),
     ],
 )
 def test_live_checks_fail_on_an_endpoint_with_the_defect(
