@@ -452,6 +452,7 @@ CHECKS = [
         "errors",
         "401 with OpenAI, Anthropic and bare bodies; live: a wrong key",
         "kind auth, exactly 1 request",
+        quirks=("Q50",),
         recorded=auth,
         live=auth_live,
         corpus=_kind_corpus("auth"),
