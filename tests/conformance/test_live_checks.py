@@ -147,3 +147,42 @@ def test_a_named_tool_choice_the_server_ignores_is_measured(check_id: str, wire:
         (result,) = asyncio.run(run_checks(target, [by_id(check_id)])).results
     assert (result.outcome, result.quirks) == ("fail", ("Q48",)), result
     assert "the same request with tool_choice 'required' gets ['get_" in result.message
+
+
+def _drops_tools(request: RecordedRequest) -> Reply:
+    """The fake server as llama.cpp's server is with a template without tools: every
+    request is answered as if it offered none."""
+    body = {k: v for k, v in request.json().items() if k not in ("tools", "tool_choice")}
+    return scenario_handler("tools")(evolve(request, body=json.dumps(body).encode()))
+
+
+@pytest.mark.parametrize("check_id", ["T1", "T15"])
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "openai-responses"])
+def test_tools_that_never_reach_the_prompt_fail_as_q52(check_id: str, wire: Wire) -> None:
+    with FakeProviderServer() as server:
+        server.handler = _drops_tools
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", wire, capabilities=Capabilities(tool_choice=True)
+        )
+        (result,) = asyncio.run(run_checks(target, [by_id(check_id)])).results
+    assert (result.outcome, result.quirks) == ("fail", ("Q52",)), result
+    assert "the tools never reach the prompt" in result.message
+    assert "model behaviour" not in result.message
+
+
+def test_a_model_that_ends_its_turn_at_once_is_the_models() -> None:
+    """One output token after the prompt, no text, no call: the model's end of turn."""
+
+    def silent(request: RecordedRequest) -> Reply:
+        if "tool" not in request.body.decode():
+            return scenario_handler("tools")(request)
+        size = len(request.body) // 4  # the results reach the prompt: it grows with them
+        usage = {"prompt_tokens": size, "completion_tokens": 1, "total_tokens": size + 1}
+        return Reply.json(completion({"role": "assistant", "content": ""}, usage=usage))
+
+    with FakeProviderServer() as server:
+        server.handler = silent
+        target = LiveTarget(f"{server.base_url}/v1", "m")
+        (result,) = asyncio.run(run_checks(target, [by_id("T14")])).results
+    assert result.outcome == "model", result
+    assert "the model ended its turn at once" in result.message

@@ -22,6 +22,7 @@ from ..._model import CheckFailed, ModelBehaviour, Normalized
 from ..causes import (
     TOOLS_ONLY_WITH_CHOICE,
     expect_answer,
+    is_empty,
     measure_tool_prompt,
     no_call,
     other_wire_figures,
@@ -65,6 +66,8 @@ async def _refused(
         )
     except ProviderError as error:
         return error
+    if is_empty(result):  # is it the results the server left out?
+        await results_reach_prompt(ctx, TOOL_WEATHER)
     expect_answer(result, "an answer to the history")
     return None
 

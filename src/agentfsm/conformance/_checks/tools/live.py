@@ -29,8 +29,10 @@ from ..._hints import capability_hint
 from ..._model import CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 from ..causes import (
     EMPTY_ANSWER,
+    TOOLS_NEVER,
     expect_answer,
     is_empty,
+    measure_tool_prompt,
     no_call,
     refusal,
     results_reach_prompt,
@@ -212,11 +214,19 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
 
 
 async def forced(
-    ctx: LiveContext, body: dict[str, Any], name: str, what: str, *, stream: bool = False
+    ctx: LiveContext,
+    body: dict[str, Any],
+    name: str,
+    what: str,
+    *,
+    stream: bool = False,
+    prompt: str,
+    spec: ToolSpec,
 ) -> tuple[RawExchange, ChatResult]:
-    """A request naming its tool in ``tool_choice``: an answer (text or a call), and when it
-    holds no call while the same request with ``tool_choice: required`` gets one, a failure
-    naming the cause (Q48: the server ignores a named tool_choice)."""
+    """A request naming its tool in ``tool_choice``: an answer that calls it. Without a
+    call, the cause is measured: the same request with ``tool_choice: required`` gets one
+    (Q48: the server ignores a named choice), or the tools never reach the prompt (Q52);
+    otherwise the model saw the tool and answered in text."""
     raw, result = await probe(ctx, body, name, stream=stream)
     expect_answer(result, what)
     if result.message.tool_calls:
@@ -224,14 +234,26 @@ async def forced(
     required = {**body, "tool_choice": {"type": "any"} if ctx.wire == "anthropic" else "required"}
     _, again = await probe(ctx, required, f"{name}-required", stream=stream)
     calls = [c.name for c in again.message.tool_calls]
+    answered = f"text ({result.message.content[:60]!r})"
     if calls:
         raise CheckFailed(
             f"{what}: a call of the tool it names",
-            f"text ({result.message.content[:60]!r}); the same request with tool_choice "
-            f"'required' gets {calls}: the named tool_choice is ignored",
+            f"{answered}; the same request with tool_choice 'required' gets {calls}: the "
+            "named tool_choice is ignored",
             quirks=("Q48",),
         )
-    return raw, result
+    here = await measure_tool_prompt(ctx, prompt, spec)
+    if here.never:
+        raise CheckFailed(
+            f"{what}: a call of the tool it names",
+            f"{answered}, and no call with tool_choice 'required' either: {TOOLS_NEVER} "
+            f"({here.summary()})",
+            quirks=("Q52",),
+        )
+    figures = here.summary() if here.measured else "prompt tokens could not be measured"
+    raise ModelBehaviour(
+        f"no call for a forced tool choice, 'required' too ({answered}; {figures})"
+    )
 
 
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
@@ -242,7 +264,13 @@ async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
         raw, result = await forced(
-            ctx, body, f"T1-{case}", f"{case}, a named tool_choice", stream=stream
+            ctx,
+            body,
+            f"T1-{case}",
+            f"{case}, a named tool_choice",
+            stream=stream,
+            prompt=WEATHER_IN_PARIS,
+            spec=TOOL_WEATHER,
         )
         calls = result.message.tool_calls
         if [c.name for c in calls] != [GET_WEATHER]:
@@ -261,7 +289,13 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
         if ctx.target.capabilities.has("tool_choice"):
             body = tools_body(ctx, "What time is it?", TOOL_WITHOUT_ARGS, force=True)
             raw, result = await forced(
-                ctx, body, f"T6-{case}", f"{case}, a named tool_choice", stream=stream
+                ctx,
+                body,
+                f"T6-{case}",
+                f"{case}, a named tool_choice",
+                stream=stream,
+                prompt="What time is it?",
+                spec=TOOL_WITHOUT_ARGS,
             )
             seen.update(_scan(ctx, raw)[0])
         else:
@@ -503,7 +537,9 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     seen: dict[str, str] = {}
     if ctx.target.capabilities.has("tool_choice"):
         body = tools_body(ctx, prompt, TOOL_WEATHER, force=True)
-        raw, result = await forced(ctx, body, "T12", "a named tool_choice")
+        raw, result = await forced(
+            ctx, body, "T12", "a named tool_choice", prompt=prompt, spec=TOOL_WEATHER
+        )
         seen = _scan(ctx, raw)[0]
     else:
         result = await ask_or_fail(ctx, "an answer", prompt=prompt, tools=[TOOL_WEATHER])
