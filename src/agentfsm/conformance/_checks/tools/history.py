@@ -28,6 +28,7 @@ from ..causes import (
     other_wire_figures,
     results_reach_prompt,
     sends_tool_choice,
+    tool_turn_needs_text,
 )
 from .fixtures import (
     FOREIGN_CALLS,
@@ -91,6 +92,10 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
             got += "; the same history with the ids call_1, call_2, call_3 is accepted"
             raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",))
         why = f"{str(again)[:120]}: the ids are not the cause (see A4)"
+        turn = await tool_turn_needs_text(ctx, TOOL_WEATHER) if ctx.wire == "anthropic" else None
+        if turn is not None:  # the turn's shape is refused, as A4 shows
+            got = f"{got}; with short ids too: {why}; {turn}"
+            raise CheckFailed("a tool-call history accepted", got, quirks=("Q23",))
         raise CheckFailed("a tool-call history accepted", f"{got}; with short ids too: {why}")
     if ctx.wire != "openai-chat":  # the long-id probe below is a Chat Completions body
         return shape
