@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local litellm-venv lint typecheck test test-race test-exec test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
+.PHONY: install install-local litellm-venv llama-server lint typecheck test test-race test-exec test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -116,9 +116,20 @@ $(LITELLM_STAMP): tests/live/litellm/requirements.txt
 
 litellm-venv: $(LITELLM_STAMP)
 
-# The real embedded model, directly and behind the LiteLLM proxy on both of its wires.
-test-live: install install-local litellm-venv
-	$(BIN)/python -m pytest -m live tests/live
+# llama.cpp's own server (llama-server, for the live tier): built from the llama.cpp that the
+# llama-cpp-python sdist the local extra installed vendors, with the portable flags above.
+# About 15 minutes on 2 cores the first time; then cached in $(LLAMA_CACHE), outside the work
+# tree (make clean keeps it): a second run prints its path at once.
+LLAMA_CACHE ?= $(HOME)/.cache/agentfsm
+LLAMA_VERSION = $$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')
+
+llama-server: install-local
+	PYTHON=$(BIN)/python bash scripts/build_llama_server.sh "$(LLAMA_VERSION)" "$(LLAMA_CACHE)" $(LLAMA_CMAKE_ARGS)
+
+# The real embedded model on three servers: llama-cpp-python's, llama.cpp's llama-server on
+# its three wires, and the LiteLLM proxy in front of each.
+test-live: install install-local litellm-venv llama-server
+	AGENTFSM_LLAMA_CACHE=$(LLAMA_CACHE) $(BIN)/python -m pytest -m live tests/live
 
 conformance-local: install install-local
 	$(BIN)/python examples/conformance_local.py

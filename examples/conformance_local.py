@@ -72,21 +72,39 @@ async def check_local(profile: OpenAIQuirks | None = None, label: str = "") -> R
         return await run_checks(target, progress=show)
 
 
-PROXIED = ("litellm-openai", "litellm-anthropic")
-"""The reports of the same server behind the LiteLLM proxy, on each of its wires."""
-MATRIX_HEAD = """# llama-cpp-python directly and behind the LiteLLM proxy
+PROXIED = (
+    "litellm-openai",
+    "litellm-anthropic",
+    "llama-server-chat",
+    "llama-server-anthropic",
+    "llama-server-responses",
+    "litellm-llama-server-chat",
+    "litellm-llama-server-anthropic",
+    "litellm-llama-server-responses",
+)
+"""The reports the live tier writes: the same server behind the LiteLLM proxy on its two
+wires (tests/live/test_conformance_litellm.py), and llama.cpp's own server directly and
+behind LiteLLM on all three wires (tests/live/test_conformance_servers.py)."""
+MATRIX_HEAD = """# Three servers, three wires
 
-The embedded model's server (llama-cpp-python with SmolLM2-135M-Instruct) read directly,
-with OpenAI's default profile and with `LOCAL_QUIRKS`
+The embedded model (SmolLM2-135M-Instruct) on three servers: llama-cpp-python's, read with
+OpenAI's default profile and with `LOCAL_QUIRKS`
 ([llama-cpp-python.md](llama-cpp-python.md), \
-[llama-cpp-python-local-profile.md](llama-cpp-python-local-profile.md)),
-and through the LiteLLM proxy in front of it, on its OpenAI wire and on its Anthropic wire
-([litellm-openai.md](litellm-openai.md), [litellm-anthropic.md](litellm-anthropic.md)),
-both read with the default profile. `make test-live` runs the two LiteLLM reports again
-(tests/live/test_conformance_litellm.py) and asserts their verdicts against the raw bytes
-measured in the same run. The table is `agentfsm conformance matrix` of the four reports.
+[llama-cpp-python-local-profile.md](llama-cpp-python-local-profile.md)), and the LiteLLM
+proxy in front of it on its OpenAI and Anthropic wires
+([litellm-openai.md](litellm-openai.md), [litellm-anthropic.md](litellm-anthropic.md));
+llama.cpp's own server (`llama-server`, built from the llama.cpp that llama-cpp-python
+vendors) on its three wires ([llama-server-chat.md](llama-server-chat.md), \
+[llama-server-anthropic.md](llama-server-anthropic.md), \
+[llama-server-responses.md](llama-server-responses.md)), and the LiteLLM proxy in front of
+it on the same three ([litellm-llama-server-chat.md](litellm-llama-server-chat.md), \
+[litellm-llama-server-anthropic.md](litellm-llama-server-anthropic.md), \
+[litellm-llama-server-responses.md](litellm-llama-server-responses.md)). Every report is
+read with the default profile of its wire's adapter. `make test-live` runs them again and
+holds each to its committed report. The table is `agentfsm conformance matrix` of the ten
+reports; docs/conformance.md names the quirk behind every failure.
 
-Legend: ✓ pass · ⚠ pass-normalized · ✗ fail · x xfail · - skip
+Legend: ✓ pass · ⚠ pass-normalized · ✗ fail · x xfail · m model (the model, not the server) · - skip
 
 """
 
@@ -101,8 +119,7 @@ def main() -> int:
         (folder / f"{stem}.json").write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
         print(stem, report.counts())
         reports.append(report)
-    # The LiteLLM reports (written by the live tier, tests/live/test_conformance_litellm.py)
-    # stay in the matrix beside the two just made.
+    # The reports the live tier writes stay in the matrix beside the two just made.
     for stem in PROXIED:
         path = folder / f"{stem}.json"
         if path.exists():

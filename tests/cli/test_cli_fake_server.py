@@ -33,7 +33,9 @@ def environment() -> dict[str, str]:
 
 
 @contextmanager
-def fake_server(*options: str, module: str = "agentfsm") -> Iterator[tuple[str, list[str]]]:
+def fake_server(
+    *options: str, module: str = "agentfsm", env: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """The server started as a user would; yields its base URL and the lines it printed
     before serving. Stops it with Ctrl-C (SIGINT) and checks it exits 0."""
     command = [sys.executable, "-m", module]
@@ -43,7 +45,7 @@ def fake_server(*options: str, module: str = "agentfsm") -> Iterator[tuple[str, 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=environment(),
+        env=env if env is not None else environment(),
     )
     assert process.stdout is not None
     lines: list[str] = []
@@ -347,3 +349,39 @@ def test_echo_keeps_lone_surrogates_and_line_separators(stream: bool) -> None:
     ]
     deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
     assert "".join(deltas) == prompt
+
+
+KIT_WINDOW = 2000
+"""The context window the fake server is given for the kit's overflow checks."""
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "responses"])
+def test_the_kit_passes_against_the_fake_server_on_every_wire(
+    wire: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentfsm conformance` against `agentfsm fake-server` (a real process): no failure,
+    and no skip the server causes: only the capabilities it does not have (cache counts,
+    reasoning) and what the wire itself lacks are skipped."""
+    monkeypatch.setenv("FAKE_SERVER_KEY", "sk-4a5b6c7d8e9f0123")
+    options = ("--api-key-env", "FAKE_SERVER_KEY", "--context-window", str(KIT_WINDOW))
+    env = {**environment(), "FAKE_SERVER_KEY": "sk-4a5b6c7d8e9f0123"}
+    with fake_server(*options, env=env) as (base, lines):
+        assert f"Responses wires: {base}/v1" in lines[0]
+        out = tmp_path / "report.json"
+        capabilities = ["tool_choice", "parallel_tools", "stream_usage"]
+        capabilities.append(f"context_window={KIT_WINDOW}")
+        argv = ["conformance", "--base-url", f"{base}/v1", "--model", "fake", "--wire", wire]
+        argv += ["--api-key-env", "FAKE_SERVER_KEY", "--out", str(out)]
+        argv += [arg for name in capabilities for arg in ("--capability", name)]
+        assert main(argv) == 0
+    results = json.loads(out.read_text("utf-8"))["results"]
+    outcomes = {r["check"]: (r["outcome"], r["message"]) for r in results}
+    assert not [c for c, (o, _) in outcomes.items() if o == "fail"], outcomes
+    skipped = {c: m for c, (o, m) in outcomes.items() if o == "skip"}
+    absent = {"U4": "cache_reporting", "U5": "reasoning"}
+    if wire == "anthropic":
+        assert skipped.pop("T10") == "not applicable to the anthropic wire"
+    assert {c: m.split(" (")[0] for c, m in skipped.items()} == {
+        c: f"capability absent: {name}" for c, name in absent.items()
+    }
+    assert len(outcomes) == 25  # every live check ran on this wire

@@ -1,4 +1,5 @@
-"""A scripted OpenAI Responses endpoint that answers from the request, like a model would.
+"""A Responses endpoint that answers like a model: the fake server's ``tools`` scenario
+(``agentfsm.testing.scenario_handler``), with one defect at a time switched on.
 
 Written by the project for the tests (not a recording): text or function calls per the
 prompt, streamed or not, usage, ``status: incomplete`` past ``max_output_tokens``, a 400
@@ -7,15 +8,19 @@ prompt, streamed or not, usage, ``status: incomplete`` past ``max_output_tokens`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm import AssistantMessage, ChatResult, ToolCall, Usage
-from agentfsm.testing import Reply, responses_reply
+from attrs import evolve
+
+from agentfsm.testing import Reply, scenario_handler
 from agentfsm.testing._fake_server import RecordedRequest
 
-CITIES = ("Paris", "Tokyo", "東京")
 WINDOW = 200
+KEY = "sk-9f8e7d6c5b4a3210"
+"""The key the endpoint wants (no 8-character piece of it occurs in a reply: recordings
+redact such pieces)."""
 
 
 @dataclass(frozen=True)
@@ -23,71 +28,61 @@ class ResponsesServer:
     """The defaults answer correctly; each other value is one defect."""
 
     window: int | None = WINDOW
-    """Prompts of more words than this get a 400 ``context_length_exceeded``."""
+    """Prompts of more tokens than this get a 400 ``context_length_exceeded``."""
     ignores_max_tokens: bool = False
     """The whole answer, ``completed``, whatever ``max_output_tokens``."""
     drops_usage: bool = False
     """Usage is all zeros."""
+    completes_cut_answers: bool = False
+    """An answer cut at ``max_output_tokens`` says ``completed`` (llama.cpp's server)."""
 
 
-def _error(status: int, code: str, message: str) -> Reply:
-    kind = "invalid_request_error"
-    return Reply.json({"error": {"message": message, "type": kind, "code": code}}, status)
+def _zero(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: 0 if k.endswith("_tokens") else _zero(v) for k, v in value.items()}
+    return value
 
 
-def _text(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+def _without_usage(payload: dict[str, Any]) -> dict[str, Any]:
+    response = payload.get("response", payload)
+    if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+        response["usage"] = _zero(response["usage"])
+    return payload
 
 
-def _calls(body: dict[str, Any], prompt: str) -> list[ToolCall]:
-    choice = body.get("tool_choice")
-    if not body.get("tools") or choice == "none":
-        return []
-    forced = choice.get("name") if isinstance(choice, dict) else None
-    if forced == "get_time" or (forced is None and "time" in prompt):
-        return [ToolCall("call_0", "get_time", {})]
-    if forced == "get_weather" or "weather" in prompt:
-        cities = [city for city in CITIES if city in prompt]
-        return [ToolCall(f"call_{i}", "get_weather", {"city": c}) for i, c in enumerate(cities)]
-    return []
+def _completed(payload: dict[str, Any]) -> dict[str, Any]:
+    response = payload.get("response", payload)
+    if isinstance(response, dict) and response.get("status") == "incomplete":
+        response["status"] = "completed"
+        response.pop("incomplete_details", None)
+    if payload.get("type") == "response.incomplete":
+        payload["type"] = "response.completed"
+    return payload
+
+
+def _rewrite(reply: Reply, change: Any) -> Reply:
+    if reply.frames is None:
+        return evolve(reply, body=json.dumps(change(json.loads(reply.body))).encode())
+    frames = []
+    for frame in reply.frames:
+        head, _, data = str(frame).partition("data: ")
+        payload = change(json.loads(data))
+        head = head.replace("response.incomplete", str(payload.get("type")))
+        frames.append(f"{head}data: {json.dumps(payload)}\n\n")
+    return evolve(reply, frames=tuple(frames))
 
 
 def answer(server: ResponsesServer, request: RecordedRequest) -> Reply:
     """What ``server`` sends back for ``request``."""
-    if "wrong" in request.headers.get("authorization", ""):
-        return _error(401, "invalid_api_key", "Incorrect API key provided.")
-    body: dict[str, Any] = request.json()
-    items = body["input"]
-    words = sum(len(_text(item).split()) for item in items if "content" in item)
-    words += len(str(body.get("instructions") or "").split())
-    if server.window and words > server.window:
-        return _error(400, "context_length_exceeded", "Your input exceeds the context window.")
-    outputs: list[str] = []
-    for item in reversed(items):
-        if item.get("type") != "function_call_output":
-            break
-        outputs.insert(0, item["output"])
-    prompt = _text(items[-1]) if not outputs else ""
-    calls = [] if outputs else _calls(body, prompt)
-    if outputs:
-        text = " ".join(outputs)
-    elif calls:
-        text = ""
-    elif "PONG" in prompt:
-        text = "PONG"
-    elif "Count" in prompt:
-        text = ", ".join(str(i) for i in range(1, 101))
-    else:
-        text = "Hello! The sea is calm today."
-    finish = "tool_calls" if calls else "stop"
-    limit = body.get("max_output_tokens")
-    pieces = text.split(" ")
-    if limit and len(pieces) > limit and not server.ignores_max_tokens:
-        text, finish = " ".join(pieces[:limit]), "length"
-    output_tokens = len(text.split()) + 10 * len(calls)
-    usage = Usage(0, 0) if server.drops_usage else Usage(words, output_tokens)
-    result = ChatResult(AssistantMessage(text, tool_calls=calls), usage, finish, "fake-model")
-    return responses_reply(result, stream=bool(body.get("stream")))
+    if server.ignores_max_tokens:
+        body = request.json()
+        body.pop("max_output_tokens", None)
+        request = evolve(request, body=json.dumps(body).encode())
+    reply = scenario_handler("tools", api_key=KEY, context_window=server.window)(request)
+    if reply.status != 200:
+        return reply
+    if server.drops_usage:
+        reply = _rewrite(reply, _without_usage)
+    if server.completes_cut_answers:
+        reply = _rewrite(reply, _completed)
+    return reply

@@ -131,7 +131,7 @@ async def test_a_model_that_sees_the_tools_and_answers_in_text_is_model_behaviou
 ) -> None:
     proxy = Proxy(tools_need_choice=False, calls_tools=False, blocks_as_repr=False)
     result = await run("T15", wire, proxy)
-    assert result.outcome == "skip", result
+    assert result.outcome == "model", result
     assert result.message.startswith("model behaviour: no tool call for the weather in Paris")
     assert f"prompt tokens on the {wire} wire: " in result.message
     assert result.quirks == ()
@@ -173,7 +173,7 @@ async def test_t9_tells_unseen_results_from_model_behaviour() -> None:
     result = await run("T9", "openai-chat", proxy, capabilities=capabilities)
     assert (result.outcome, result.quirks) == ("fail", ("Q42",)), result
     seen = await run("T9", "openai-chat", Proxy(tools_need_choice=False), capabilities=capabilities)
-    assert seen.outcome == "skip"
+    assert seen.outcome == "model"
     assert seen.message.startswith("model behaviour: the answer does not use both results")
 
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
+import pytest
+from attrs import evolve
+
 from agentfsm.adapters.providers import OpenAIQuirks
-from agentfsm.conformance import CheckResult, LiveTarget, run_check
+from agentfsm.conformance import Capabilities, CheckResult, LiveTarget, run_check, run_checks
 from agentfsm.conformance._checks import by_id
-from agentfsm.conformance._context import LiveContext
+from agentfsm.conformance._context import LiveContext, Wire
 from agentfsm.conformance._frames import DONE, chunk, completion, tool_delta
-from agentfsm.testing import FakeProviderServer, Reply
+from agentfsm.testing import FakeProviderServer, Reply, scenario_handler
 from agentfsm.testing._fake_server import RecordedRequest
 
 CALL = {
@@ -120,3 +125,64 @@ async def test_t16_tells_keep_alive_comments_from_events() -> None:
     assert result.outcome == "fail"
     assert "no event, no [DONE], no error frame (1 SSE comment line(s) only)" in (result.got or "")
     assert "empty_stream" in (result.got or "")
+
+
+def _ignores_named_choice(request: RecordedRequest) -> Reply:
+    """The fake server as llama.cpp's server is: a named tool_choice (an object) is read as
+    auto, and this model answers in text; ``required`` forces the call."""
+    body = request.json()
+    if isinstance(body.get("tool_choice"), dict):
+        body = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
+    return scenario_handler("tools")(evolve(request, body=json.dumps(body).encode()))
+
+
+@pytest.mark.parametrize("check_id", ["T1", "T6", "T12"])
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_a_named_tool_choice_the_server_ignores_is_measured(check_id: str, wire: Wire) -> None:
+    with FakeProviderServer() as server:
+        server.handler = _ignores_named_choice
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", wire, capabilities=Capabilities(tool_choice=True)
+        )
+        (result,) = asyncio.run(run_checks(target, [by_id(check_id)])).results
+    assert (result.outcome, result.quirks) == ("fail", ("Q48",)), result
+    assert "the same request with tool_choice 'required' gets ['get_" in result.message
+
+
+def _drops_tools(request: RecordedRequest) -> Reply:
+    """The fake server as llama.cpp's server is with a template without tools: every
+    request is answered as if it offered none."""
+    body = {k: v for k, v in request.json().items() if k not in ("tools", "tool_choice")}
+    return scenario_handler("tools")(evolve(request, body=json.dumps(body).encode()))
+
+
+@pytest.mark.parametrize("check_id", ["T1", "T15"])
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "openai-responses"])
+def test_tools_that_never_reach_the_prompt_fail_as_q52(check_id: str, wire: Wire) -> None:
+    with FakeProviderServer() as server:
+        server.handler = _drops_tools
+        target = LiveTarget(
+            f"{server.base_url}/v1", "m", wire, capabilities=Capabilities(tool_choice=True)
+        )
+        (result,) = asyncio.run(run_checks(target, [by_id(check_id)])).results
+    assert (result.outcome, result.quirks) == ("fail", ("Q52",)), result
+    assert "the tools never reach the prompt" in result.message
+    assert "model behaviour" not in result.message
+
+
+def test_a_model_that_ends_its_turn_at_once_is_the_models() -> None:
+    """One output token after the prompt, no text, no call: the model's end of turn."""
+
+    def silent(request: RecordedRequest) -> Reply:
+        if "tool" not in request.body.decode():
+            return scenario_handler("tools")(request)
+        size = len(request.body) // 4  # the results reach the prompt: it grows with them
+        usage = {"prompt_tokens": size, "completion_tokens": 1, "total_tokens": size + 1}
+        return Reply.json(completion({"role": "assistant", "content": ""}, usage=usage))
+
+    with FakeProviderServer() as server:
+        server.handler = silent
+        target = LiveTarget(f"{server.base_url}/v1", "m")
+        (result,) = asyncio.run(run_checks(target, [by_id("T14")])).results
+    assert result.outcome == "model", result
+    assert "the model ended its turn at once" in result.message

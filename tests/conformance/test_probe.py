@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
+from attrs import evolve
 
-from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks
+from agentfsm.adapters.providers import AnthropicQuirks, OpenAIQuirks, ResponsesQuirks
 from agentfsm.adapters.providers._endpoints import WireName
 from agentfsm.adapters.providers._profiles import QuirkProfile
 from agentfsm.cli import main
 from agentfsm.conformance._probe import ProbeError, probe
-from agentfsm.testing import FakeProviderServer, Reply
-from agentfsm.testing._fake_server import ReplyHandler
+from agentfsm.testing import FakeProviderServer, Reply, ScriptTurn, scenario_handler
+from agentfsm.testing._fake_server import RecordedRequest, ReplyHandler
 
 from .probe_servers import AnthropicServer, OpenAIServer
 
@@ -182,7 +184,7 @@ def test_a_model_that_never_calls_a_tool_verifies_nothing(
     code, _ = cli(OpenAIServer(never_calls_tools=True))
     out = capsys.readouterr().out
     assert code == 1
-    assert "not verified: T15 (skip: model behaviour: no tool call" in out
+    assert "not verified: T15 (model: model behaviour: no tool call" in out
     assert "no decisive check failed" in out
     assert "verified: " not in out.replace("not verified: ", "")
     assert "T16" in out  # a skip does not stop the checks after it
@@ -284,3 +286,38 @@ def test_a_name_that_does_not_resolve_is_one_line(capsys: pytest.CaptureFixture[
         "agentfsm conformance probe: cannot reach http://no-such-host.invalid/v1/chat/completions"
     )
     assert err.count("\n") == 1
+
+
+def _thinking_model() -> ReplyHandler:
+    """The fake server answering every fresh question with its reasoning inline first."""
+    return scenario_handler([ScriptTurn("<think>2 and 3 make 5</think>5"), ScriptTurn("ok")])
+
+
+async def test_reasoning_inline_suggests_think_tags() -> None:
+    findings, quirks = await suggest(_thinking_model())
+    assert isinstance(quirks, OpenAIQuirks)
+    assert quirks.think_tags, findings
+    assert any(f.startswith("answers start with their reasoning inline") for f in findings)
+
+
+async def test_the_responses_wire_is_probed() -> None:
+    findings, quirks = await suggest(scenario_handler("tools"), "openai-responses")
+    assert quirks == ResponsesQuirks(), findings
+    assert findings == ["a plain request answers (200)"]
+    findings, quirks = await suggest(_thinking_model(), "openai-responses")
+    assert isinstance(quirks, ResponsesQuirks)
+    assert any("--wire openai-chat with think_tags=true" in f for f in findings), findings
+
+
+async def test_the_responses_wire_finds_tools_reaching_the_prompt_only_with_tool_choice() -> None:
+    tools = scenario_handler("tools")
+
+    def forgets_tools(request: RecordedRequest) -> Reply:
+        body = request.json()
+        if body.get("tool_choice") != "auto":  # tools left out of the prompt without it
+            body.pop("tools", None)
+        return tools(evolve(request, body=json.dumps(body).encode()))
+
+    findings, quirks = await suggest(forgets_tools, "openai-responses")
+    assert isinstance(quirks, ResponsesQuirks)
+    assert quirks.explicit_tool_choice, findings

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.providers import OpenAIResponses, RetryPolicy
+from agentfsm.adapters.providers import OpenAIResponses, ProviderError, RetryPolicy
 from agentfsm.adapters.providers._replay import fixture_wire, load_wire_fixture
 from agentfsm.cli import main
 from agentfsm.conformance import LiveTarget, RecordedTarget, run_checks, run_corpus
 from agentfsm.conformance._checks import ALL_CHECKS
 from agentfsm.conformance._context import Wire
 from agentfsm.conformance._model import Capabilities, Report
-from agentfsm.engine._messages import ChatResult, Message, ToolSpec
+from agentfsm.engine._messages import ChatResult, Message, ToolSpec, UserMessage
 from agentfsm.engine._protocols import DeltaHandler, SupportsAbort
-from agentfsm.testing import FakeProviderServer
+from agentfsm.testing import FakeProviderServer, Reply, scenario_handler
 
-from .responses_server import WINDOW, ResponsesServer, answer
+from .responses_server import KEY, WINDOW, ResponsesServer, answer
 
 WIRE: Wire = "openai-responses"
 CAPABLE = Capabilities(
@@ -57,7 +57,8 @@ def test_the_kit_names_its_responses_procedures() -> None:
         "E5",
         "E7",
     } <= RECORDED
-    assert {"A1", "A3", "T15", "U1", "E1", "E7", "E8", "C1"} <= LIVE
+    # Every live check has a procedure on this wire too.
+    assert {c.id for c in ALL_CHECKS if c.live is not None} == LIVE
 
 
 async def test_recorded_checks_pass_on_the_adapter() -> None:
@@ -107,7 +108,7 @@ def live(server: ResponsesServer, checks: set[str] | None = None, **target: Any)
     with FakeProviderServer() as fake:
         fake.handler = lambda request: answer(server, request)
         url = f"{fake.base_url}/v1"
-        live_target = LiveTarget(url, "m", WIRE, capabilities=CAPABLE, **target)
+        live_target = LiveTarget(url, "m", WIRE, capabilities=CAPABLE, api_key=KEY, **target)
         chosen = [c for c in ALL_CHECKS if checks is None or c.id in checks]
         return asyncio.run(run_checks(live_target, chosen))
 
@@ -116,16 +117,22 @@ def test_live_checks_pass_on_a_correct_endpoint() -> None:
     report = live(ResponsesServer())
     got = outcomes(report)
     passed = {c for c, o in got.items() if o == "pass"}
-    assert passed == LIVE - {"U5"}  # the scripted model never reasons: U5 is a skip
-    assert got["U5"] == "skip"
-    assert all(o in ("pass", "skip") for o in got.values()), report.results
+    # The scripted model reports no cache (U4: a skip) and never reasons (U5: the model).
+    assert passed == LIVE - {"U4", "U5"}
+    assert (got["U4"], got["U5"]) == ("skip", "model")
+    assert all(o in ("pass", "skip", "model") for o in got.values()), report.results
 
 
 @pytest.mark.parametrize(
     ("server", "check", "fragment"),
     [
-        (ResponsesServer(ignores_max_tokens=True), "A3", "finish_reason 'length'"),
+        (ResponsesServer(ignores_max_tokens=True), "A3", "the answer ran past the limit"),
         (ResponsesServer(drops_usage=True), "U1", "input_tokens > 0"),
+        (
+            ResponsesServer(completes_cut_answers=True),
+            "A3",
+            "the same request with max_tokens=64 goes on",
+        ),
     ],
 )
 def test_live_checks_fail_on_an_endpoint_with_the_defect(
@@ -165,7 +172,10 @@ def test_the_bundled_responses_exchange_replays(capsys: pytest.CaptureFixture[st
     assert held == dict.fromkeys(("W1", "W5", "E7"), "holds on 1 recorded file")
 
 
-def test_cli_live_run_on_the_responses_wire(tmp_path: Path) -> None:
+def test_cli_live_run_on_the_responses_wire(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RESPONSES_TEST_KEY", KEY)
     with FakeProviderServer() as fake:
         fake.handler = lambda request: answer(ResponsesServer(), request)
         out = tmp_path / "report.json"
@@ -178,6 +188,8 @@ def test_cli_live_run_on_the_responses_wire(tmp_path: Path) -> None:
                 "m",
                 "--wire",
                 "responses",
+                "--api-key-env",
+                "RESPONSES_TEST_KEY",
                 "--only",
                 "answers",
                 "--out",
@@ -190,3 +202,41 @@ def test_cli_live_run_on_the_responses_wire(tmp_path: Path) -> None:
     assert data["wire"] == WIRE
     assert paths == {"/v1/responses"}
     assert {r["check"]: r["outcome"] for r in data["results"]}["A1"] == "pass"
+
+
+def test_a_server_without_the_endpoint_gets_one_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server with no /v1/responses (a 404, as llama.cpp's server says it): one verdict
+    naming the endpoint and the wire that does answer, not a failure per check."""
+    chat_only = scenario_handler("tools")
+    missing = Reply.json(
+        {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}, 404
+    )
+    with FakeProviderServer() as fake:
+        fake.handler = lambda r: missing if r.path.endswith("/responses") else chat_only(r)
+        out = tmp_path / "report.json"
+        base = f"{fake.base_url}/v1"
+        argv = ["conformance", "--base-url", base, "--model", "m", "--wire", "responses"]
+        code = main([*argv, "--out", str(out)])
+        # What `agentfsm run` gets at run time: the same endpoint named, and the wires to try.
+        adapter = OpenAIResponses("m", base_url=base, retry=RetryPolicy(max_attempts=1))
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(adapter([UserMessage("hi")], []))
+    assert code == 1
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1
+    assert printed[0].startswith(
+        f"no openai-responses endpoint: POST {base}/responses answered 404"
+    )
+    assert (
+        "it answers on openai-chat (200), anthropic (200): run with --wire openai-chat"
+        in (printed[0])
+    )
+    data = json.loads(out.read_text("utf-8"))
+    assert data["results"] == []
+    assert data["verdict"] == printed[0]
+    error = caught.value
+    assert error.status == 404
+    assert "404 for POST /v1/responses: this server has no such endpoint" in str(error)
+    assert "--wire chat (/v1/chat/completions) or --wire anthropic (/v1/messages)" in str(error)

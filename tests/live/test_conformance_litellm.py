@@ -414,7 +414,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, tuple[str, ...], tuple[str, ...]]] = 
     ("anthropic", "T6"): ("pass-normalized", ("tool_use", "id"), ("Q8", "Q10")),
     ("anthropic", "T7"): ("pass-normalized", ("tool_use", "id"), ("Q8", "Q10")),
     ("anthropic", "T10"): ("skip", (), ()),
-    ("anthropic", "T14"): ("fail", ("A4",), ("Q6",)),
+    ("anthropic", "T14"): ("fail", ("tool_use blocks alone",), ("Q6",)),
     ("anthropic", "T15"): ("fail", ("tool_choice", "prompt tokens"), ()),
     ("anthropic", "T16"): ("fail", ("empty",), ("Q26",)),
     ("anthropic", "U6"): ("fail", (), ("Q15", "Q16")),

@@ -84,12 +84,12 @@ async def test_the_kit_on_the_local_server(tmp_path: Path) -> None:
     # Assistant content null is rejected; '' works (the profile the CLI uses).
     assert got["A4"]["outcome"] == "pass-normalized"
     assert "Q23" in got["A4"]["quirks"]
-    # A 135M model's poor answers are skips that say so, never protocol failures.
+    # A 135M model's poor answers are the outcome `model`, saying so, never failures.
     for result in got.values():
         if result["outcome"] == "fail":
             assert "model behaviour" not in result["message"], result
     misses = [r for r in got.values() if r["message"].startswith("model behaviour")]
-    assert all(r["outcome"] == "skip" for r in misses)
+    assert all(r["outcome"] == "model" for r in misses)
     text = markdown.read_text("utf-8")
     assert "| T16 | `tools.stream_auto` | ✗ fail |" in text
 

@@ -136,6 +136,7 @@ def _print_table(report: Any) -> None:
         "fail": "red",
         "xfail": "magenta",
         "skip": "dim",
+        "model": "cyan",
     }
     for r in report.results:
         note = r.message + (f" [{', '.join(r.quirks)}]" if r.quirks else "")
@@ -206,7 +207,10 @@ def _run(argv: Sequence[str]) -> int:
             DECISIVE.get(args.wire, ()),
             args.api_key_env,
         )
-    _print_table(report)
+    if report.verdict:
+        print(report.verdict)
+    else:
+        _print_table(report)
     if report.suggestion:
         print(f"next: {report.suggestion}")
     if record is not None:
@@ -220,7 +224,7 @@ def _run(argv: Sequence[str]) -> int:
         Path(args.out).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
     if args.markdown:
         Path(args.markdown).write_text(report_markdown(report), "utf-8")
-    return 1 if report.failed else 0
+    return 0 if report.ok else 1
 
 
 def _matrix(argv: Sequence[str]) -> int:

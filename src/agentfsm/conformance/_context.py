@@ -31,6 +31,7 @@ from agentfsm.engine import ChatDelta, ChatFn, ChatResult, Message, ToolSpec, Us
 from agentfsm.testing import FakeProviderServer, Reply
 
 from ._model import Capabilities
+from ._raw_bodies import as_responses
 from ._record import RECORD_LIMIT, Capture, Recorder, recording_client
 
 __all__ = [
@@ -331,7 +332,9 @@ class LiveContext:
                 await close()
 
     async def raw(self, body: dict[str, Any], *, name: str) -> RawExchange:
-        """POST ``body`` as it is (model filled in) and keep the exact answer."""
+        """POST ``body`` as it is (model filled in) and keep the exact answer. On the
+        Responses wire a Chat Completions body is sent as its Responses equivalent
+        (:func:`~._raw_bodies.as_responses`)."""
         body = {"model": self.target.model, **body}
         headers = {"content-type": "application/json"}
         if self.wire == "anthropic":
@@ -342,6 +345,8 @@ class LiveContext:
                 headers["x-api-key"] = self.target.api_key
         else:
             url = endpoint_url(self.target.base_url, self.wire)
+            if self.wire == "openai-responses":
+                body = as_responses(body)
             if self.target.api_key:
                 headers["authorization"] = f"Bearer {self.target.api_key}"
         timeout = httpx.Timeout(120, connect=10)

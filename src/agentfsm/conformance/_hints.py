@@ -34,6 +34,7 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Q14", re.compile(r"stream_options", re.I)),
     ("Q23", re.compile(r"invalid message content type|content.{0,40}\b(nil|null)\b", re.I)),
     ("Q33", re.compile(r"parallel_tool_calls", re.I)),
+    ("Q50", re.compile(r"no connected db", re.I)),
 )
 """A known quirk, and what the error text of a request it breaks says."""
 

@@ -20,13 +20,14 @@ __all__ = [
     "CheckResult",
     "CheckSkipped",
     "Group",
+    "ModelBehaviour",
     "Mode",
     "Normalized",
     "Outcome",
     "Report",
 ]
 
-Outcome: TypeAlias = Literal["pass", "fail", "pass-normalized", "skip", "xfail"]
+Outcome: TypeAlias = Literal["pass", "fail", "pass-normalized", "skip", "xfail", "model"]
 Group: TypeAlias = Literal["wire", "answers", "tools", "usage", "errors", "control"]
 Mode: TypeAlias = Literal["recorded", "live"]
 GROUPS: tuple[Group, ...] = ("wire", "answers", "tools", "usage", "errors", "control")
@@ -84,6 +85,17 @@ class CheckFailed(AssertionError):
 
 class CheckSkipped(Exception):
     """The check cannot run here (the message says why)."""
+
+
+class ModelBehaviour(CheckSkipped):
+    """The protocol held, and the model (not the server) did not do what the check needs: a
+    small model that answers a tool request in text, invents arguments, stops early. The
+    outcome is ``model``, never counted against the server; the message starts with
+    ``model behaviour:`` and says what was measured (the prompt tokens that show the tools
+    reached the prompt, the answer the model gave)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"model behaviour: {what}")
 
 
 @frozen
@@ -181,10 +193,18 @@ class Report:
     suggestion: str = ""
     """What to run next when the failures point at a quirk profile (``agentfsm conformance
     probe …``, with why); empty otherwise."""
+    verdict: str = ""
+    """Why no check ran, when the server cannot be checked on this wire at all (it has no
+    such endpoint: one verdict naming it, instead of a failure per check); empty otherwise."""
 
     @property
     def failed(self) -> list[CheckResult]:
         return [r for r in self.results if r.outcome == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed, and the server could be checked at all (no :attr:`verdict`)."""
+        return not self.failed and not self.verdict
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -202,6 +222,7 @@ class Report:
             "base_url": self.base_url,
             "capabilities": dict(self.capabilities),
             "suggestion": self.suggestion,
+            **({"verdict": self.verdict} if self.verdict else {}),
             "counts": self.counts(),
             "results": [r.as_dict() for r in self.results],
         }
@@ -222,4 +243,5 @@ class Report:
             base_url=data.get("base_url"),
             capabilities=dict(data.get("capabilities") or {}),
             suggestion=str(data.get("suggestion", "")),
+            verdict=str(data.get("verdict", "")),
         )

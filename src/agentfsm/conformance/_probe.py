@@ -18,16 +18,20 @@ from attrs import define, evolve, field
 from agentfsm.adapters.providers import (
     ANTHROPIC_VERSION,
     AnthropicQuirks,
+    BadShape,
     OpenAIQuirks,
     QuirkProfile,
+    ResponsesQuirks,
     WireName,
     endpoint_url,
     parse_completion,
     parse_message,
+    parse_response,
 )
 from agentfsm.engine import ChatResult
 
 from ._context import fold_payloads
+from ._raw_bodies import as_responses, usage_prompt_keys
 from ._record import scrub
 
 __all__ = ["PROMPT_GROWTH", "ProbeError", "probe"]
@@ -81,6 +85,8 @@ class _Prober:
                 headers["x-api-key"] = self.api_key
         elif self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
+        if self.wire == "openai-responses":
+            body = as_responses(body)
         content = json.dumps({"model": self.model, **body})
         timeout = httpx.Timeout(self.timeout, connect=min(10.0, self.timeout))
         try:
@@ -116,7 +122,7 @@ class _Prober:
             usage = json.loads(text).get("usage") or {}
         except (ValueError, AttributeError):
             return None
-        value = usage.get("input_tokens" if self.wire == "anthropic" else "prompt_tokens")
+        value = usage.get(usage_prompt_keys(self.wire)[0])
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def answer(self, status: int, text: str, streamed: bool) -> ChatResult | None:
@@ -126,6 +132,8 @@ class _Prober:
         try:
             if not streamed:
                 data = json.loads(text)
+                if self.wire == "openai-responses":
+                    return parse_response(data)
                 return parse_message(data) if self.wire == "anthropic" else parse_completion(data)
             payloads = []
             for line in text.splitlines():
@@ -134,7 +142,7 @@ class _Prober:
             if not payloads:
                 return None
             return fold_payloads(self.wire, payloads)
-        except (ValueError, TypeError, AttributeError, KeyError):
+        except (ValueError, TypeError, AttributeError, KeyError, BadShape):
             return None
 
 
@@ -164,6 +172,21 @@ async def _first(p: _Prober, max_field: str = "max_tokens") -> tuple[str, tuple[
         raise p.failed("the first plain request", status, text)
     p.findings.append(f"a plain request answers ({status})")
     return max_field, (status, text)
+
+
+_THINK_ASK = "What is 2 + 3? Answer with the number."
+
+
+async def _thinks_inline(p: _Prober, max_field: str = "max_tokens") -> bool:
+    """Whether answers start with the model's reasoning inline, as ``<think>…`` (Q47)."""
+    ask = {"messages": [{"role": "user", "content": _THINK_ASK}], max_field: 256}
+    answer = p.answer(*(await p.post(ask)), streamed=False)
+    if answer is None or not answer.message.content.lstrip().startswith("<think>"):
+        return False
+    p.findings.append(
+        f"answers start with their reasoning inline ({p.excerpt(answer.message.content)[:60]!r})"
+    )
+    return True
 
 
 async def _tool_choice(
@@ -218,6 +241,8 @@ async def _streamed_tools(p: _Prober, body: dict[str, Any], unstreamed: tuple[in
 async def _openai(p: _Prober) -> OpenAIQuirks:
     quirks = evolve(OpenAIQuirks(), max_tokens_field=(await _first(p))[0])
     field_ = quirks.max_tokens_field
+    if await _thinks_inline(p, field_):
+        quirks = evolve(quirks, think_tags=True)
     hello = {"messages": [{"role": "user", "content": "Say hi."}], field_: 8, "stream": True}
     status, text = await p.post({**hello, "stream_options": {"include_usage": True}})
     if not _ok(status):
@@ -293,6 +318,31 @@ async def _anthropic(p: _Prober) -> AnthropicQuirks:
     return quirks
 
 
+async def _responses(p: _Prober) -> ResponsesQuirks:
+    await _first(p)
+    quirks = ResponsesQuirks()
+    if await _thinks_inline(p):
+        p.findings.append(
+            "the Responses adapter keeps such text as it is: --wire openai-chat with "
+            "think_tags=true moves it into reasoning"
+        )
+    hello = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 16}
+    status, text = await p.post({**hello, "include": ["reasoning.encrypted_content"]})
+    if not _ok(status) and _ok((await p.post(hello))[0]):
+        quirks = evolve(quirks, encrypted_reasoning=False)
+        p.findings.append(
+            f"rejects include: reasoning.encrypted_content ({status}: {p.excerpt(text)[:80]})"
+        )
+    ask = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": _ASK_TIME}]
+    base = {"messages": ask, "tools": [p.tool()], "max_tokens": 64}
+    explicit, plain, chosen = await _tool_choice(p, base, "auto")
+    quirks = evolve(quirks, explicit_tool_choice=explicit)
+    profile_body = {**base, "tool_choice": "auto"} if explicit else base
+    if await _streamed_tools(p, profile_body, chosen if explicit else plain):
+        quirks = evolve(quirks, stream_with_tools=False)
+    return quirks
+
+
 @overload
 async def probe(
     base_url: str,
@@ -348,5 +398,11 @@ async def probe(
     except (httpx.InvalidURL, UnicodeError) as error:
         raise ProbeError(f"not a usable base URL: {base_url[:200]!r} ({error})") from None
     prober = _Prober(url, wire, model, api_key, request_seconds)
-    quirks: QuirkProfile = await (_anthropic(prober) if wire == "anthropic" else _openai(prober))
+    quirks: QuirkProfile
+    if wire == "anthropic":
+        quirks = await _anthropic(prober)
+    elif wire == "openai-responses":
+        quirks = await _responses(prober)
+    else:
+        quirks = await _openai(prober)
     return prober.findings, quirks

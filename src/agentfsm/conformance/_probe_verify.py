@@ -42,6 +42,7 @@ __all__ = [
 DECISIVE: dict[WireName, tuple[str, ...]] = {
     "openai-chat": ("A1", "A4", "T15", "T16"),
     "anthropic": ("A4", "T15", "T16"),
+    "openai-responses": ("A1", "A4", "T15", "T16"),
 }
 """The checks a profile must pass: a plain answer, a tool-call history accepted, the agent
 loop's two turns (a tool call, then an answer to its result) and a streamed automatic tool
@@ -104,7 +105,8 @@ class Verification:
         """The decisive checks that never passed nor failed: skipped, their message says
         why (``T15 (skip: model behaviour: …)``)."""
         failing = {entry.split(" ", 1)[0] for entry in self.failing()}
-        return [e for e in self._never_passed(("skip",)) if e.split(" ", 1)[0] not in failing]
+        shown = self._never_passed(("skip", "model"))
+        return [e for e in shown if e.split(" ", 1)[0] not in failing]
 
 
 def _target(

@@ -98,7 +98,7 @@ class ProviderConformance:
             if endpoint is None:
                 pytest.skip("endpoint() returned None")
             result = asyncio.run(run_check(conformance_check, endpoint, LiveContext(endpoint)))
-        if result.outcome == "skip":
+        if result.outcome in ("skip", "model"):
             pytest.skip(result.message)
         if result.outcome == "xfail":
             pytest.xfail(result.message)

@@ -8,7 +8,14 @@ from ._model import CheckResult, Report
 
 __all__ = ["MARKS", "matrix_markdown", "report_markdown"]
 
-MARKS = {"pass": "✓", "fail": "✗", "pass-normalized": "⚠", "skip": "-", "xfail": "x"}
+MARKS = {
+    "pass": "✓",
+    "fail": "✗",
+    "pass-normalized": "⚠",
+    "skip": "-",
+    "xfail": "x",
+    "model": "m",
+}
 """One symbol per outcome, for tables."""
 
 
@@ -21,7 +28,7 @@ def report_markdown(report: Report) -> str:
     counts = report.counts()
     summary = ", ".join(
         f"{counts[k]} {k}"
-        for k in ("pass", "pass-normalized", "fail", "xfail", "skip")
+        for k in ("pass", "pass-normalized", "fail", "xfail", "model", "skip")
         if k in counts
     )
     run = f"Wire: `{report.wire}` · mode: {report.mode} · run: {report.started}"
@@ -32,12 +39,15 @@ def report_markdown(report: Report) -> str:
     declared = [f"{k}={v}" for k, v in report.capabilities.items() if v not in (False, None)]
     if report.capabilities:
         lines += [f"Declared capabilities: {', '.join(declared) or 'none'}", ""]
-    lines += [f"**{summary}**", ""]
+    if report.verdict:
+        lines += [f"**{_cell(report.verdict)}**", ""]
+    lines += [f"**{summary or 'no check ran'}**", ""]
     if report.suggestion:
         lines += [f"Next: {_cell(report.suggestion)}", ""]
     lines += [
         "Legend: ✓ pass · ⚠ pass-normalized (the wire deviates, the adapter absorbs it) · "
-        "✗ fail · x xfail (known quirk) · - skip",
+        "✗ fail · x xfail (known quirk) · m model (the model, not the server: the notes say "
+        "what was measured) · - skip",
         "",
         "| check | name | outcome | notes |",
         "|---|---|---|---|",

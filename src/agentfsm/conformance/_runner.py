@@ -6,12 +6,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
+import httpx
 from attrs import asdict, evolve
 
 from agentfsm._version import __version__
+from agentfsm.adapters.providers import endpoint_url
 from agentfsm.testing import FakeProviderServer
 
-from ._context import LiveContext, LiveTarget, RecordedContext, RecordedTarget
+from ._context import WIRES, LiveContext, LiveTarget, RecordedContext, RecordedTarget, Wire
 from ._hints import capability_hint, probe_suggestion, public_url, quirk_note, quirks_in
 from ._model import (
     Check,
@@ -19,6 +21,7 @@ from ._model import (
     CheckResult,
     CheckSkipped,
     Mode,
+    ModelBehaviour,
     Normalized,
     Outcome,
     Report,
@@ -115,7 +118,9 @@ async def _run_check(
             assert live is not None
             verdict = await procedure(live)  # type: ignore[arg-type]
     except CheckSkipped as skip:
-        return _result(check, mode, "skip", time.monotonic() - started, message=str(skip))
+        outcome_of_skip: Outcome = "model" if isinstance(skip, ModelBehaviour) else "skip"
+        seconds = time.monotonic() - started
+        return _result(check, mode, outcome_of_skip, seconds, message=str(skip))
     except CheckFailed as failure:
         outcome: Outcome = "xfail" if xfail_reason else "fail"
         quirks = failure.quirks or _scripted(check, mode) or _shown(failure.got, mode)
@@ -153,6 +158,42 @@ async def _run_check(
     return _result(check, mode, "pass", seconds, message=message)
 
 
+_PING = {"messages": [{"role": "user", "content": "Reply with the single word PONG."}]}
+
+
+async def _status(live: LiveContext, wire: Wire) -> tuple[int, str] | None:
+    """The status and a body excerpt of a plain request on ``wire`` (not recorded: it is no
+    check's); ``None`` when it got no HTTP answer (the checks report that themselves)."""
+    ctx = LiveContext(evolve(live.target, wire=wire, record_dir=None, recorder=None))
+    try:
+        raw = await ctx.raw({**_PING, "max_tokens": 16}, name=f"endpoint-{wire}")
+    except httpx.HTTPError:
+        return None
+    return raw.status, " ".join(raw.text.split())[:120]
+
+
+async def endpoint_verdict(live: LiveContext) -> str:
+    """One verdict when the server has no endpoint for the target's wire (a 404 or 405 to a
+    plain request), naming it and the wires whose endpoints do answer; ``""`` otherwise."""
+    wire = live.target.wire
+    answer = await _status(live, wire)
+    if answer is None or answer[0] not in (404, 405):
+        return ""
+    url = public_url(_text(ValueError(endpoint_url(live.target.base_url, wire)), live.target))
+    served = []
+    for other in WIRES:
+        if other != wire:
+            got = await _status(live, other)
+            if got is not None and got[0] not in (404, 405):
+                served.append(f"{other} ({got[0]})")
+    if served:
+        where = f"it answers on {', '.join(served)}: run with --wire {served[0].split()[0]}"
+    else:
+        where = "no other wire's endpoint answers either: is the base URL (or the model) right?"
+    said = _text(ValueError(answer[1]), live.target)
+    return f"no {wire} endpoint: POST {url} answered {answer[0]} ({said}); no check ran; {where}"
+
+
 async def run_checks(
     target: RecordedTarget | LiveTarget,
     checks: Iterable[Check] | None = None,
@@ -181,6 +222,10 @@ async def run_checks(
         capabilities=asdict(target.capabilities),
     )
     live = LiveContext(target) if isinstance(target, LiveTarget) else None
+    if live is not None:
+        report.verdict = await endpoint_verdict(live)
+        if report.verdict:
+            chosen = []
     for check in chosen:
         if live is not None:
             live.check = check.id  # what its recordings are named after

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from agentfsm.engine import AssistantMessage, ChatResult, Usage
@@ -79,6 +80,7 @@ def responses_body(turn: ChatResult | AssistantMessage | str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": result.response_id or "resp_1",
         "object": "response",
+        "created_at": int(time.time()),
         "status": "completed",
         "model": result.model or "fake-model",
         "output": _items(result.message),

@@ -1,13 +1,21 @@
-"""Scripted conversations for :class:`FakeProviderServer`, answered on either wire.
+"""Scripted conversations for :class:`FakeProviderServer`, answered on all three wires.
 
-A scenario reads each request (OpenAI Chat Completions or Anthropic Messages, streamed or
-not) and answers the way a model would: with text, tool calls, or both. It keeps no state
-between requests; what it says depends on the conversation the request carries, so many
-runs, one after another or at the same time, each get the whole scenario.
+A scenario reads each request (OpenAI Chat Completions, Anthropic Messages or OpenAI
+Responses, streamed or not) and answers the way a model would: with text, tool calls, or
+both, cut at the request's ``max_tokens`` (``max_output_tokens``) with the wire's own
+``length`` finish. It keeps no state between requests; what it says depends on the
+conversation the request carries, so many runs, one after another or at the same time,
+each get the whole scenario. Prompt tokens are counted from the conversation's text and
+tools (a word piece a token), not from the body's bytes, so the same conversation costs
+the same streamed or not, as a string or as text blocks.
 
 - ``echo``: answers with the last user message (the prompt).
 - ``tools``: lists the workspace (``list_dir``), reads its first file (``read_file``), then
-  answers with what it saw; a tool the request does not offer is skipped.
+  answers with what it saw; a tool the request does not offer is skipped. It also answers
+  the conformance kit's tools: ``get_weather`` for each city a weather question names
+  (one call when ``parallel_tool_calls`` is false), ``get_time`` for a question about
+  the time, then an answer quoting the results; a named ``tool_choice`` calls that tool,
+  ``none`` answers in text. "Reply with the single word X" answers ``X``.
 - a script (:func:`load_script`): a list of turns; the reply to a request is the turn
   numbered by how many assistant turns its conversation already has (so each new run starts
   at the first turn), wrapping around after the last.
@@ -17,13 +25,19 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
-
+from ._conversation import (
+    Conversation,
+    ScriptTurn,
+    error_reply,
+    has_key,
+    overflow,
+    read,
+    render,
+)
 from ._fake_server import RecordedRequest, Reply, ReplyHandler
 
 __all__ = ["SCENARIOS", "ScriptTurn", "load_script", "scenario_handler"]
@@ -35,158 +49,41 @@ MAX_SCRIPT_BYTES = 10 * 1024 * 1024
 """The largest script file read."""
 
 
-@frozen
-class ScriptTurn:
-    """One reply of a scripted model: ``text``, ``tool_calls`` (name and arguments), or both."""
-
-    text: str = ""
-    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
-
-
-@frozen
-class _Conversation:
-    """What a scenario needs to know of a request, whichever wire it came on."""
-
-    wire: str
-    """``openai`` or ``anthropic``."""
-    model: str
-    stream: bool
-    tools: frozenset[str]
-    """The tool names the request offers."""
-    last_user: str
-    """The text of the last user message (system reminders removed)."""
-    assistant_turns: int
-    """Assistant messages in the whole conversation."""
-    since_user: tuple[tuple[str, str], ...]
-    """Tool results after the last user text message: (tool name, result text)."""
-    assistant_since_user: int
-    """Assistant messages after the last user text message."""
-    size: int
-    """The request body's length, for a usage estimate."""
-
-
-def _text(content: Any) -> str:
-    """The text of a message content: a string, or a list of parts/blocks."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
-
-
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
-
-
-def _user_text(content: Any) -> str:
-    """A user message's own words: its last text part that is not only a system reminder
-    (a preamble block may come before the prompt in the same message)."""
-    parts = [content] if isinstance(content, str) else []
-    if isinstance(content, list):
-        parts = [
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        ]
-    words = [_REMINDER.sub("", part).strip() for part in parts]
-    return next((text for text in reversed(words) if text), "")
-
-
-def _openai(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], frozenset[str]]:
-    """The messages as (role, text, tool name) and the offered tool names."""
-    names: dict[str, str] = {}
-    items: list[tuple[str, str, str]] = []
-    for message in body.get("messages") or []:
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role == "assistant":
-            for call in message.get("tool_calls") or []:
-                if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                    names[str(call.get("id"))] = str(call["function"].get("name", ""))
-            items.append(("assistant", _text(message.get("content")), ""))
-        elif role == "tool":
-            name = names.get(str(message.get("tool_call_id")), "")
-            items.append(("tool", _text(message.get("content")), name))
-        elif role == "user":
-            items.append(("user", _user_text(message.get("content")), ""))
-    tools = frozenset(
-        str(tool["function"].get("name"))
-        for tool in body.get("tools") or []
-        if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
-    )
-    return items, tools
-
-
-def _anthropic(body: dict[str, Any]) -> tuple[list[tuple[str, str, str]], frozenset[str]]:
-    names: dict[str, str] = {}
-    items: list[tuple[str, str, str]] = []
-    for message in body.get("messages") or []:
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        if message.get("role") == "assistant":
-            for block in blocks:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    names[str(block.get("id"))] = str(block.get("name", ""))
-            items.append(("assistant", _text(content), ""))
-            continue
-        results = [
-            block
-            for block in blocks
-            if isinstance(block, dict) and block.get("type") == "tool_result"
-        ]
-        for block in results:
-            name = names.get(str(block.get("tool_use_id")), "")
-            items.append(("tool", _text(block.get("content")), name))
-        text = _user_text(content)
-        if not results or text:
-            items.append(("user", text, ""))
-    tools = frozenset(
-        str(tool.get("name")) for tool in body.get("tools") or [] if isinstance(tool, dict)
-    )
-    return items, tools
-
-
-def _conversation(request: RecordedRequest) -> _Conversation | None:
-    path = request.path.split("?", 1)[0].rstrip("/")
-    wire = (
-        "openai"
-        if path.endswith("/chat/completions")
-        else "anthropic"
-        if path.endswith("/messages")
-        else None
-    )
-    if wire is None or request.method != "POST":
-        return None
-    body = request.json()
-    if not isinstance(body, dict):
-        raise ValueError("the request body is not a JSON object")
-    items, tools = _openai(body) if wire == "openai" else _anthropic(body)
-    last = max((i for i, item in enumerate(items) if item[0] == "user"), default=-1)
-    after = items[last + 1 :]
-    return _Conversation(
-        wire=wire,
-        model=str(body.get("model") or "fake-model"),
-        stream=body.get("stream") is True,
-        tools=tools,
-        last_user=items[last][1] if last >= 0 else "",
-        assistant_turns=sum(1 for item in items if item[0] == "assistant"),
-        since_user=tuple((name, text) for role, text, name in after if role == "tool"),
-        assistant_since_user=sum(1 for item in after if item[0] == "assistant"),
-        size=len(request.body),
-    )
-
-
 # -- scenarios -------------------------------------------------------------------------
 
 
-def _echo(conversation: _Conversation) -> ScriptTurn:
+def _echo(conversation: Conversation) -> ScriptTurn:
     return ScriptTurn(conversation.last_user or "(an empty prompt)")
+
+
+_CITY = re.compile(r"\bin ([A-Z][\w-]*|[^\x00-\x7f\s?.,!\"]+)")
+_ONE_WORD = re.compile(r"reply with the single word (\S+?)[.!]?$", re.IGNORECASE)
+KIT_TOOLS = ("get_weather", "get_time")
+"""The conformance kit's tools, which the ``tools`` scenario calls."""
+
+
+def _kit_turn(conversation: Conversation) -> ScriptTurn | None:
+    """The ``tools`` scenario's answer to the conformance kit's questions (``None``: not one)."""
+    results = [text for name, text in conversation.since_user if name in KIT_TOOLS]
+    if results:
+        return ScriptTurn(" ".join(results))
+    word = _ONE_WORD.search(conversation.last_user.strip())
+    offered = [name for name in KIT_TOOLS if name in conversation.tools]
+    choice = conversation.tool_choice
+    if not offered or choice == "none":
+        return ScriptTurn(word.group(1)) if word else None
+    prompt = conversation.last_user
+    named = choice if choice in offered else None
+    if choice == "required" and named is None:
+        named = offered[0]
+    asks = "time" if "time" in prompt.lower() else "weather" if "weather" in prompt.lower() else ""
+    if named == "get_time" or (named is None and asks == "time" and "get_time" in offered):
+        return ScriptTurn("", (("get_time", {}),))
+    if named == "get_weather" or (named is None and asks == "weather" and "get_weather" in offered):
+        cities = list(dict.fromkeys(_CITY.findall(prompt))) or ["Paris"]
+        calls = tuple(("get_weather", {"city": city}) for city in cities)
+        return ScriptTurn("", calls if conversation.parallel else calls[:1])
+    return ScriptTurn(word.group(1)) if word else None
 
 
 def _first_file(listing: str) -> str | None:
@@ -197,7 +94,10 @@ def _first_file(listing: str) -> str | None:
     return None
 
 
-def _tools(conversation: _Conversation) -> ScriptTurn:
+def _tools(conversation: Conversation) -> ScriptTurn:
+    kit = _kit_turn(conversation)
+    if kit is not None:
+        return kit
     results = dict(conversation.since_user)
     step = conversation.assistant_since_user
     if step == 0 and "list_dir" not in results and "list_dir" in conversation.tools:
@@ -221,8 +121,8 @@ def _tools(conversation: _Conversation) -> ScriptTurn:
     return ScriptTurn(f"No tools to look with. You asked: {conversation.last_user[:500]}")
 
 
-def _scripted(turns: Sequence[ScriptTurn]) -> Callable[[_Conversation], ScriptTurn]:
-    def reply(conversation: _Conversation) -> ScriptTurn:
+def _scripted(turns: Sequence[ScriptTurn]) -> Callable[[Conversation], ScriptTurn]:
+    def reply(conversation: Conversation) -> ScriptTurn:
         return turns[conversation.assistant_turns % len(turns)]
 
     return reply
@@ -275,17 +175,27 @@ def _turn(file: Path, index: int, turn: Any) -> ScriptTurn:
     return ScriptTurn(text, tuple(calls))
 
 
-def scenario_handler(scenario: str | Sequence[ScriptTurn]) -> ReplyHandler:
-    """A :attr:`FakeProviderServer.handler` that plays ``scenario`` on both wires:
+def scenario_handler(
+    scenario: str | Sequence[ScriptTurn],
+    *,
+    api_key: str | None = None,
+    context_window: int | None = None,
+) -> ReplyHandler:
+    """A :attr:`FakeProviderServer.handler` that plays ``scenario`` on all three wires:
     ``"echo"``, ``"tools"`` or script turns (:func:`load_script`). Requests to
-    ``…/chat/completions`` get OpenAI replies and requests to ``…/messages`` Anthropic
-    ones, streamed when the request asks; ``GET …/models`` lists one model; anything else
-    is a 404.
+    ``…/chat/completions`` get OpenAI Chat Completions replies, ``…/messages`` Anthropic
+    ones and ``…/responses`` OpenAI Responses ones, streamed when the request asks;
+    ``GET …/models`` lists one model; anything else is a 404 naming the path. A
+    ``temperature`` out of range or a ``max_tokens`` that is not a positive integer is a
+    400. With ``api_key``, a request without that key (``Authorization: Bearer`` or
+    ``x-api-key``) is a 401. With ``context_window``, a prompt of more tokens than that is
+    a 400 in the wire's words for an overflow (``context_length_exceeded``, Anthropic's
+    ``prompt is too long``).
 
     Raises:
         ValueError: an unknown scenario name, or no turns.
     """
-    play: Callable[[_Conversation], ScriptTurn]
+    play: Callable[[Conversation], ScriptTurn]
     if isinstance(scenario, str):
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
@@ -300,146 +210,16 @@ def scenario_handler(scenario: str | Sequence[ScriptTurn]) -> ReplyHandler:
             "/models"
         ):
             return Reply.json({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        if api_key is not None and not has_key(request, api_key):
+            return error_reply(401, "fake-server: invalid API key", "authentication_error")
         try:
-            conversation = _conversation(request)
+            conversation = read(request)
         except ValueError as error:
-            return _error(400, f"fake-server: {error}")
+            return error_reply(400, f"fake-server: {error}")
         if conversation is None:
-            return _error(404, f"fake-server: no such endpoint {request.path[:200]!r}")
-        return _render(conversation, play(conversation))
+            return error_reply(404, f"fake-server: no such endpoint {request.path[:200]!r}")
+        if context_window is not None and conversation.prompt_tokens > context_window:
+            return overflow(conversation, context_window)
+        return render(conversation, play(conversation))
 
     return handler
-
-
-def _error(status: int, message: str) -> Reply:
-    return Reply.json(
-        {"type": "error", "error": {"type": "invalid_request_error", "message": message}},
-        status,
-    )
-
-
-# -- wire rendering --------------------------------------------------------------------
-
-
-def _pieces(text: str) -> list[str]:
-    """``text`` in a few word-sized pieces, as a model streams it."""
-    return re.findall(r"\S+\s*|\s+", text) or [text]
-
-
-def _render(conversation: _Conversation, turn: ScriptTurn) -> Reply:
-    usage_in = max(1, conversation.size // 4)
-    usage_out = max(1, (len(turn.text) + len(json.dumps(turn.tool_calls))) // 4)
-    calls = [(f"{uuid.uuid4().hex[:16]}", name, args) for name, args in turn.tool_calls]
-    if conversation.wire == "openai":
-        return _openai_reply(conversation, turn.text, calls, usage_in, usage_out)
-    return _anthropic_reply(conversation, turn.text, calls, usage_in, usage_out)
-
-
-def _sse(payload: Any, event: str | None = None) -> str:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(payload)}\n\n"
-
-
-def _openai_reply(
-    conversation: _Conversation,
-    text: str,
-    calls: list[tuple[str, str, dict[str, Any]]],
-    usage_in: int,
-    usage_out: int,
-) -> Reply:
-    finish = "tool_calls" if calls else "stop"
-    usage = {
-        "prompt_tokens": usage_in,
-        "completion_tokens": usage_out,
-        "total_tokens": usage_in + usage_out,
-    }
-    wire_calls = [
-        {
-            "id": f"call_{call_id}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        for call_id, name, args in calls
-    ]
-    head = {"id": "chatcmpl-fake", "model": conversation.model, "created": 0}
-    if not conversation.stream:
-        message = {"role": "assistant", "content": text or None, "tool_calls": wire_calls or None}
-        choice = {"index": 0, "message": message, "finish_reason": finish}
-        return Reply.json(
-            {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
-        )
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-        return _sse({**head, "object": "chat.completion.chunk", "choices": [choice]})
-
-    frames = [chunk({"role": "assistant", "content": ""})]
-    frames += [chunk({"content": piece}) for piece in (_pieces(text) if text else [])]
-    frames += [
-        chunk({"tool_calls": [{"index": index, **call}]}) for index, call in enumerate(wire_calls)
-    ]
-    frames.append(chunk({}, finish))
-    frames.append(_sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}))
-    frames.append("data: [DONE]\n\n")
-    return Reply.sse(frames)
-
-
-def _anthropic_reply(
-    conversation: _Conversation,
-    text: str,
-    calls: list[tuple[str, str, dict[str, Any]]],
-    usage_in: int,
-    usage_out: int,
-) -> Reply:
-    stop = "tool_use" if calls else "end_turn"
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    blocks += [
-        {"type": "tool_use", "id": f"toolu_{call_id}", "name": name, "input": args}
-        for call_id, name, args in calls
-    ]
-    message = {
-        "id": "msg_fake",
-        "type": "message",
-        "role": "assistant",
-        "model": conversation.model,
-        "stop_sequence": None,
-    }
-    if not conversation.stream:
-        usage = {"input_tokens": usage_in, "output_tokens": usage_out}
-        return Reply.json({**message, "content": blocks, "stop_reason": stop, "usage": usage})
-    start: dict[str, Any] = {**message, "content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": usage_in, "output_tokens": 0}
-    frames = [_sse({"type": "message_start", "message": start}, "message_start")]
-    for index, block in enumerate(blocks):
-        if block["type"] == "text":
-            opening: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
-        else:
-            opening = {**block, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
-        frames.append(
-            _sse(
-                {"type": "content_block_start", "index": index, "content_block": opening},
-                "content_block_start",
-            )
-        )
-        frames += [
-            _sse(
-                {"type": "content_block_delta", "index": index, "delta": delta},
-                "content_block_delta",
-            )
-            for delta in deltas
-        ]
-        frames.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
-    frames.append(
-        _sse(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": usage_out},
-            },
-            "message_delta",
-        )
-    )
-    frames.append(_sse({"type": "message_stop"}, "message_stop"))
-    return Reply.sse(frames)

@@ -1,14 +1,16 @@
 """``agentfsm fake-server`` and ``python -m agentfsm.testing.serve``: a scripted model on
 a local port, for trying ``agentfsm run`` without a key or a local model.
 
-It serves the OpenAI Chat Completions wire (``http://HOST:PORT/v1``) and the Anthropic
-Messages wire (``http://HOST:PORT``) at once, from a built-in scenario or a JSON script
+It serves the OpenAI Chat Completions wire and the OpenAI Responses wire
+(``http://HOST:PORT/v1``) and the Anthropic Messages wire (``http://HOST:PORT``) at once,
+from a built-in scenario or a JSON script
 (:mod:`agentfsm.testing._scenarios`), until Ctrl-C or SIGTERM (exit code 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -34,7 +36,8 @@ def build_parser(prog: str = "agentfsm fake-server") -> argparse.ArgumentParser:
     """The options of ``agentfsm fake-server``."""
     parser = _Parser(
         prog=prog,
-        description="A scripted model on a local port (OpenAI and Anthropic wires), to try "
+        description="A scripted model on a local port (OpenAI Chat Completions, OpenAI "
+        "Responses and Anthropic Messages wires), to try "
         "agentfsm run without a key or a local model. Ctrl-C stops it.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
@@ -44,13 +47,25 @@ def build_parser(prog: str = "agentfsm fake-server") -> argparse.ArgumentParser:
         default=DEFAULT_PORT,
         help=f"port (default: {DEFAULT_PORT}; 0: any free port)",
     )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="require the key in this environment variable (a 401 without it; default: any "
+        "key or none is accepted)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="answer a longer prompt with the wire's context-overflow error (default: none)",
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--scenario",
         choices=SCENARIOS,
         default="tools",
         help="echo: answers with the prompt; tools (default): lists the workspace, reads a "
-        "file, then answers",
+        "file, then answers (and calls the conformance kit's get_weather and get_time)",
     )
     source.add_argument(
         "--script",
@@ -75,11 +90,27 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "agentfsm fake-server
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    if args.context_window is not None and args.context_window < 1:
+        print(f"{prog}: --context-window must be a positive number of tokens", file=sys.stderr)
+        return 2
     if not 0 <= args.port <= 65535:
         print(f"{prog}: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return 2
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            print(
+                f"{prog}: --api-key-env {args.api_key_env}: the variable is not set",
+                file=sys.stderr,
+            )
+            return 2
     try:
-        handler = scenario_handler(load_script(args.script) if args.script else args.scenario)
+        handler = scenario_handler(
+            load_script(args.script) if args.script else args.scenario,
+            api_key=api_key,
+            context_window=args.context_window,
+        )
     except (OSError, ValueError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         print(f"{prog}: --script {args.script!r}: {reason}", file=sys.stderr)
@@ -103,9 +134,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "agentfsm fake-server
     what = f"the script {args.script}" if args.script else f"the {args.scenario} scenario"
     base = server.base_url
     prompt = shlex.quote("What is in this project?")
-    print(f"fake-server: {what} on {base} (OpenAI wire: {base}/v1; Anthropic wire: {base})")
+    print(
+        f"fake-server: {what} on {base} (OpenAI Chat Completions and Responses wires: "
+        f"{base}/v1; Anthropic wire: {base})"
+    )
     print("try, in a project folder:")
     print(f"  agentfsm run --base-url {base}/v1 --model {model} {prompt}")
+    print(f"  agentfsm run --wire responses --base-url {base}/v1 --model {model} {prompt}")
     print(f"  agentfsm run --provider anthropic --base-url {base} --model {model} {prompt}")
     print("Ctrl-C stops the server.", flush=True)
     try:

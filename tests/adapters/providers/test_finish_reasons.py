@@ -13,6 +13,7 @@ from agentfsm.adapters.providers import (
     FINISH_REASONS,
     AnthropicChat,
     OpenAIChat,
+    OpenAIResponses,
     ProviderError,
     RetryPolicy,
     Timeouts,
@@ -23,7 +24,7 @@ from agentfsm.engine._events import AgentEvent, LlmEndEvent
 from agentfsm.engine._messages import AssistantMessage, ChatResult, Usage
 from agentfsm.engine._protocols import ChatDelta
 from agentfsm.engine._serialization import converter, dumps, loads
-from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
+from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply, responses_body
 
 FAST = Timeouts(connect=2, first_byte=2, idle=2, terminal_grace=0.3)
 ONCE = RetryPolicy(max_attempts=1)
@@ -92,6 +93,70 @@ async def test_openai_wire_keeps_an_unknown_reason_raw(
         finish,
         kept,
     )
+
+
+def _responses_frame(kind: str, response: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, 'response': response})}\n\n"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("status", "reason", "finish", "kept"),
+    [
+        ("completed", None, "stop", None),
+        ("incomplete", "max_output_tokens", "length", None),
+        ("incomplete", "content_filter", "content_filter", None),
+        ("incomplete", "server_overloaded\u2028", "other", "server_overloaded\u2028"),
+        ("incomplete", None, "other", "incomplete"),
+        ("complete", None, "stop", None),
+        ("cancelled", None, "other", "cancelled"),
+    ],
+)
+async def test_responses_wire_normalizes_like_the_others(
+    stream: bool, status: str, reason: str | None, finish: str, kept: str | None
+) -> None:
+    body = responses_body("hi")
+    body["status"] = status
+    if reason is not None:
+        body["incomplete_details"] = {"reason": reason}
+    kind = "response.incomplete" if status == "incomplete" else "response.completed"
+    with FakeProviderServer() as server:
+        server.enqueue(Reply.sse([_responses_frame(kind, body)]) if stream else Reply.json(body))
+        chat = OpenAIResponses("m", base_url=openai_url(server), stream=stream, timeouts=FAST)
+        result = await chat([UserMessage("x")], [])
+        await chat.aclose()
+    assert (result.message.content, result.finish_reason, result.finish_reason_raw) == (
+        "hi",
+        finish,
+        kept,
+    )
+    assert result.finish_reason in FINISH_REASONS
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("status", ["queued", "in_progress"])
+async def test_an_unfinished_response_is_an_error_not_an_empty_answer(
+    stream: bool, status: str
+) -> None:
+    body = responses_body("")
+    body["status"] = status
+    body["output"] = []
+    with FakeProviderServer() as server:
+        if stream:  # a server that ends its stream on a response still queued
+            reply = Reply.sse([_responses_frame("response.completed", body)])
+        else:
+            reply = Reply.json(body)
+        server.enqueue(reply)
+        chat = OpenAIResponses(
+            "m", base_url=openai_url(server), stream=stream, timeouts=FAST, retry=ONCE
+        )
+        with pytest.raises(ProviderError) as caught:
+            await chat([UserMessage("x")], [])
+        await chat.aclose()
+    error = caught.value
+    assert (error.kind, error.provider_code) == ("bad_response", "unfinished_response")
+    assert status in str(error)
+    assert "nothing was generated" in str(error)
 
 
 def test_the_raw_reason_round_trips_and_is_left_out_when_unset() -> None:

@@ -20,6 +20,7 @@ from ._finish import normalize_finish as normalize_finish
 from ._http_adapter import default_http_client
 from ._keys import Secret
 from ._keys import registered_secrets as registered_secrets
+from ._limits import BadShape as BadShape
 from ._limits import Limits
 from ._local import (
     LOCAL_CONTEXT_TOKENS,
@@ -48,6 +49,7 @@ from ._replay import path_wire as path_wire
 from ._responses import OpenAIResponses
 from ._responses_wire import ResponseAccumulator as ResponseAccumulator
 from ._responses_wire import ResponsesQuirks
+from ._responses_wire import parse_response as parse_response
 from ._retry import RetryPolicy
 from ._router import Router
 from ._transport import Timeouts

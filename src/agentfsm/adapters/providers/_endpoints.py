@@ -25,7 +25,7 @@ from typing import Literal, TypeAlias
 
 import httpx
 
-__all__ = ["ENDPOINT_PATHS", "WireName", "endpoint_url"]
+__all__ = ["ENDPOINT_PATHS", "WIRE_FLAGS", "WireName", "endpoint_url", "missing_endpoint"]
 
 WireName: TypeAlias = Literal["openai-chat", "anthropic", "openai-responses"]
 
@@ -59,3 +59,27 @@ def endpoint_url(base_url: str, wire: WireName) -> str:
     query = url.query.decode("ascii")
     root = str(url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
     return f"{root}{path}{ENDPOINT_PATHS[wire]}" + (f"?{query}" if query else "")
+
+
+WIRE_FLAGS: dict[WireName, str] = {
+    "openai-chat": "chat",
+    "anthropic": "anthropic",
+    "openai-responses": "responses",
+}
+"""The ``--wire`` value of ``agentfsm run`` for each wire."""
+
+
+def missing_endpoint(base_url: str, wire: WireName) -> str:
+    """What a 404 from the endpoint of ``wire`` under ``base_url`` tells: the endpoint is
+    missing (or the model is unknown), and the ``--wire`` values that use the others."""
+
+    def path(of: WireName) -> str:
+        return httpx.URL(endpoint_url(base_url, of)).path
+
+    others = " or ".join(
+        f"--wire {WIRE_FLAGS[other]} ({path(other)})" for other in WIRE_FLAGS if other != wire
+    )
+    return (
+        f"404 for POST {path(wire)}: this server has no such endpoint (or no such model); "
+        f"if it speaks another wire, try {others}"
+    )

@@ -15,7 +15,7 @@ from httpx_sse import ServerSentEvent
 
 from agentfsm.engine import ChatDelta, ChatResult, DeltaHandler, Message, SupportsAbort, ToolSpec
 
-from ._endpoints import WireName, endpoint_url
+from ._endpoints import WireName, endpoint_url, missing_endpoint
 from ._errors import ProviderError, classify_error_body
 from ._keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
 from ._limits import BadShape, Deadline, Limits, loads_bounded
@@ -342,9 +342,12 @@ class HttpAdapter(Generic[Q]):
             deadline=deadline,
         )
         if response.status_code >= 400:
-            raise await read_error(
+            error = await read_error(
                 response, timeouts=self.timeouts, signal=signal, ctx=self._ctx, deadline=deadline
             )
+            if response.status_code == 404:
+                error.message = f"{missing_endpoint(self.base_url, self.wire)} ({error.message})"
+            raise error
         try:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 return await read_stream(response)

@@ -60,9 +60,10 @@ class TooLarge(Exception):
 class BadShape(Exception):
     """A reply's JSON is well formed but not of the expected shape (internal)."""
 
-    def __init__(self, message: str, limit: str | None = None) -> None:
+    def __init__(self, message: str, limit: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.limit = limit
+        self.code = code
 
 
 def check_depth(value: Any, max_depth: int) -> None:

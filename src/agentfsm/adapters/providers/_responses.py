@@ -40,7 +40,9 @@ class OpenAIResponses(HttpAdapter[ResponsesQuirks]):
     :class:`ProviderError` with ``in_stream=True``, classified like an HTTP error body; a
     stream that ends before ``response.completed`` or ``response.incomplete`` is a
     ``connection`` error. ``status: incomplete`` is an answer whose finish reason says why
-    (``length`` for ``max_output_tokens``, ``content_filter``).
+    (``length`` for ``max_output_tokens``, ``content_filter``, else ``other`` with the raw
+    reason in ``finish_reason_raw``); ``queued`` or ``in_progress`` is a ``bad_response``
+    error (``unfinished_response``): nothing was generated yet.
 
     Args:
         model: The model name sent with every request.

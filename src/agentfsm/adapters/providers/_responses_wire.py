@@ -24,6 +24,7 @@ from agentfsm.engine import (
     UserMessage,
 )
 
+from ._finish import normalize_finish
 from ._limits import BadShape, Limits, TooLarge
 from ._openai_wire import decode_arguments, safe_tool_call_id, unique_call_id
 from ._shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
@@ -178,22 +179,33 @@ def build_request(
     return body
 
 
-_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_UNFINISHED = ("queued", "in_progress")
+"""Statuses of a response still being generated (a background response): nothing to use."""
 
 
-def finish_reason(status: str | None, incomplete: str | None, has_calls: bool) -> str | None:
-    """The common finish reason of a response's ``status`` and ``incomplete_details.reason``:
-    ``tool_calls`` when it holds calls, ``stop`` when completed, ``length`` for
-    ``max_output_tokens``, ``content_filter``; any other incomplete reason as it is."""
-    if has_calls and status != "incomplete":
-        return "tool_calls"
+def finish_reason(
+    status: str | None, incomplete: str | None, has_calls: bool
+) -> tuple[str | None, str | None]:
+    """(normalized, raw) finish reason of a response's ``status`` and
+    ``incomplete_details.reason``, through :func:`normalize_finish` as on the other wires:
+    ``completed`` is ``stop`` (``tool_calls`` with calls), ``incomplete`` reads its reason
+    (``max_output_tokens`` is ``length``, ``content_filter`` stays; an unknown reason, or
+    none, is ``other`` with the raw string kept), any other status is read as a reason
+    itself. ``queued`` and ``in_progress`` are :class:`BadShape` (code
+    ``unfinished_response``): nothing was generated yet, and the loop cannot wait for it."""
+    if status in _UNFINISHED:
+        raise BadShape(
+            f"the response is {status!r}: nothing was generated yet (a background response;"
+            " the adapter asks for the finished answer and does not poll)",
+            code="unfinished_response",
+        )
     if status == "incomplete":
-        if incomplete is None:
-            return "length"
-        return _INCOMPLETE.get(incomplete, incomplete)
+        if incomplete is None:  # no reason given: the status itself is kept
+            return ("tool_calls" if has_calls else "other"), "incomplete"
+        return normalize_finish(incomplete, has_calls)
     if status == "completed":
-        return "stop"
-    return status
+        return normalize_finish("stop", has_calls)
+    return normalize_finish(status, has_calls)
 
 
 def failure_body(response: Mapping[str, Any]) -> dict[str, Any]:
@@ -313,12 +325,14 @@ class _Folded:
         )
         details = opt_dict(data.get("incomplete_details"), "incomplete_details")
         reason = opt_str(details.get("reason"), "incomplete_details.reason")
+        finish, raw = finish_reason(status, reason, bool(self.calls))
         return ChatResult(
             reply,
             openai_usage(usage),
-            finish_reason(status, reason, bool(self.calls)),
+            finish,
             data.get("model") if isinstance(data.get("model"), str) else None,
             data.get("id") if isinstance(data.get("id"), str) else None,
+            raw,
         )
 
 

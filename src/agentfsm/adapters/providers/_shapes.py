@@ -104,7 +104,13 @@ def shape_guard(
         raise too_large(ctx, exc, in_stream=in_stream, started=started) from None
     except BadShape as exc:
         raise bad_response(
-            ctx, str(exc), status=status, limit=exc.limit, in_stream=in_stream, started=started
+            ctx,
+            str(exc),
+            status=status,
+            code=exc.code,
+            limit=exc.limit,
+            in_stream=in_stream,
+            started=started,
         ) from None
     except _UNEXPECTED as exc:
         raise bad_response(

@@ -19,7 +19,7 @@ from agentfsm.testing import Reply, responses_body
 from .._context import TOOL_WEATHER, LiveContext, RawExchange, RecordedContext
 from .._exchange import RecordedExchange, Verdict, on_success, verdict
 from .._frames import DONE, chunk, completion, event, responses_stream
-from .._model import Check, CheckFailed, CheckSkipped, Normalized
+from .._model import Check, CheckFailed, ModelBehaviour, Normalized
 from .causes import blocks_as_text, expect_answer, refusal, tool_turn_needs_text
 
 __all__ = ["CHECKS"]
@@ -125,9 +125,7 @@ async def basic_live(ctx: LiveContext) -> Normalized | None:
                 if counts
                 else ""
             )
-            raise CheckSkipped(
-                f"model behaviour: the answer to 'reply PONG' hit max_tokens=256{measured}"
-            )
+            raise ModelBehaviour(f"the answer to 'reply PONG' hit max_tokens=256{measured}")
         _expect_answer(result, _how(stream))
     return None
 
@@ -154,6 +152,9 @@ def _terminal_records(ctx: LiveContext, raw: RawExchange) -> int:
     payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
     if ctx.wire == "anthropic":
         return sum(1 for p in payloads if p.get("type") == "message_stop")
+    if ctx.wire == "openai-responses":
+        terminal = ("response.completed", "response.incomplete")
+        return sum(1 for p in payloads if p.get("type") in terminal)
     return sum(
         1
         for p in payloads
@@ -213,13 +214,29 @@ async def length_live(ctx: LiveContext) -> Normalized | None:
             continue
         usage = result.usage
         out = usage.output_tokens if usage else len(result.message.content.split())
-        if result.finish_reason == "stop" and out <= 5:
-            raise CheckSkipped(
-                f"model behaviour: the answer ended after {out} tokens, before max_tokens"
-            )
+        if result.finish_reason == "stop" and out < 5:
+            raise ModelBehaviour(f"the answer ended after {out} tokens, before max_tokens")
         got = f"{result.finish_reason!r} after {out} output tokens ({_how(stream)})"
+        if out > 5 and usage is not None:  # the limit never reached the model
+            got += ": the answer ran past the limit"
+            raise CheckFailed("finish_reason 'length' with max_tokens=5", got, quirks=("Q51",))
+        longer = await _goes_on(ctx, prompt, stream, out)
+        if longer is not None:  # the answer was cut, and the server called it finished
+            got += f"; the same request with max_tokens=64 goes on ({longer} output tokens)"
+            raise CheckFailed("finish_reason 'length' with max_tokens=5", got, quirks=("Q49",))
         raise CheckFailed("finish_reason 'length' with max_tokens=5", got)
     return None
+
+
+async def _goes_on(ctx: LiveContext, prompt: str, stream: bool, out: int) -> int | None:
+    """The output tokens of the same request with room to go on, when it does go on past
+    ``out``; ``None`` otherwise or when it cannot be measured."""
+    try:
+        result = await ctx.ask(stream=stream, prompt=prompt, max_tokens=64)
+    except ProviderError:
+        return None
+    longer = result.usage.output_tokens if result.usage else 0
+    return longer if longer > out else None
 
 
 _HISTORY: list[Message] = [
@@ -355,7 +372,7 @@ CHECKS = [
         recorded=text_conservation,
         live=text_conservation_live,
         corpus=text_conservation_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "A3",
@@ -364,6 +381,7 @@ CHECKS = [
         "max_tokens=5 on a longer answer",
         "finish_reason 'length', the partial text kept, never an overflow error",
         needs=("max_tokens",),
+        quirks=("Q49", "Q51"),
         recorded=length,
         live=length_live,
         corpus=length_corpus,

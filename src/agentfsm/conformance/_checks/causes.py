@@ -19,12 +19,14 @@ from agentfsm.adapters.providers import ProviderError
 from agentfsm.engine import ChatResult, ToolSpec
 
 from .._context import LiveContext, Wire
-from .._model import CheckFailed, CheckSkipped
+from .._model import CheckFailed, ModelBehaviour
+from .._raw_bodies import usage_prompt_keys
 
 __all__ = [
     "BLOCKS_AS_TEXT",
     "EMPTY_ANSWER",
     "RESULTS_UNSEEN",
+    "TOOLS_NEVER",
     "TOOLS_ONLY_WITH_CHOICE",
     "ToolPrompt",
     "adapter_profile",
@@ -46,6 +48,7 @@ __all__ = [
 EMPTY_ANSWER = "empty_answer"
 """The cause named when a request gets neither text nor a tool call."""
 TOOLS_ONLY_WITH_CHOICE = "tools reach the prompt only with tool_choice"
+TOOLS_NEVER = "the tools never reach the prompt"
 RESULTS_UNSEEN = "tool results never reach the prompt"
 BLOCKS_AS_TEXT = "text blocks reach the prompt as more than their text"
 MARGIN = 8
@@ -64,8 +67,16 @@ def _describe(result: ChatResult) -> str:
 
 
 def expect_answer(result: ChatResult, what: str) -> None:
-    """``result`` answers (text or a call); otherwise a failure naming ``empty_answer``."""
+    """``result`` answers (text or a call); otherwise a failure naming ``empty_answer``,
+    unless the usage shows the model itself ended its turn at once (one output token, the
+    end of turn, after a prompt it was given): that is the model's."""
     if is_empty(result):
+        usage = result.usage
+        if usage is not None and usage.output_tokens == 1 and usage.input_tokens > 0:
+            raise ModelBehaviour(
+                f"{what}: the model ended its turn at once (no text, no tool call, one "
+                f"output token after {usage.input_tokens} prompt tokens)"
+            )
         raise CheckFailed(
             f"{what}: text or a tool call", f"{EMPTY_ANSWER}: {_describe(result)}", quirks=("Q37",)
         )
@@ -122,10 +133,7 @@ async def prompt_tokens(ctx: LiveContext, body: dict[str, Any], *, name: str) ->
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(usage, dict):
         return None
-    keys: tuple[str, ...] = ("prompt_tokens",)
-    if ctx.wire == "anthropic":
-        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    counts = [usage.get(k) for k in keys]
+    counts = [usage.get(k) for k in usage_prompt_keys(ctx.wire)]
     total = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
     return total if total > 0 else None
 
@@ -236,14 +244,14 @@ async def no_call(
     answered = f"answered {result.message.content[:60]!r}"
     if here.never or (here.only_with_choice and not await sends_tool_choice(ctx)):
         there = await other_wire_figures(ctx, prompt, spec, system=system)
-        cause = "the tools never reach the prompt" if here.never else TOOLS_ONLY_WITH_CHOICE
+        cause = TOOLS_NEVER if here.never else TOOLS_ONLY_WITH_CHOICE
         raise CheckFailed(
             f"{what}: the tools in the prompt of the request the adapter sends",
             f"no tool call ({answered}): {cause} ({here.summary()}{there})",
-            quirks=("Q39",),
+            quirks=("Q52",) if here.never else ("Q39",),
         )
     figures = here.summary() if here.measured else "prompt tokens could not be measured"
-    raise CheckSkipped(f"model behaviour: no tool call for {what} ({answered}; {figures})")
+    raise ModelBehaviour(f"no tool call for {what} ({answered}; {figures})")
 
 
 async def string_vs_blocks(ctx: LiveContext, prompt: str) -> tuple[int, int] | None:

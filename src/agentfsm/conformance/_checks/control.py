@@ -12,7 +12,7 @@ from agentfsm.testing import Drop, Frame, Pause, Reply, responses_body
 
 from .._context import LiveContext, RecordedContext
 from .._frames import DONE, chunk, completion, event, responses_stream
-from .._model import Check, CheckFailed, CheckSkipped, Normalized
+from .._model import Check, CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 
 __all__ = ["CHECKS"]
 
@@ -135,10 +135,12 @@ async def abort_live(ctx: LiveContext) -> Normalized | None:
     prompt = "Count from 1 to 300, separated by spaces."
     answer, aborted, ended = await _abort_after_first_delta(ctx.chat(stream=True), prompt)
     if aborted is None:
-        raise CheckSkipped(f"model behaviour: no text delta arrived ({_said(answer)})")
+        if isinstance(answer, Exception):
+            raise CheckFailed("a streamed answer to abort", _said(answer))
+        raise ModelBehaviour(f"no text delta arrived ({_said(answer)})")
     took = ended - aborted
     if isinstance(answer, ChatResult) and answer.finish_reason != "aborted" and took < QUICK:
-        raise CheckSkipped("model behaviour: the answer ended before the abort could be seen")
+        raise ModelBehaviour("the answer ended before the abort could be seen")
     _judge_abort(answer, took)
     return None
 

@@ -450,6 +450,7 @@ CHECKS = [
         "errors",
         "401 with OpenAI, Anthropic and bare bodies; live: a wrong key",
         "kind auth, exactly 1 request",
+        quirks=("Q50",),
         recorded=auth,
         live=auth_live,
         corpus=_kind_corpus("auth"),
@@ -465,7 +466,7 @@ CHECKS = [
         recorded=bad_request,
         live=bad_request_live,
         corpus=_kind_corpus("bad_request"),
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "E3",

@@ -15,7 +15,7 @@ from .._context import LiveContext, RecordedContext
 from .._exchange import RecordedExchange, Verdict, ints, on_success, verdict
 from .._frames import DONE, chunk, completion, data, event
 from .._hints import capability_hint
-from .._model import Check, CheckFailed, CheckSkipped, Normalized
+from .._model import Check, CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 
 __all__ = ["CHECKS"]
 
@@ -198,7 +198,7 @@ async def stream_final_live(ctx: LiveContext) -> Normalized | None:
         result = await ctx.ask(stream=True, prompt=PONG, max_tokens=16)
     except ProviderError as error:
         quirks = ctx.target.quirks
-        if ctx.wire == "anthropic" or error.kind != "bad_request" or not quirks.stream_options:
+        if ctx.wire != "openai-chat" or error.kind != "bad_request" or not quirks.stream_options:
             raise
         try:
             result = await ctx.ask(
@@ -215,7 +215,7 @@ async def stream_final_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("usage at the end of the stream", "no usage", quirks=("Q15",))
     _consistent(result.usage)
     await _the_servers_count(ctx, result.usage)
-    if verdict is not None or ctx.wire == "anthropic":
+    if verdict is not None or ctx.wire != "openai-chat":  # the others have no stream_options
         return verdict
     body = {"messages": [{"role": "user", "content": PONG}], "max_tokens": 16, "stream": True}
     raw = await ctx.raw(
@@ -360,7 +360,7 @@ async def reasoning_inside_output_live(ctx: LiveContext) -> Normalized | None:
         raise CheckFailed("usage with the reasoning count", "no usage")
     _consistent(result.usage, ("Q21", "Q22"))
     if result.usage.reasoning_tokens == 0 and not result.message.reasoning:
-        raise CheckSkipped("model behaviour: the model did not reason on this prompt")
+        raise ModelBehaviour("the model did not reason on this prompt")
     return None
 
 
@@ -470,7 +470,7 @@ CHECKS = [
         quirks=("Q14", "Q15", "Q16", "Q17", "Q41"),
         recorded=stream_final,
         live=stream_final_live,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "U3",
@@ -495,7 +495,7 @@ CHECKS = [
         recorded=inclusive_cache,
         live=inclusive_cache_live,
         corpus=inclusive_cache_corpus,
-        responses=("recorded",),
+        responses=("recorded", "live"),
     ),
     Check(
         "U5",

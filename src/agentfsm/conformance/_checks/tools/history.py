@@ -18,15 +18,17 @@ from agentfsm.engine import (
 )
 
 from ..._context import TOOL_WEATHER, LiveContext
-from ..._model import CheckFailed, CheckSkipped, Normalized
+from ..._model import CheckFailed, ModelBehaviour, Normalized
 from ..causes import (
     TOOLS_ONLY_WITH_CHOICE,
     expect_answer,
+    is_empty,
     measure_tool_prompt,
     no_call,
     other_wire_figures,
     results_reach_prompt,
     sends_tool_choice,
+    tool_turn_needs_text,
 )
 from .fixtures import (
     FOREIGN_CALLS,
@@ -65,6 +67,8 @@ async def _refused(
         )
     except ProviderError as error:
         return error
+    if is_empty(result):  # is it the results the server left out?
+        await results_reach_prompt(ctx, TOOL_WEATHER)
     expect_answer(result, "an answer to the history")
     return None
 
@@ -88,6 +92,10 @@ async def foreign_ids_live(ctx: LiveContext) -> Normalized | None:
             got += "; the same history with the ids call_1, call_2, call_3 is accepted"
             raise CheckFailed("a history with foreign ids accepted", got, quirks=("Q6",))
         why = f"{str(again)[:120]}: the ids are not the cause (see A4)"
+        turn = await tool_turn_needs_text(ctx, TOOL_WEATHER) if ctx.wire == "anthropic" else None
+        if turn is not None:  # the turn's shape is refused, as A4 shows
+            got = f"{got}; with short ids too: {why}; {turn}"
+            raise CheckFailed("a tool-call history accepted", got, quirks=("Q23",))
         raise CheckFailed("a tool-call history accepted", f"{got}; with short ids too: {why}")
     if ctx.wire != "openai-chat":  # the long-id probe below is a Chat Completions body
         return shape
@@ -150,7 +158,7 @@ async def agent_loop_live(ctx: LiveContext) -> Normalized | None:
     expect_answer(second, "the answer to the tool result")
     await results_reach_prompt(ctx, TOOL_WEATHER)
     if second.message.tool_calls:
-        raise CheckSkipped("model behaviour: called a tool again instead of answering")
+        raise ModelBehaviour("called a tool again instead of answering")
     if second.finish_reason not in ("stop", "length"):
         raise CheckFailed("a final answer with finish_reason 'stop'", repr(second.finish_reason))
     return None

@@ -9,7 +9,12 @@ from typing import Any
 
 from attrs import evolve
 
-from agentfsm.adapters.providers import ProviderError, parse_completion, parse_message
+from agentfsm.adapters.providers import (
+    ProviderError,
+    parse_completion,
+    parse_message,
+    parse_response,
+)
 from agentfsm.engine import (
     AssistantMessage,
     ChatResult,
@@ -23,11 +28,13 @@ from agentfsm.engine import (
 
 from ..._context import TOOL_WEATHER, TOOL_WITHOUT_ARGS, LiveContext, RawExchange, fold_payloads
 from ..._hints import capability_hint
-from ..._model import CheckFailed, CheckSkipped, Normalized
+from ..._model import CheckFailed, CheckSkipped, ModelBehaviour, Normalized
 from ..causes import (
     EMPTY_ANSWER,
+    TOOLS_NEVER,
     expect_answer,
     is_empty,
+    measure_tool_prompt,
     no_call,
     refusal,
     results_reach_prompt,
@@ -80,7 +87,7 @@ def tools_body(
         ]
         if force:
             body["tool_choice"] = {"type": "function", "function": {"name": spec.name}}
-        elif ctx.target.quirks.explicit_tool_choice:
+        elif getattr(ctx.target.profile, "explicit_tool_choice", False):
             body["tool_choice"] = "auto"
     return {**body, "max_tokens": 128}
 
@@ -93,12 +100,20 @@ async def probe(
     if raw.status != 200:
         raise CheckFailed(f"HTTP 200 ({name})", f"{raw.status}: {raw.text[:200]}")
     if not stream:
-        data = raw.json()
-        return raw, parse_message(data) if ctx.wire == "anthropic" else parse_completion(data)
+        return raw, _parse(ctx, raw.json())
     payloads = [p for p in raw.sse_payloads() if isinstance(p, dict)]
     if not payloads:
         raise CheckFailed(f"a streamed answer ({name})", "an empty 200 stream", quirks=("Q26",))
     return raw, _read(ctx, payloads)
+
+
+def _parse(ctx: LiveContext, data: Any) -> ChatResult:
+    """An unstreamed answer read by the wire adapter's own parser."""
+    if ctx.wire == "anthropic":
+        return parse_message(data)
+    if ctx.wire == "openai-responses":
+        return parse_response(data)
+    return parse_completion(data)
 
 
 def _read(ctx: LiveContext, payloads: list[dict[str, Any]]) -> ChatResult:
@@ -118,6 +133,8 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
         finishes = sum(1 for p in payloads if p.get("type") in ("message_stop", "message"))
         uses = [b for b in blocks if b.get("type") == "tool_use"]
         return _same_id_blocks([b for b in blocks if b]), uses, finishes
+    if ctx.wire == "openai-responses":
+        return _scan_responses(payloads)
     seen: dict[str, str] = {}
     calls: list[Any] = []
     repeats: Counter[tuple[Any, str]] = Counter()
@@ -140,6 +157,28 @@ def _scan(ctx: LiveContext, raw: RawExchange) -> tuple[dict[str, str], list[Any]
     if calls and "stop" in reasons:
         seen["Q10"] = "finish_reason 'stop' with tool calls"
     finishes = sum(1 for p in payloads for c in p.get("choices") or [] if c.get("finish_reason"))
+    return seen, calls, finishes
+
+
+def _scan_responses(payloads: list[dict[str, Any]]) -> tuple[dict[str, str], list[Any], int]:
+    """The Responses wire: its calls are ``function_call`` items (of the streamed items, or
+    of the response object), its finish records the terminal events or the object itself."""
+    terminal = ("response.completed", "response.incomplete")
+    streamed = [p for p in payloads if isinstance(p.get("type"), str) and "." in p["type"]]
+    finishes = sum(1 for p in streamed if p.get("type") in terminal)
+    if streamed:
+        items = [
+            p.get("item") or {} for p in streamed if p.get("type") == "response.output_item.done"
+        ]
+    else:
+        items = [i for p in payloads for i in p.get("output") or [] if isinstance(i, dict)]
+        finishes = len(payloads)
+    calls = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call"]
+    seen: dict[str, str] = {}
+    if any(not isinstance(c.get("arguments"), str) for c in calls):
+        seen["Q3"] = "arguments as a JSON object, not a string"
+    if any(c.get("call_id") == "" for c in calls):
+        seen["Q8"] = "an empty tool-call id"
     return seen, calls, finishes
 
 
@@ -176,6 +215,49 @@ def _modes(ctx: LiveContext) -> tuple[bool, ...]:
     return (False, True) if ctx.target.capabilities.streaming else (False,)
 
 
+async def forced(
+    ctx: LiveContext,
+    body: dict[str, Any],
+    name: str,
+    what: str,
+    *,
+    stream: bool = False,
+    prompt: str,
+    spec: ToolSpec,
+) -> tuple[RawExchange, ChatResult]:
+    """A request naming its tool in ``tool_choice``: an answer that calls it. Without a
+    call, the cause is measured: the same request with ``tool_choice: required`` gets one
+    (Q48: the server ignores a named choice), or the tools never reach the prompt (Q52);
+    otherwise the model saw the tool and answered in text."""
+    raw, result = await probe(ctx, body, name, stream=stream)
+    expect_answer(result, what)
+    if result.message.tool_calls:
+        return raw, result
+    required = {**body, "tool_choice": {"type": "any"} if ctx.wire == "anthropic" else "required"}
+    _, again = await probe(ctx, required, f"{name}-required", stream=stream)
+    calls = [c.name for c in again.message.tool_calls]
+    answered = f"text ({result.message.content[:60]!r})"
+    if calls:
+        raise CheckFailed(
+            f"{what}: a call of the tool it names",
+            f"{answered}; the same request with tool_choice 'required' gets {calls}: the "
+            "named tool_choice is ignored",
+            quirks=("Q48",),
+        )
+    here = await measure_tool_prompt(ctx, prompt, spec)
+    if here.never:
+        raise CheckFailed(
+            f"{what}: a call of the tool it names",
+            f"{answered}, and no call with tool_choice 'required' either: {TOOLS_NEVER} "
+            f"({here.summary()})",
+            quirks=("Q52",),
+        )
+    figures = here.summary() if here.measured else "prompt tokens could not be measured"
+    raise ModelBehaviour(
+        f"no call for a forced tool choice, 'required' too ({answered}; {figures})"
+    )
+
+
 async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     if not ctx.target.capabilities.has("tool_choice"):
         raise CheckSkipped(capability_hint(["tool_choice"]))
@@ -183,8 +265,15 @@ async def single_forced_live(ctx: LiveContext) -> Normalized | None:
     seen: dict[str, str] = {}
     for stream in _modes(ctx):
         case = "streamed" if stream else "unstreamed"
-        raw, result = await probe(ctx, body, f"T1-{case}", stream=stream)
-        expect_answer(result, f"{case}, a named tool_choice")
+        raw, result = await forced(
+            ctx,
+            body,
+            f"T1-{case}",
+            f"{case}, a named tool_choice",
+            stream=stream,
+            prompt=WEATHER_IN_PARIS,
+            spec=TOOL_WEATHER,
+        )
         calls = result.message.tool_calls
         if [c.name for c in calls] != [GET_WEATHER]:
             got = repr([c.name for c in calls] or result.message.content[:80])
@@ -201,8 +290,15 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
         case = "streamed" if stream else "unstreamed"
         if ctx.target.capabilities.has("tool_choice"):
             body = tools_body(ctx, "What time is it?", TOOL_WITHOUT_ARGS, force=True)
-            raw, result = await probe(ctx, body, f"T6-{case}", stream=stream)
-            expect_answer(result, f"{case}, a named tool_choice")
+            raw, result = await forced(
+                ctx,
+                body,
+                f"T6-{case}",
+                f"{case}, a named tool_choice",
+                stream=stream,
+                prompt="What time is it?",
+                spec=TOOL_WITHOUT_ARGS,
+            )
             seen.update(_scan(ctx, raw)[0])
         else:
             prompt = "What time is it? Use the get_time tool."
@@ -218,7 +314,7 @@ async def no_args_live(ctx: LiveContext) -> Normalized | None:
                 f"{case}: one get_time call with arguments {{}}", got, quirks=("Q13",)
             )
         if calls[0].arguments:
-            raise CheckSkipped(f"model behaviour: invented arguments {calls[0].arguments!r}")
+            raise ModelBehaviour(f"invented arguments {calls[0].arguments!r}")
     return _verdict(seen)
 
 
@@ -351,7 +447,7 @@ async def parallel_live(ctx: LiveContext) -> Normalized | None:
     calls = result.message.tool_calls
     await no_call(ctx, result, "two cities", prompt, TOOL_WEATHER)
     if len(calls) < 2:
-        raise CheckSkipped(f"model behaviour: {len(calls)} tool call(s) for two cities")
+        raise ModelBehaviour(f"{len(calls)} tool call(s) for two cities")
     bad = [c.raw_arguments for c in calls if c.raw_arguments is not None]
     if bad:
         raise CheckFailed("arguments of every call that parse", repr(bad), quirks=("Q12",))
@@ -386,7 +482,7 @@ async def parallel_results_live(ctx: LiveContext) -> Normalized | None:
     words = (("21", "sunny", "paris"), ("15", "rain", "tokyo"))
     if result.message.tool_calls or not all(any(w in text for w in ws) for ws in words):
         await results_reach_prompt(ctx, TOOL_WEATHER)
-        raise CheckSkipped(f"model behaviour: the answer does not use both results ({text[:80]!r})")
+        raise ModelBehaviour(f"the answer does not use both results ({text[:80]!r})")
     return None
 
 
@@ -424,7 +520,7 @@ async def none_live(ctx: LiveContext) -> Normalized | None:
     expect_answer(result, "'say hello' with tools bound")
     if result.message.tool_calls:
         names = [c.name for c in result.message.tool_calls]
-        raise CheckSkipped(f"model behaviour: called {names} for 'say hello'")
+        raise ModelBehaviour(f"called {names} for 'say hello'")
     if result.finish_reason not in ("stop", "length"):
         raise CheckFailed("a text answer's finish reason", repr(result.finish_reason))
     if not ctx.target.capabilities.has("tool_choice"):
@@ -442,8 +538,10 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     prompt = 'What is the weather in 東京? Call get_weather with the city "東京".'
     seen: dict[str, str] = {}
     if ctx.target.capabilities.has("tool_choice"):
-        raw, result = await probe(ctx, tools_body(ctx, prompt, TOOL_WEATHER, force=True), "T12")
-        expect_answer(result, "a named tool_choice")
+        body = tools_body(ctx, prompt, TOOL_WEATHER, force=True)
+        raw, result = await forced(
+            ctx, body, "T12", "a named tool_choice", prompt=prompt, spec=TOOL_WEATHER
+        )
         seen = _scan(ctx, raw)[0]
     else:
         result = await ask_or_fail(ctx, "an answer", prompt=prompt, tools=[TOOL_WEATHER])
@@ -455,5 +553,5 @@ async def unicode_args_live(ctx: LiveContext) -> Normalized | None:
     if isinstance(city, str) and "\\u" in city:
         raise CheckFailed("the city as characters, not \\u escapes", repr(city))
     if not isinstance(city, str) or not any(ord(ch) > 127 for ch in city):
-        raise CheckSkipped(f"model behaviour: the city argument {city!r} has no CJK character")
+        raise ModelBehaviour(f"the city argument {city!r} has no CJK character")
     return _verdict(seen)
