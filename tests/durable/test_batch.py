@@ -20,7 +20,7 @@ from agentfsm.adapters.durable import (
     register_agent_factory,
 )
 from agentfsm.adapters.durable._queue import gather_results, parse_rate
-from agentfsm.adapters.durable._worker import executor_slot
+from agentfsm.adapters.durable._slots import executor_slot
 from agentfsm.cli import main
 from agentfsm.testing import FakeProviderServer, ScriptedChat, ScriptedTools, tool_reply
 

@@ -312,7 +312,11 @@ def worker(args: argparse.Namespace) -> int:
         print(f"agentfsm worker: {one_line(str(error))}", file=sys.stderr)
         return 2
     if args.requeue is not None:
-        ids = requeue_executor(args.requeue, url)
+        try:
+            ids = requeue_executor(args.requeue, url)
+        except ValueError as error:
+            print(f"agentfsm worker: --requeue: {one_line(str(error))}", file=sys.stderr)
+            return 2
         print(f"agentfsm worker: {len(ids)} task(s) of {args.requeue} back on {QUEUE_NAME}")
         return 0
     try:

@@ -213,13 +213,15 @@ register_agent_factory(CLI_FACTORY, _cli_agent)
 def _runtime(args: argparse.Namespace) -> DurableRuntime:
     """DBOS for this command, under an executor id of its own: DBOS's launch then recovers
     nothing by itself (it would run every unfinished run of the machine in this process,
-    and cut them off when the command ends); ``runs resume ID`` picks one explicitly. The
-    application version is pinned (:data:`APPLICATION_VERSION`), so a later agentfsm of the
-    same workflow format, on this machine or another, resumes the run."""
+    and cut them off when the command ends); ``runs resume ID`` picks one explicitly. Nor
+    does it take tasks of the task queue (it would cut those off too). The application
+    version is pinned (:data:`APPLICATION_VERSION`), so a later agentfsm of the same
+    workflow format, on this machine or another, resumes the run."""
     return DurableRuntime(
         getattr(args, "database_url", None),
         executor_id=f"agentfsm-cli-{uuid.uuid4().hex[:12]}",
         application_version=APPLICATION_VERSION,
+        queues=(),
     )
 
 
