@@ -11,7 +11,7 @@ secret and the agent's own settings, trust record and sessions. The forms tried:
 3. the agent's state folder in the workspace (``~/.local`` with the default session folder);
 4. another name for the home (a bind mount) as a workspace, on ``PATH``, or mounted into a
    workspace while the path tools run;
-5. TCP buffers on loopback past the memory cgroup;
+5. socket buffers on loopback (TCP, UDP) past the memory cgroup;
 6. a FIFO where a venv's ``pyvenv.cfg`` is looked for; a secret that appears in a folder the
    sandbox shows after it worked out its mounts.
 
@@ -483,27 +483,47 @@ for i in range(120):
     keep.append((c, s))
 print("queued", total >> 20)
 """
+UDP = """
+import socket
+keep, total = [], 0
+for i in range(100):
+    r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); r.bind(("127.0.0.1", 0))
+    r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setblocking(False)
+    for _ in range(200):
+        try: s.sendto(b"x" * 60000, r.getsockname())
+        except OSError: break
+    keep.append(r)
+for r in keep:  # what was queued is what can be read back
+    r.setblocking(False)
+    try:
+        while True: total += len(r.recv(65536))
+    except OSError: pass
+print("queued", total >> 20)
+"""
 
 
-async def test_tcp_buffers_are_bounded_where_a_memory_cgroup_is(
+async def test_socket_buffers_are_bounded_where_a_memory_cgroup_is(
     tmp_path: Path, attacks: AttackTally
 ) -> None:
-    """120 loopback connections each filled until the kernel says no, under
-    ``memory_mb=64``: at most about that much is queued where the memory cgroup bounds TCP
-    buffers; elsewhere the description says they are not bounded."""
+    """120 loopback TCP connections each filled until the kernel says no, and 100 UDP
+    sockets sent 12 MB each, under ``memory_mb=64``: at most about that much is queued
+    (counted by the sender, and by what the receivers read back) where the memory cgroup
+    bounds socket buffers; elsewhere the description says they are not bounded."""
     sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(memory_mb=64), toolchains=False)
     bound = sandbox.describe()["limits"]["memory_bound"]
     cgroups = sandbox.cgroups
     if cgroups is None or not cgroups.tcp:
         assert "NOT BOUNDED" in bound
-        assert "TCP" in bound or "socket buffers" in bound
+        assert "socket buffers" in bound
         return
-    assert "TCP socket buffers at most 64 MiB" in bound
+    assert "socket buffers (TCP, UDP) at most 64 MiB" in bound
     box = workspace_tools(tmp_path, sandbox=sandbox)
-    result = await shell(box, f"python3 -c {shlex.quote(TCP)}")
-    words = result.output.split()
-    queued = int(words[-1]) if words[-2:-1] == ["queued"] else 0
-    attacks.record("sandbox limits: TCP buffers", queued > 64 * 3 // 2, said(result)[:200])
+    for code in (TCP, UDP):
+        result = await shell(box, f"python3 -c {shlex.quote(code)}")
+        words = result.output.split()
+        queued = int(words[-1]) if words[-2:-1] == ["queued"] else 0
+        attacks.record("sandbox limits: socket buffers", queued > 64 * 3 // 2, said(result)[:200])
 
 
 # -- 6: a FIFO where a venv is looked for; a secret that appears later ----------------------

@@ -464,9 +464,9 @@ class BubblewrapSandbox:
         each = f"{self.limits.memory_mb} MiB of data per process (RLIMIT_DATA)"
         if cgroups is not None and "memory" in cgroups.controllers:
             tcp = (
-                f"TCP socket buffers at most {self.limits.memory_mb} MiB too"
+                f"socket buffers (TCP, UDP) at most {self.limits.memory_mb} MiB too"
                 if cgroups.tcp
-                else "NOT BOUNDED: TCP socket buffers (this memory cgroup cannot count them)"
+                else "NOT BOUNDED: socket buffers (this memory cgroup cannot count them)"
             )
             return (
                 f"{self.limits.memory_mb} MiB for the processes of the commands running at "

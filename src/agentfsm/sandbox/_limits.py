@@ -9,11 +9,11 @@ Where the machine lets this process make cgroups (root, usually), :func:`command
 makes them once per process and pair of values and the commands run in them: a ``pids``
 cgroup bounds the processes (``RLIMIT_NPROC`` never applies to root) and a ``memory``
 cgroup everything the command's processes use together, which ``RLIMIT_DATA`` does not
-see (``MAP_SHARED`` mappings, System V shared memory, tmpfs files, page cache); past it the
-kernel kills a process of the command. Where none can be made, processes are bounded by
-``RLIMIT_NPROC`` (not under root: the sandbox's description then says NOT BOUNDED), and
-memory shared between processes is not bounded beyond the two tmpfs sizes (the sandbox's
-description says so).
+see (``MAP_SHARED`` mappings, System V shared memory, tmpfs files, page cache, socket
+buffers); past it the kernel kills a process of the command. Where none can be made,
+processes are bounded by ``RLIMIT_NPROC`` (not under root: the sandbox's description then
+says NOT BOUNDED), and memory shared between processes and socket buffers are not bounded
+beyond the two tmpfs sizes (the sandbox's description says so).
 """
 
 from __future__ import annotations
@@ -179,8 +179,9 @@ class Cgroups:
     """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
     commands' processes together: heap, shared memory, tmpfs files, page cache)."""
     tcp: bool = False
-    """Whether the memory cgroup bounds TCP socket buffers too: always in cgroup v2; in v1
-    only by a limit of their own (``memory.kmem.tcp.limit_in_bytes``, as large again)."""
+    """Whether the memory cgroup bounds socket buffers (TCP, UDP) too: always in cgroup v2;
+    in v1 only by a limit of their own (``memory.kmem.tcp.limit_in_bytes``, as large
+    again, which counts UDP's too)."""
 
 
 _TCP_V1 = "memory.kmem.tcp.limit_in_bytes"
@@ -190,7 +191,7 @@ _MEMORY_FILES = {
     "memory.memsw.limit_in_bytes": "{bytes}",
     "memory.max": "{bytes}",
     "memory.swap.max": "0",
-    # v1 counts TCP buffers (loopback ones too) only under a limit of their own
+    # v1 counts socket buffers (TCP, UDP, loopback ones too) only under a limit of their own
     _TCP_V1: "{bytes}",
 }
 _CGROUPS: dict[tuple[int, int, int], Cgroups | None] = {}
@@ -210,8 +211,8 @@ def _took(folder: Path, name: str, value: int) -> bool:
 def _make(
     folder: Path, controllers: frozenset[str], limits: ResourceLimits
 ) -> tuple[Path, bool] | None:
-    """Make ``folder`` (a cgroup) and set its limits; the file to join it by and whether TCP
-    buffers are bounded, ``None`` when this is not allowed."""
+    """Make ``folder`` (a cgroup) and set its limits; the file to join it by and whether
+    socket buffers are bounded, ``None`` when this is not allowed."""
     tcp = False
     try:
         folder.mkdir(exist_ok=True)
