@@ -182,9 +182,10 @@ class _Plan:
 class BubblewrapSandbox:
     """Runs commands under ``bwrap``: see the module's docstring for the policy.
 
-    ``root`` must be a workspace (not ``/``, a home, a folder holding one or a hidden
-    folder: :func:`~agentfsm.sandbox._hidden.check_workspace`). ``read_paths`` and
-    ``write_paths`` (absolute; not ``/``, a home or a folder holding one) widen it;
+    ``root`` must be a workspace (not ``/``, a home, a folder holding one, nor a folder
+    holding or lying in a hidden entry: :func:`~agentfsm.sandbox._hidden.check_workspace`).
+    ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
+    a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
     change; ``env`` names more variables the command gets (an allow-list); ``limits``
     bounds each command; ``install_paths`` are the folders of the agent's own code

@@ -26,8 +26,11 @@ finds, without settings, exactly the folders those programs need to run:
 A folder is never shown when it is ``/``, a home folder, an XDG base folder (``~/.config``,
 ``~/.local``, ``~/.local/share``, ``~/.local/state``, ``~/.cache``), the workspace, a write
 path or a folder above one of them, or when it is, contains or lies in one of the home's
-secret folders; no secret file is shown. The hidden list of :mod:`~agentfsm.sandbox._hidden`
-is the second layer: the sandbox hides each secret that lies beneath anything it shows.
+secret folders; no secret file is shown. Folders are compared by where they really are
+(:mod:`~agentfsm.sandbox._places`), so a bind mount of the home is the home. A
+``pyvenv.cfg`` or a script is read only when it is a regular file, without blocking. The
+hidden list of :mod:`~agentfsm.sandbox._hidden` is the second layer: the sandbox hides each
+secret that lies beneath anything it shows.
 """
 
 from __future__ import annotations
