@@ -7,7 +7,6 @@ each test also asserts that none of its own attacks got through.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
