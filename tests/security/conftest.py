@@ -7,6 +7,7 @@ each test also asserts that none of its own attacks got through.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,11 +27,10 @@ def attacks(request: pytest.FixtureRequest) -> Iterator[AttackTally]:
 
 
 @pytest.fixture
-def bubblewrap(tmp_path_factory: pytest.TempPathFactory) -> BubblewrapSandbox:
-    """The OS sandbox, for a folder of its own (a test's ``tmp_path`` may hold the agent's
-    state folders, which no workspace may); skipped with the install hint when it does not
-    work here (failed under ``CI``)."""
-    return require_bubblewrap(tmp_path_factory.mktemp("bubblewrap"))
+def bubblewrap(tmp_path: Path) -> BubblewrapSandbox:
+    """The OS sandbox; skipped with the install hint when it does not work here (failed
+    under ``CI``)."""
+    return require_bubblewrap(tmp_path)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

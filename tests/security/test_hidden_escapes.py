@@ -551,9 +551,9 @@ def test_a_fifo_where_a_venv_config_is_looked_for_hangs_nothing(
         "mkdir -p venv && mkfifo venv/pyvenv.cfg",
         "mkdir -p .venv && mkfifo .venv/pyvenv.cfg",
         "mkdir -p a/b && mkfifo a/b/pyvenv.cfg",
-        "mkdir -p p/env && mkfifo p/fifo && ln -s ../fifo p/env/pyvenv.cfg",
-        "mkdir -p z && ln -s /dev/zero z/pyvenv.cfg",
-        "mkdir -p t && ln -s /dev/tty t/pyvenv.cfg",
+        "mkfifo fifo && mkdir -p venv && ln -s ../fifo venv/pyvenv.cfg",
+        "mkdir -p .venv && ln -s /dev/zero .venv/pyvenv.cfg",
+        "mkdir -p venv && ln -s /dev/tty venv/pyvenv.cfg",
     ]
     for index, form in enumerate(forms):
         root = tmp_path / f"ws{index}"
