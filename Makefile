@@ -9,7 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 # sandboxes that do not enable the tile state, and CI may run on another CPU model).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install install-local litellm-venv lint typecheck test test-race test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
+.PHONY: install install-local litellm-venv lint typecheck test test-race test-exec test-crash test-postgres test-live conformance-local bench diagrams sandbox-deps demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,14 +38,20 @@ test: lint typecheck
 test-race: install
 	$(BIN)/python -m pytest -m race tests/security
 
+# The shell rules' verdicts against what really runs: each line of the attack and everyday
+# corpora in the sandbox under strace, every execve checked (a few minutes).
+test-exec: install
+	$(BIN)/python -m pytest -m execobserve tests/security
+
 # kill -9 of real `agentfsm run` processes at random moments, then --resume (about 75 s).
 test-crash: install
 	$(BIN)/python -m pytest -m crash -s tests/crash
 
 # Durable batches on a real PostgreSQL (Debian's binaries, a throwaway cluster on 127.0.0.1):
-# two `agentfsm worker` processes, 50 tasks, one worker killed -9 and restarted (about 20 s).
+# two `agentfsm worker` processes, 50 tasks, one worker killed -9 and restarted (about 20 s);
+# then the database faults through a fault-injecting proxy, their table printed (about 6 min).
 test-postgres: install
-	$(BIN)/python -m pytest -m postgres tests/durable
+	$(BIN)/python -m pytest -m postgres -s tests/durable
 
 # The fuzz suite at full size: random runs of run_conversation and Agent, ten invariants
 # checked on each (the last: every event takes the compiled table and python-statemachine's

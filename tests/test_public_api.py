@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import pkgutil
 import re
+import subprocess
+import sys
+import textwrap
 import tomllib
 import types
 from pathlib import Path
@@ -182,3 +186,79 @@ def test_the_architecture_page_matches_the_tree_and_the_contracts() -> None:
         if part != "cli":
             assert imports == allowed[part], part
     print(f"architecture page: {len(listed)} packages checked against the tree and contracts")
+
+
+def test_dir_and_help_of_every_package_show_its_public_names() -> None:
+    """Packages that load their names lazily (a module ``__getattr__``) list them in
+    ``dir()`` too, so ``help()`` and completion show them."""
+    lazy = 0
+    for name in _packages():
+        package = importlib.import_module(name)
+        assert set(package.__all__) <= set(dir(package)), name
+        if "__getattr__" in vars(package):
+            lazy += 1
+            assert "__dir__" in vars(package), name
+    import pydoc
+
+    for name, shown in (
+        ("agentfsm.cli", "render_diagram"),
+        ("agentfsm.adapters.telemetry", "Instrumentation"),
+        ("agentfsm.conformance", "ProviderConformance"),
+        ("agentfsm.conformance", "ALL_CHECKS"),
+    ):
+        plain = pydoc.plaintext  # type: ignore[attr-defined]
+        assert shown in pydoc.render_doc(importlib.import_module(name), renderer=plain)
+    print(f"\n{lazy} lazily loading packages list their names in dir()")
+
+
+def test_the_telemetry_names_say_which_extra_they_need() -> None:
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "import agentfsm.adapters.telemetry as t\n"
+        "try:\n    t.Instrumentation\nexcept ModuleNotFoundError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "agentfsm.adapters.telemetry.Instrumentation needs the otel extra" in out
+
+
+_PRIVATE_PATH = re.compile(r"agentfsm(?:\.\w+)*\._\w+")
+
+
+def _docstrings(obj: object) -> list[str]:
+    """The docstrings in ``obj``'s source: its own, its methods', its attributes'."""
+    try:
+        source = textwrap.dedent(inspect.getsource(obj))  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return []
+    return [
+        node.value.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+
+
+def test_public_docstrings_name_no_private_module() -> None:
+    """What ``help()`` shows of a public name points at public names (``agentfsm.ChatFn``,
+    not the private module that defines it), or says it in words."""
+    found: list[str] = []
+    checked = 0
+    seen: set[int] = set()
+    for name in [*_packages(), "agentfsm.policies.presets"]:
+        if any(part.startswith("_") for part in name.split(".")):
+            continue
+        package = importlib.import_module(name)
+        texts = [(name, package.__doc__ or "")]
+        for export in package.__all__:
+            obj = getattr(package, export)
+            if id(obj) in seen or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            seen.add(id(obj))
+            texts += [(f"{name}.{export}", text) for text in _docstrings(obj)]
+        checked += len(texts)
+        found += [f"{where}: {hit}" for where, text in texts for hit in _PRIVATE_PATH.findall(text)]
+    assert found == []
+    print(f"\n{checked} public docstrings name no private module")

@@ -171,8 +171,8 @@ def test_old_keywords_and_attributes_are_gone() -> None:
 
     with pytest.raises(TypeError, match="context"):
         Agent(ScriptedChat(["ok"]), context=Fixed())  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        presets.minimal(7)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="turns"):
+        presets.minimal(turns=7)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="turns"):
         presets.coding_agent(turns=7)  # type: ignore[call-arg]
     assert not hasattr(PolicySet(), "compactors")
@@ -190,3 +190,18 @@ def test_nothing_warns_of_deprecation_in_a_fresh_interpreter() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_each_public_name_has_one_home_below_the_top_level() -> None:
+    """``agentfsm`` gathers the names a newcomer looks for; below it, a name is exported by
+    one package only (the sandbox's names by ``agentfsm.sandbox``, not also by the tools)."""
+    homes: dict[str, list[str]] = {}
+    for package in [*PUBLIC_PACKAGES[1:], "agentfsm.agent", "agentfsm.sandbox", "agentfsm.cli"]:
+        for name in importlib.import_module(package).__all__:
+            homes.setdefault(name, []).append(package)
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}
+    tools = importlib.import_module("agentfsm.adapters.tools")
+    for name in ("BubblewrapSandbox", "detect_sandbox", "Unsandboxed", "ResourceLimits"):
+        assert name not in tools.__all__
+        assert name in importlib.import_module("agentfsm.sandbox").__all__
+    print(f"\n{len(homes)} public names below the top level, each with one home")

@@ -1,7 +1,8 @@
 """agentfsm: an LLM agent loop as an explicit, declared state machine with pluggable policies.
 
 The names below are the public API: the front door (:class:`Agent`, :func:`run_conversation`),
-the messages and events, the policy hooks and their verdicts, :func:`render_diagram` and
+the messages, :data:`AgentEvent` (the union of the events, whose classes are in
+:mod:`agentfsm.engine`), the policy hooks and their verdicts, :func:`render_diagram` and
 :func:`render_run` (a recorded run's HTML picture).
 Adapters, policies and test doubles live in :mod:`agentfsm.adapters`,
 :mod:`agentfsm.policies` and :mod:`agentfsm.testing`.

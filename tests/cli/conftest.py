@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import detect_sandbox
+from agentfsm.sandbox import detect_sandbox
 from agentfsm.sandbox._process import SandboxUnavailable
 
 

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from agentfsm.adapters.durable import open_client, progress
 from agentfsm.testing import FakeProviderServer, Reply
 from tests.durable.batch_helpers import agentfsm, reply, task_of, write_tasks
 
@@ -79,14 +80,24 @@ def test_failed_tasks_are_one_line_each_and_retry_failed_uses_the_new_base_url(
     assert code == 1, err
     lines = told(err)
     print(f"stderr of two failed tasks: {len(err)} lines, {len(lines)} besides progress")
-    assert len(lines) == 6, lines  # --no-sandbox, logs, enqueued, 2 failures, how to retry
+    assert len(lines) == 6, lines  # --no-sandbox, enqueued, logs, 2 failures, how to retry
     assert sum("--no-sandbox:" in line for line in err) == 1
     failures = [line for line in lines if line.startswith("agentfsm batch: task ")]
     assert len(failures) == 2
-    assert all("ERROR: ProviderError" in line and "could not connect" in line for line in failures)
-    assert "--retry-failed" in lines[-1]
+    address = refused.removeprefix("http://").removesuffix("/v1")
+    for line in failures:  # where the calls went, and what to check, as `run` says
+        assert "ERROR: ProviderError" in line
+        assert "could not connect" in line
+        assert f"(at {address}); hint: is a server listening at {address}" in line
+    # The hint does not repeat the --base-url that failed: it asks for the right one.
+    assert "give the right --base-url" in lines[-1]
+    hint = shlex.split(lines[-1].split("then rerun them with: ", 1)[1])
+    assert hint[hint.index("--base-url") + 1] == "URL"
+    assert refused not in lines[-1]
+    assert "--retry-failed" in hint
     assert not any("Traceback" in line for line in err)
-    log = Path(lines[1].removeprefix("agentfsm batch: logs go to "))
+    [log_line] = [line for line in lines if line.startswith("agentfsm batch: logs go to ")]
+    log = Path(log_line.removeprefix("agentfsm batch: logs go to "))
     logged = log.read_text()
     assert "Traceback" in logged
     assert "attempt 1 failed" in logged
@@ -106,16 +117,16 @@ def test_failed_tasks_are_one_line_each_and_retry_failed_uses_the_new_base_url(
         assert {task_of(r) for r in server.requests} == {"alpha", "beta"}
         results = [json.loads(line) for line in out]
         assert [(r["id"], r["run"], r["status"]) for r in results] == [
-            ("alpha", "alpha@retry2", "SUCCESS"),
-            ("beta", "beta@retry2", "SUCCESS"),
+            ("alpha", "alpha@retry1", "SUCCESS"),
+            ("beta", "beta@retry1", "SUCCESS"),
         ]
-        assert all(Path(r["session"]).name.endswith(".retry2.jsonl") for r in results)
+        assert all(Path(r["session"]).name.endswith(".retry1.jsonl") for r in results)
         paid = len(server.requests)
         # Again: the latest attempts are reported; nothing runs.
         code, out, err = batch(tmp_path, f"{server.base_url}/v1", "--retry-failed")
         assert code == 0, err
         assert len(server.requests) == paid
-        assert [json.loads(line)["run"] for line in out] == ["alpha@retry2", "beta@retry2"]
+        assert [json.loads(line)["run"] for line in out] == ["alpha@retry1", "beta@retry1"]
 
     listing = agentfsm(
         tmp_path, "runs", "list", "--all", "--json", "--database-url", database_url(tmp_path)
@@ -125,9 +136,15 @@ def test_failed_tasks_are_one_line_each_and_retry_failed_uses_the_new_base_url(
     assert runs == {
         "alpha": "ERROR",
         "beta": "ERROR",
-        "alpha@retry2": "SUCCESS",
-        "beta@retry2": "SUCCESS",
+        "alpha@retry1": "SUCCESS",
+        "beta@retry1": "SUCCESS",
     }
+    # The plain listing keeps its columns with ids of different widths.
+    listing = agentfsm(tmp_path, "runs", "list", "--all", "--database-url", database_url(tmp_path))
+    listed, _ = listing.communicate(timeout=60)
+    rows = listed.decode().splitlines()
+    assert len(rows) == 4
+    assert len({row.index(" steps") for row in rows}) == 1, rows
 
 
 def test_a_known_id_with_another_prompt_is_named_in_one_warning(tmp_path: Path) -> None:
@@ -197,10 +214,10 @@ def test_runs_retry_reruns_a_failed_durable_run_with_the_new_provider(tmp_path: 
         out, err = retry.communicate(timeout=120)
         assert retry.returncode == 0, err
         [result] = [json.loads(x) for x in out.decode().splitlines()]
-        assert result["run"] == f"{run_id}@retry2"
+        assert result["run"] == f"{run_id}@retry1"
         assert result["status"] == "SUCCESS"
         assert result["final"] == "done solo"
-        assert Path(result["session"]).name == f"{run_id}.retry2.jsonl"
+        assert Path(result["session"]).name == f"{run_id}.retry1.jsonl"
         assert len(server.requests) == 2
         # It succeeded: a second retry is refused in one line, and nothing is paid for.
         again = agentfsm(tmp_path, "runs", "retry", run_id, "--database-url", url)
@@ -292,5 +309,92 @@ def test_a_worker_tells_each_failed_task_in_one_line_and_warns_once(tmp_path: Pa
     assert all("ProviderError" in line and "could not connect" in line for line in failures)
     assert sum("--no-sandbox:" in line for line in lines) == 1
     assert not any("Traceback" in line or "attempt 1 failed" in line for line in lines)
-    assert len(lines) == 6, lines  # serving (and the log file), warning, 3 failures, stopping
-    assert "logs go to " in lines[0]
+    # serving, warning, the log file (named when it starts), 3 failures, stopping
+    assert len(lines) == 7, lines
+    assert "serving agentfsm.tasks" in lines[0]
+    [log_line] = [line for line in lines if "logs go to " in line]
+    assert Path(log_line.split("logs go to ", 1)[1].strip()).is_file()
+
+
+def test_a_worker_tells_each_task_it_ends_and_stops_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", ["alpha", "beta", "gamma"])
+    with FakeProviderServer() as server:
+        server.handler = reply
+        code, _, err = batch(tmp_path, f"{server.base_url}/v1", "--detach")
+        assert code == 0, err
+        worker = agentfsm(
+            tmp_path, "worker", "--database-url", database_url(tmp_path), "--poll", "0.1"
+        )
+        stream = worker.stderr
+        assert stream is not None
+        lines: list[str] = []
+        reader = threading.Thread(
+            target=lambda: lines.extend(x.decode() for x in iter(stream.readline, b""))
+        )
+        reader.start()
+        deadline = time.monotonic() + 120
+        while sum(" done (" in line for line in lines) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client = open_client(database_url(tmp_path))  # the outcomes recorded, too
+        try:
+            ids = ["alpha", "beta", "gamma"]
+            while not progress(ids, client=client).finished and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            client.destroy()
+        worker.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        worker.communicate(timeout=60)
+        took = time.monotonic() - started
+        reader.join(timeout=10)
+    print(f"worker ended {took:.1f} s after SIGTERM; stderr: {lines}")
+    assert worker.returncode == 0, lines
+    done = sorted(line for line in lines if " done (" in line)
+    assert [line.split("'")[1] for line in done] == ["alpha", "beta", "gamma"]
+    assert all("(final, 2 model calls, " in line for line in done)
+    assert lines[-1].endswith(": stopping\n")
+    assert not list((tmp_path / "state" / "agentfsm" / "logs").glob("*"))  # nothing logged
+
+
+def test_a_runs_retry_cut_off_runs_on_when_given_again(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    url = database_url(tmp_path)
+    run = agentfsm(
+        tmp_path,
+        "run",
+        "task solo",
+        *provider(f"http://127.0.0.1:{closed_port()}/v1"),
+        "--workspace",
+        str(tmp_path / "work"),
+        "--durable",
+        "--database-url",
+        url,
+    )
+    _, err = run.communicate(timeout=120)
+    found = re.search(r"durable run (\S+) \(resume", err.decode())
+    assert found is not None, err
+    run_id = found.group(1)
+    with FakeProviderServer() as server:
+        server.handler = lambda request: Reply.stall(60, reply(request))
+        options = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--database-url", url]
+        cut = agentfsm(tmp_path, "runs", "retry", run_id, *options)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.requests, "the retry never called the model"
+        cut.kill()  # kill -9: no word about what was left
+        cut.communicate(timeout=30)
+
+        server.handler = reply
+        again = agentfsm(tmp_path, "runs", "retry", run_id, *options)
+        out, err = again.communicate(timeout=120)
+    told = err.decode()
+    assert again.returncode == 0, told
+    assert f"continuing {run_id}@retry1" in told
+    [result] = [json.loads(line) for line in out.decode().splitlines()]
+    assert (result["run"], result["status"], result["final"]) == (
+        f"{run_id}@retry1",
+        "SUCCESS",
+        "done solo",
+    )

@@ -1,5 +1,5 @@
 """``replay-vcr`` on cassettes the project records itself: exact, differing, crashed, and
-the unreadable, reported without a traceback."""
+the unreadable, reported without a traceback; files that are not cassettes skipped."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentfsm.adapters.providers import OpenAIChat, RetryPolicy
+from agentfsm.adapters.providers import OpenAIChat, ProviderError, RetryPolicy
 from agentfsm.cli import main
 from agentfsm.conformance import _replay_vcr, _vcr
 from agentfsm.conformance._replay_vcr import replay_vcr
@@ -25,7 +25,7 @@ from agentfsm.engine._protocols import ChatDelta, DeltaHandler, SupportsAbort
 
 from .vcr_cassettes import ANSWER, KEY, Form, cassette, record, scenarios, write
 
-FORMS: tuple[Form, ...] = ("vcrpy", "pydantic-ai", "ruby")
+FORMS: tuple[Form, ...] = ("vcrpy", "pydantic-ai", "ruby", "vcrpy-httpx")
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +45,17 @@ async def test_own_cassettes_replay_exactly_in_every_form(
     for form in FORMS:
         write(tmp_path / "nested" / f"{form}.yaml", cassette(recorded, form))
     report = await replay_vcr(tmp_path)
-    assert report.files == 3
-    assert report.other == 3  # GET-style /v1/models, once per cassette
+    assert report.files == 4
+    assert report.other == 4  # GET-style /v1/models, once per cassette
     outcomes = {(r.file, r.index): r.outcome for r in report.results}
-    assert len(outcomes) == 30
+    assert len(outcomes) == 40
     assert set(outcomes.values()) == {"exact"}
     assert ("nested/vcrpy.yaml", 5) in outcomes  # the gzip body, decoded
     counts = {wire: c for (_, wire), c in report.providers().items()}
-    assert counts["openai-chat"]["exact"] == 18
-    assert counts["anthropic"]["exact"] == 9
-    assert counts["openai-responses"]["exact"] == 3  # a streamed Responses answer
-    assert report.replayed == 30
+    assert counts["openai-chat"]["exact"] == 24
+    assert counts["anthropic"]["exact"] == 12
+    assert counts["openai-responses"]["exact"] == 4  # a streamed Responses answer
+    assert report.judged == 40
     assert report.passed
 
 
@@ -67,14 +67,14 @@ def test_the_gzip_body_is_kept_encoded_in_the_cassette_and_read_decoded(
     assert json.loads(gzip.decompress(raw))["choices"][0]["message"]["content"] == ANSWER
     for form in FORMS:
         path = write(tmp_path / f"{form}.yaml", cassette(recorded, form))
-        assert (b"!!binary" in path.read_bytes()) == (form != "ruby")
+        assert (b"!!binary" in path.read_bytes()) == (form in ("vcrpy", "pydantic-ai"))
         response = read_cassette(path).exchanges[5].response
         assert response is not None
         assert json.loads(response.body)["choices"][0]["message"]["content"] == ANSWER
         assert "content-encoding" not in {k.lower() for k, _ in response.headers}
 
 
-async def test_a_cut_stream_and_a_cut_body_differ_on_the_outcome(
+async def test_a_cut_stream_and_a_cut_body_are_read_as_the_errors_they_make(
     tmp_path: Path, recorded: list[dict[str, Any]]
 ) -> None:
     content = cassette(recorded)
@@ -86,14 +86,39 @@ async def test_a_cut_stream_and_a_cut_body_differ_on_the_outcome(
     content["interactions"][7]["response"]["body"]["string"] = body[: len(body) // 2]
     write(tmp_path / "tampered.yaml", content)
     report = await replay_vcr(tmp_path)
-    by_index = {r.index: r for r in report.results}
-    assert {i for i, r in by_index.items() if r.outcome == "differing"} == {6, 7}
-    assert by_index[6].fields == ("outcome",)
-    assert "a stream without its closing event" in by_index[6].detail
-    assert by_index[7].fields == ("outcome",)
-    assert by_index[7].detail.startswith("whole: recorded success; got ('")  # a ProviderError
-    assert by_index[0].outcome == "exact"
-    assert not report.passed
+    assert {r.outcome for r in report.results} == {"exact"}
+    assert report.passed
+
+
+async def test_an_adapter_that_reads_a_cut_stream_as_an_answer_differs(
+    tmp_path: Path, recorded: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Messages stream cut before its stop reason is a broken connection, not an answer:
+    an adapter that returns what it has is caught on the outcome, in every delivery."""
+    content = cassette(recorded[6:7])
+    stream = _body(content, 0)
+    content["interactions"][0]["response"]["body"]["string"] = stream[
+        : stream.index("event: content_block_stop")
+    ]
+    write(tmp_path / "cut.yaml", content)
+
+    def lenient(url: str, client: httpx.AsyncClient | None) -> Any:
+        real = _replay_vcr._anthropic(url, client)
+
+        async def chat(*args: Any, **kwargs: Any) -> ChatResult:
+            try:
+                return await real(*args, **kwargs)
+            except ProviderError:
+                return ChatResult(AssistantMessage(ANSWER), finish_reason="stop")
+
+        return chat
+
+    monkeypatch.setitem(_replay_vcr.ADAPTERS, "anthropic", ("", lenient))
+    (result,) = (await replay_vcr(tmp_path)).results
+    assert result.outcome == "differing"
+    assert result.fields == ("outcome",)
+    assert [d.delivery for d in result.differences] == ["whole", "pieces", "loopback"]
+    assert result.detail == (f"whole: outcome: expected an error; got an answer ({ANSWER!r})")
 
 
 class LineAtATime:
@@ -141,8 +166,12 @@ async def test_a_reader_that_loses_split_lines_differs_in_pieces(
     report = await replay_vcr(tmp_path)
     (result,) = report.results
     assert result.outcome == "differing"
-    assert result.fields == ("text", "streamed text")  # against the bytes, against whole
-    assert result.detail.startswith("pieces: recorded 'Hel\\u2028lo, wörld")
+    pieces = {d.field: d for d in result.differences if d.delivery == "pieces"}
+    assert pieces["text"].expected == repr(ANSWER)  # what the bytes say
+    assert pieces["text"].got != pieces["text"].expected
+    assert pieces["streamed text"].expected == repr(ANSWER)
+    whole = {d.field for d in result.differences if d.delivery == "whole"}
+    assert "text" not in whole  # read in one piece, the naive reader gets the text right
 
 
 async def test_the_three_deliveries_each_build_their_own_adapter(
@@ -208,9 +237,11 @@ async def test_garbage_is_reported_unreadable_not_raised(
     problems = dict(report.unreadable)
     assert problems["not-yaml.yaml"].startswith("not valid YAML")
     assert problems["binary.yml"].startswith("cannot be read as UTF-8")
-    assert problems["no-interactions.yaml"] == "not a VCR cassette: no list of interactions"
-    assert problems["scalar.yaml"] == "not a VCR cassette: no list of interactions"
     assert "YAML aliases" in problems["laughs.yaml"]
+    assert dict(report.skipped) == {
+        "no-interactions.yaml": "not a VCR cassette: no list of interactions",
+        "scalar.yaml": "not a VCR cassette: no list of interactions",
+    }
     details = {(r.file, r.index): (r.outcome, r.detail) for r in report.results}
     assert details[("bad-exchanges.yaml", 0)] == ("unreadable", "a status code 'abc'")
     assert details[("bad-exchanges.yaml", 1)] == (
@@ -240,9 +271,11 @@ def test_cli_reports_per_provider_and_exits_by_outcome(
 ) -> None:
     good = tmp_path / "good"
     write(good / "own.yaml", cassette(recorded))
+    (good / "settings.yaml").write_text("model: gpt-4o\n", "utf-8")  # not a cassette
     assert main(["conformance", "replay-vcr", str(good)]) == 0
     out = capsys.readouterr().out
-    assert "10 exchanges of a known wire (10 exact); 1 other" in out
+    assert "10 exchanges of a known wire (10 exact); 1 other interactions left out; " in out
+    assert "1 file skipped (not cassettes)" in out
     host = recorded[0]["uri"].split("/")[2]
     assert f"  {host} (openai-chat): 6 exact" in out
     assert f"  {host} (anthropic): 3 exact" in out
@@ -253,9 +286,12 @@ def test_cli_reports_per_provider_and_exits_by_outcome(
         ["conformance", "replay-vcr", str(good), "--markdown", str(markdown), "--json", str(report)]
     )
     assert code == 0
-    assert f"| {host} | openai-chat | 6 | 0 | 0 | 0 | 0 |" in markdown.read_text("utf-8")
+    assert f"| {host} | openai-chat | 6 | 0 | 0 | 0 | 0 | 0 |" in markdown.read_text("utf-8")
     data = json.loads(report.read_text("utf-8"))
     assert data["format"] == "agentfsm.vcr-replay/1"
+    assert data["skipped_files"] == [
+        {"file": "settings.yaml", "reason": "not a VCR cassette: no list of interactions"}
+    ]
     assert data["deliveries"] == ["whole", "pieces", "loopback"]
     assert {(p["wire"], p["exact"]) for p in data["providers"]} >= {("openai-chat", 6)}
 
@@ -270,7 +306,7 @@ def test_cli_reports_per_provider_and_exits_by_outcome(
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["conformance", "replay-vcr", str(empty)]) == 1
-    assert "nothing replayed" in capsys.readouterr().err
+    assert "nothing judged" in capsys.readouterr().err
 
 
 def test_no_header_or_key_reaches_any_report(

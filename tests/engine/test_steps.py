@@ -73,10 +73,10 @@ async def test_a_step_inside_a_step_is_part_of_it() -> None:
 
 
 async def test_the_preamble_and_the_verify_gate_read_the_workspace_in_steps(tmp_path: Any) -> None:
-    from agentfsm.adapters.tools import Unsandboxed
     from agentfsm.agent import WorkspacePreamble
     from agentfsm.engine._messages import ToolResult, ToolSpec
     from agentfsm.policies import verify
+    from agentfsm.sandbox import Unsandboxed
 
     (tmp_path / "Makefile").write_text("check:\n\ttrue\n", "utf-8")
 

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm import AbortController, LoopParams, Policy, UserMessage, run_conversation
+from agentfsm import (
+    AbortController,
+    LoopParams,
+    Policy,
+    ToolMessage,
+    UserMessage,
+    render_diagram,
+    run_conversation,
+)
 from agentfsm.cli._render import last_words
 from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine._messages import AssistantMessage, ChatResult, Message, ToolCall, Usage
@@ -159,3 +167,47 @@ async def test_minimal_preset_is_the_core_loop(
     via_policy = await policy_run
     assert policy_rec.view() == seed_rec.view()
     assert via_policy == seed
+
+
+async def test_minimal_with_a_turn_count_stops_as_the_runs_own_budget_does() -> None:
+    """``presets.minimal(10)`` under ``max_turns=50`` is the seed loop's ``max_turns=10``:
+    the same events (the budget's included) and the same history, the skipped calls of the
+    last turn answered ``turn_budget_exhausted``."""
+
+    async def run(params: LoopParams, policies: list[Policy]) -> tuple[Recorder, Any]:
+        recorder = Recorder()
+        outcome = await run_conversation(
+            ScriptedChat([tool_reply(("t", {}), ("t", {"n": 2}))] * 60),
+            tools(),
+            [UserMessage("go")],
+            params,
+            emitter=recorder.emitter,
+            policies=policies,
+        )
+        return recorder, outcome
+
+    seed_rec, seed = await run(LoopParams(max_turns=10), [])
+    rec, outcome = await run(LoopParams(max_turns=50), presets.minimal(10))
+    assert seed.stopped_reason == outcome.stopped_reason == "budget"
+    assert seed.turns_used == outcome.turns_used == 10
+    assert rec.events == seed_rec.events
+    assert [e.type for e in rec.events][-2:] == ["budget_exhausted", "turn_end"]
+    assert outcome.messages == seed.messages
+    skipped = [m for m in outcome.messages[-2:] if isinstance(m, ToolMessage)]
+    assert len(skipped) == 2
+    assert all("turn_budget_exhausted" in m.content for m in skipped)
+    # The tightest budget wins: the run's own when it is the smaller.
+    _, short = await run(LoopParams(max_turns=3), presets.minimal(10))
+    assert short.turns_used == 3
+
+
+def test_minimal_turn_budget_reads_as_code_and_is_checked() -> None:
+    (budget,) = presets.minimal(10)
+    assert repr(budget) == "turn_budget(10)"
+    assert render_diagram("mermaid", policies=presets.minimal(10)).count("turn_budget(10)") >= 1
+    assert presets.minimal() == presets.minimal(None) == []
+    for bad in (0, -1, True, 2.5, "10"):
+        with pytest.raises(ValueError, match="max_turns must be an int >= 1"):
+            presets.minimal(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        presets.minimal(turns=10)  # type: ignore[call-arg]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import BubblewrapSandbox
+from agentfsm.sandbox import BubblewrapSandbox
 
 from .sandboxing import require_bubblewrap
-from .tally import TALLY, AttackTally
+from .tally import NOTES, TALLY, AttackTally
 
 
 @pytest.fixture
@@ -34,16 +34,19 @@ def bubblewrap(tmp_path: Path) -> BubblewrapSandbox:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TALLY:
+    if not TALLY and not NOTES:
         return
     write = terminalreporter.write_line
     terminalreporter.section("attack suite")
-    width = max(len(kind) for kind in TALLY)
-    write(f"{'attack':<{width}}  {'tried':>7}  {'got through':>11}")
-    tried_total = escaped_total = 0
-    for kind in sorted(TALLY):
-        tried, escaped = TALLY[kind]
-        tried_total += tried
-        escaped_total += escaped
-        write(f"{kind:<{width}}  {tried:>7}  {escaped:>11}")
-    write(f"{'total':<{width}}  {tried_total:>7}  {escaped_total:>11}")
+    if TALLY:
+        width = max(len(kind) for kind in TALLY)
+        write(f"{'attack':<{width}}  {'tried':>7}  {'got through':>11}")
+        tried_total = escaped_total = 0
+        for kind in sorted(TALLY):
+            tried, escaped = TALLY[kind]
+            tried_total += tried
+            escaped_total += escaped
+            write(f"{kind:<{width}}  {tried:>7}  {escaped:>11}")
+        write(f"{'total':<{width}}  {tried_total:>7}  {escaped_total:>11}")
+    for note in NOTES:
+        write(note)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import BubblewrapSandbox, SandboxUnavailable, detect_sandbox
+from agentfsm.sandbox import BubblewrapSandbox, SandboxUnavailable, detect_sandbox
 
 __all__ = ["alive", "kill_all", "require_bubblewrap"]
 

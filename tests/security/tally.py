@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["TALLY", "AttackTally"]
+__all__ = ["NOTES", "TALLY", "AttackTally"]
 
 TALLY: dict[str, list[int]] = {}
+NOTES: list[str] = []
+"""Lines printed under the table (measured rates, observed executions)."""
 
 
 class AttackTally:

@@ -36,9 +36,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall, ToolResult
-from agentfsm.adapters.tools import BubblewrapSandbox, ResourceLimits, ToolBox, workspace_tools
+from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.cli import main
-from agentfsm.sandbox import agent_install_paths
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, agent_install_paths
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .homes import CANARY, FakeHome, use_home
@@ -68,7 +68,7 @@ def said(result: ToolResult) -> str:
 # -- 1, 2, 3: what the model could rename or create is never a folder holding a hidden entry
 
 ATTACK_SCRIPT = [
-    # The reported forms: rename the folder above a secret, plant the agent's settings.
+    # Rename the folder above a secret, plant the agent's settings.
     "mv git git.d; mv gh gh.d; mv share sh2; mv state st; mv config cfg.old; "
     "mkdir -p agentfsm config/agentfsm && "
     'printf \'{"sandbox": {"network": true}}\' | tee agentfsm/settings.json '
@@ -286,8 +286,8 @@ SELFDEV_WRITES = [
 async def test_the_agents_own_code_stays_where_its_mounts_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attacks: AttackTally
 ) -> None:
-    """An editable checkout as the workspace: the reported three calls (move ``src`` away,
-    write into the moved package, move it back) and their variants on every folder above
+    """An editable checkout as the workspace: the three calls that would change the agent's
+    code (move ``src`` away, write into the moved package, move it back) and their variants on every folder above
     the agent's code, with the shell and the path tools."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     root = tmp_path / "selfdev"
@@ -298,7 +298,7 @@ async def test_the_agents_own_code_stays_where_its_mounts_are(
         sandbox=BubblewrapSandbox(root, install_paths=install, toolchains=False),
         readonly=install,
     )
-    # The reported form, call by call.
+    # The three calls that would do it, one by one.
     steps: list[tuple[str, dict[str, str]]] = [
         ("shell", {"command": "mv src src.x"}),
         ("write_file", {"path": "src.x/agentfsm/__init__.py", "content": "import os\n"}),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
-from agentfsm.adapters.tools import detect_sandbox
 from agentfsm.cli import main
+from agentfsm.sandbox import detect_sandbox
 from agentfsm.sandbox._process import SandboxUnavailable
 from agentfsm.testing import FakeProviderServer, scenario_handler
 

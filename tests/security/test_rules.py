@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.tools import Permissions, ResourceLimits
+from agentfsm.adapters.tools import Permissions
 from agentfsm.adapters.tools._settings import SettingsError, load_settings, parse_settings
+from agentfsm.sandbox import ResourceLimits
 
 from .tally import AttackTally
 
@@ -129,7 +130,7 @@ def test_refusals_say_why() -> None:
     allow = Permissions.of(allow=["shell(git *)"])
     reason = allow.check("shell", "git status; ls") or ""
     assert reason.startswith("permission denied: shell is only allowed for shell(git *)")
-    assert "one simple command" in reason
+    assert "(ls: no allow rule matches it)" in reason
 
 
 def test_path_rules_are_unchanged() -> None:

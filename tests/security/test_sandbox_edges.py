@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall, ToolResult
-from agentfsm.adapters.tools import (
+from agentfsm.adapters.tools import workspace_tools
+from agentfsm.sandbox import (
     BubblewrapSandbox,
     CommandSandbox,
     SandboxUnavailable,
     Unsandboxed,
     detect_sandbox,
-    workspace_tools,
 )
 from agentfsm.sandbox import _bubblewrap as sandbox_module
 from agentfsm.sandbox import _hidden as hidden_module

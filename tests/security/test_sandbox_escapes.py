@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall, ToolResult
-from agentfsm.adapters.tools import ToolBox, Unsandboxed, workspace_tools
+from agentfsm.adapters.tools import ToolBox, workspace_tools
+from agentfsm.sandbox import Unsandboxed
 
 from .sandboxing import alive, kill_all
 from .tally import AttackTally
@@ -336,7 +337,8 @@ async def test_the_sandbox_is_on(place: Place) -> None:
     result = await shell(place.box(), "echo $$; readlink /proc/self/ns/pid /proc/self/ns/net; ls /")
     assert result.ok, result.error
     pid, pid_ns, net_ns, *top = result.output.split()
-    assert pid == "1"  # the command is the init of its own PID namespace
+    # The line's bash is the child of the sandbox's sh, the init of its own PID namespace.
+    assert pid == "2"
     assert pid_ns != os.readlink("/proc/self/ns/pid")
     assert net_ns != os.readlink("/proc/self/ns/net")
     assert "home" not in top

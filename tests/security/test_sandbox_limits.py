@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Agent, ToolCall, ToolMessage
-from agentfsm.adapters.tools import (
-    BubblewrapSandbox,
-    ResourceLimits,
-    ToolBox,
-    workspace_tools,
-)
+from agentfsm.adapters.tools import ToolBox, workspace_tools
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
-from agentfsm.sandbox import run_command
 from agentfsm.sandbox._limits import explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 

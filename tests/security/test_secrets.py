@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import pickle
@@ -36,6 +37,7 @@ from agentfsm import ToolSpec, UserMessage
 from agentfsm.adapters.providers import (
     AnthropicChat,
     OpenAIChat,
+    OpenAIResponses,
     ProviderError,
     RetryPolicy,
     Router,
@@ -43,7 +45,7 @@ from agentfsm.adapters.providers import (
     SecretsFilter,
     Timeouts,
 )
-from agentfsm.conformance._frames import event
+from agentfsm.conformance._frames import event, openai_url, response_event
 from agentfsm.engine._protocols import ChatFn
 from agentfsm.testing import Drop, FakeProviderServer, Reply
 
@@ -319,6 +321,81 @@ async def test_a_provider_error_holds_no_key(
     for name, probe in PROBES.items():
         leak = probe(error, needle)
         attacks.record(KIND, bool(leak), f"{wire} {scenario} {name}: {str(leak)[:300]}")
+
+
+ECHO_TAILS = ["error event", "error event naming the key", "malformed frame", "cut", "end"]
+
+
+def _echoing_stream(wire: str, key: str, tail: str) -> Reply:
+    """A 200 stream whose first event echoes the key in a field the reader keeps or
+    ignores, then ``tail``: what makes the reader raise while it holds that event."""
+    message = "bad key " + key if tail == "error event naming the key" else "overloaded"
+    if wire == "openai":
+        delta = {} if tail == "end" else {"content": "Hel"}  # a stream that ends: no answer
+        echo = {"choices": [{"index": 0, "delta": delta}], "x_echo": key}
+        frames: list[Any] = [f"data: {json.dumps(echo)}\n\n"]
+        error = f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n"
+    elif wire == "anthropic":
+        frames = [event("message_start", {"message": {"id": key, "model": "m", "usage": {}}})]
+        error = event("error", {"error": {"type": "overloaded_error", "message": message}})
+    else:
+        head = {"id": key, "status": "in_progress", "model": "m"}
+        frames = [response_event("response.created", {"response": head})]
+        error = response_event("error", {"code": "server_error", "message": message})
+    if tail.startswith("error event"):
+        frames.append(error)
+    elif tail == "malformed frame":
+        frames.append("data: {not json\n\n")
+    elif tail == "cut":
+        frames.append(Drop())
+    return Reply.sse(frames)
+
+
+def _echoing_body(wire: str, key: str) -> Reply:
+    """A 200 JSON body that echoes the key, then fails the reader's shape check."""
+    if wire == "openai":
+        return Reply.json({"id": key, "choices": "not a list"})
+    if wire == "anthropic":
+        return Reply.json({"id": key, "type": "message", "content": "not a list"})
+    return Reply.json({"id": key, "status": "completed", "output": "not a list"})
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "responses"])
+async def test_a_key_echoed_in_a_stream_event_stays_out_of_the_error_frames(
+    wire: str, key: str, attacks: AttackTally
+) -> None:
+    """The raw event (and the body) a reader holds while it raises is not left in the
+    frames of the error the caller gets."""
+    needle = key.rsplit("-", 1)[1]
+    cases = [(tail, _echoing_stream(wire, key, tail)) for tail in ECHO_TAILS]
+    cases.append(("JSON body", _echoing_body(wire, key)))
+    for tail, reply in cases:
+        with FakeProviderServer() as server:
+            server.enqueue(reply, reply)  # the retry sees the same answer
+            options: dict[str, Any] = {
+                "api_key": key,
+                "timeouts": FAST,
+                "retry": RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.02, jitter=0),
+                "stream": tail != "JSON body",
+            }
+            chat: OpenAIChat | AnthropicChat | OpenAIResponses
+            if wire == "openai":
+                chat = OpenAIChat("m", base_url=openai_url(server), **options)
+            elif wire == "anthropic":
+                chat = AnthropicChat("m", base_url=server.base_url, **options)
+            else:
+                chat = OpenAIResponses("m", base_url=openai_url(server), **options)
+            try:
+                with pytest.raises(ProviderError) as caught:
+                    await chat([UserMessage("hi")], TOOLS)
+            finally:
+                await chat.aclose()
+        assert server.requests, tail  # the error came from reading this answer
+        assert caught.value.status in (200, None), (tail, caught.value)
+        error = library_frames_only(caught.value)
+        for name, probe in PROBES.items():
+            leak = probe(error, needle)
+            attacks.record(KIND, bool(leak), f"{wire} echo, {tail}, {name}: {str(leak)[:300]}")
 
 
 def test_the_probes_find_a_key_left_in_a_frame(key: str) -> None:

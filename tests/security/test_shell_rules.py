@@ -3,8 +3,11 @@ harmless lines that must stay usable."""
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.adapters.tools import Permissions
@@ -412,7 +415,8 @@ REFUSALS = [
         "python3 x.py",
         "(python3 runs the script x.py, which the rules cannot see)",
     ),
-    (ALLOW_GIT, "git status | cat", "one simple command"),
+    (ALLOW_GIT, "git status | cat", "(cat: no allow rule matches it)"),
+    (ALLOW_GIT, "git status > out", "no redirection but to /dev/null"),
     # A vetted command the pattern does not cover: no extra reason.
     (ALLOW_GIT, "ls", ALLOWED_ONLY),
     (
@@ -424,6 +428,26 @@ REFUSALS = [
     (DENY_RM, "GIT_SSH_COMMAND=x git fetch", "assigning GIT_SSH_COMMAND can make programs run"),
     (DENY_RM, "taskset 1 rm x", "taskset can run other programs and its options are not vetted"),
     (DENY_RM, "rm x", DENIED_BY),
+    (DENY_RM, "ls ${x:-$(rm x)}", "a parameter expansion with an operator (${…})"),
+    (DENY_RM, "cat <<EOF\n$(rm x)\nEOF", "a here-document, whose body the rules do not read"),
+    (DENY_RM, "ls ~$(rm x)", "a ~ expansion other than ~ and ~/…"),
+    (DENY_RM, "echo ${1@P}", "a parameter expansion with an operator"),
+    (DENY_RM, "$'\\x72m' x", "ANSI-C quoting ($'…')"),
+    (DENY_RM, "sh -c 'ls &> f'", "&> means something else to sh than to bash"),
+    (DENY_RM, "split --filter='rm x' f", "split --filter: runs a program or code it is given"),
+    (DENY_RM, "install --strip-program=rm -s a b", "install --strip-program: runs a program"),
+    (DENY_RM, "jobs -x rm x", "jobs -x runs a command"),
+    (DENY_RM, "mapfile -C 'rm x' a < f", "mapfile -C runs a command"),
+    (DENY_RM, "find -- . -exec rm {} +", "find -exec: not an option the rules can vet"),
+    (DENY_RM, "sh /dev/./stdin", "sh reads code from its input"),
+    (DENY_RM, "python3 /proc/self/../self/fd/0", "python3 reads code from its input"),
+    (DENY_RM, "pylint --init-hook='x' f", "pylint --init-hook: runs a program or code"),
+    (DENY_RM, "read PATH < f; ls", "assigning PATH can make programs run code"),
+    (
+        Permissions.of(allow=["shell(ls *)"]),
+        "ls ${x:-$(rm x)}",
+        "(${x:-$(rm x)}: a parameter expansion with an operator (${…}), which can run commands)",
+    ),
 ]
 """Refused lines and what the reason says: the whole reason where it starts with
 "permission denied", its end where it starts with "(", else a part of it."""
@@ -481,3 +505,40 @@ def test_any_text_parses_without_raising(source: str) -> None:
     assert isinstance(ALLOW_GIT.check("shell", source), (str, type(None)))
     if any(command.name == "rm" for command in line.commands):
         assert DENY_RM.check("shell", source) is not None
+
+
+WORD_ALPHABET = [
+    *"ab -_/.=:~*?[]{},$'\"\\`@!#%&;|<>()\n\t",
+    *["${", "$(", "${x}", "$'", "~/", "..", "' '", '" "', "{a,", "}", "\\{", "\\,", "'{'"],
+]
+
+
+@pytest.mark.requires_program("bash", "bash")
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(WORD_ALPHABET), min_size=1, max_size=10))
+@example(["--fil", "{a,", "' '", "}"])
+@example(["{a,", '" "', "}"])
+@example(["x", "{a,", "..", "}"])
+def test_words_read_as_literal_are_what_bash_passes(pieces: list[str]) -> None:
+    """The arguments the rules read in a line they accept, all literal, are to the letter
+    the arguments bash passes: read a second way, by bash itself."""
+    source = "printf '%s\\0' " + "".join(pieces)
+    line = parse_command_line(source)
+    if line.opaque or len(line.commands) != 1 or not all(line.commands[0].literal):
+        return
+    if "redirection" in line.structure:
+        return  # the words go elsewhere
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", source],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            cwd=folder,
+        )
+    assert b"syntax error" not in done.stderr, source  # bash reads the line as the rules do
+    if done.returncode != 0:
+        return  # a redirection from a missing file: printf did not run
+    printed = done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+    words = list(line.commands[0].words[2:])
+    assert printed == (words or [""]), source

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall, ToolMessage, ToolResult
-from agentfsm.adapters.tools import BubblewrapSandbox, ToolBox, workspace_tools
+from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.cli import main
+from agentfsm.sandbox import BubblewrapSandbox
 from agentfsm.sandbox._hidden import HOME_SECRET_DIRS, HOME_SECRET_FILES
 from agentfsm.sandbox._missing import not_found_note
 from agentfsm.sandbox._toolchains import toolchain_view

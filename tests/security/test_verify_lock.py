@@ -15,9 +15,10 @@ import pytest
 from attrs import frozen
 
 from agentfsm import Agent, AgentEmitter, LoopOutcome, LoopParams, UserMessage, run_conversation
-from agentfsm.adapters.tools import BubblewrapSandbox, workspace_tools
+from agentfsm.adapters.tools import workspace_tools
 from agentfsm.engine._events import PolicyNoteEvent
 from agentfsm.policies import verify
+from agentfsm.sandbox import BubblewrapSandbox
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .tally import AttackTally

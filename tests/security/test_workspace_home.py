@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Agent, ToolCall, ToolMessage, ToolResult
-from agentfsm.adapters.tools import BubblewrapSandbox, ToolBox, workspace_tools
+from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.cli import main
-from agentfsm.sandbox import hidden_beneath
+from agentfsm.sandbox import BubblewrapSandbox, hidden_beneath
 from agentfsm.sandbox._hidden import hidden_in
 from agentfsm.testing import ScriptedChat, tool_reply
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
-from agentfsm.adapters.tools import BubblewrapSandbox
 from agentfsm.adapters.tools._settings import SettingsError, load_settings
 from agentfsm.cli._settings_trust import trust_file
 from agentfsm.conformance._frames import DONE, chunk
+from agentfsm.sandbox import BubblewrapSandbox
 from agentfsm.testing import FakeProviderServer, Reply
 
 from .commands import provider_options, run_argv

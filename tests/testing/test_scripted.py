@@ -113,3 +113,10 @@ async def test_an_interrupt_does_not_wait_for_a_blocking_sync_tool() -> None:
         release.set()
     assert outcome.stopped_reason == "aborted"
     assert took < 2, f"the interrupt took {took:.2f} s"
+
+
+def test_a_bare_string_script_is_refused_with_the_list_it_meant() -> None:
+    with pytest.raises(TypeError, match=r"did you mean ScriptedChat\(\['hello'\]\)\?"):
+        ScriptedChat("hello")
+    with pytest.raises(TypeError, match=r"not a bytes"):
+        ScriptedChat(b"hello")  # type: ignore[arg-type]

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from agentfsm.adapters.sessions import (
     SessionHandle,
     SessionRecorder,
@@ -39,11 +41,12 @@ from agentfsm.engine import (
     Usage,
     UserMessage,
     build_run,
+    check_messages,
     evolved,
     loop_policies,
     run_step,
 )
-from agentfsm.sandbox import CommandSandbox
+from agentfsm.sandbox import CommandSandbox, check_sandbox
 
 from ._durable import gather_durable, submit_durable
 from ._hooks import ExitReason, Hooks, PromptSubmit, RunStop, SessionStart, call_hook
@@ -113,6 +116,9 @@ class Agent:
     ) -> None:
         _check_chat(chat)
         _check_tools(tools)
+        _check_hooks(hooks)
+        _check_preamble(preamble)
+        check_sandbox(sandbox, "Agent")
         self.chat = chat
         self.tools = tools
         self.system_prompt = system_prompt
@@ -193,9 +199,13 @@ class Agent:
         """:meth:`run` for scripts: runs its own event loop."""
         try:
             asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(prompt_or_messages, **kwargs))
-        raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
+        except RuntimeError:  # no loop running: the one case run_sync is for
+            pass
+        else:
+            raise RuntimeError("run_sync() cannot run inside an event loop; use await agent.run()")
+        # Outside the except block, so that what the run raises is not chained to the
+        # "no running event loop" error.
+        return asyncio.run(self.run(prompt_or_messages, **kwargs))
 
     async def run(
         self,
@@ -221,6 +231,8 @@ class Agent:
         Raises:
             Exception: whatever the chat call raised (after the ``stop`` hook ran).
         """
+        if not isinstance(prompt_or_messages, str):
+            check_messages(prompt_or_messages, "Agent.run")
         new_input: list[Message] = (
             [UserMessage(prompt_or_messages)]
             if isinstance(prompt_or_messages, str)
@@ -458,6 +470,68 @@ def _check_tools(tools: object) -> None:
         "Agent's tools must be a tool runner (specs() and async run(call, *, signal=None)), "
         f"not {type(tools).__name__}{hint}"
     )
+
+
+_HOOK_NAMES = tuple(field.name for field in attrs.fields(Hooks))
+
+
+def _check_hooks(hooks: object) -> None:
+    """A ``TypeError`` now for ``hooks`` that are no :class:`Hooks` (its fields are checked
+    by ``Hooks`` itself)."""
+    if hooks is None or isinstance(hooks, Hooks):
+        return
+    listed = f"(hooks: {', '.join(_HOOK_NAMES)})"
+    if hooks is Hooks:
+        meant = "Hooks(stop=...)"
+    elif isinstance(hooks, dict) and hooks and all(k in _HOOK_NAMES for k in hooks):
+        meant = "Hooks(" + ", ".join(f"{k}={_callable_name(v)}" for k, v in hooks.items()) + ")"
+    elif callable(hooks) and not isinstance(hooks, type):
+        meant = f"Hooks(stop={_callable_name(hooks)})"
+    else:
+        meant = "Hooks(stop=...)"
+    raise TypeError(
+        f"Agent's hooks must be a Hooks or None, not {_kind(hooks)}: did you mean {meant}? {listed}"
+    )
+
+
+def _check_preamble(preamble: object) -> None:
+    """A ``TypeError`` now for a ``preamble`` that is no provider (an object whose
+    ``render()`` returns the text)."""
+    if preamble is None:
+        return
+    if isinstance(preamble, type):
+        name = preamble.__name__
+        call = "WorkspacePreamble(root)" if name == "WorkspacePreamble" else f"{name}(...)"
+        raise TypeError(f"Agent: {name} is a class, not a preamble: did you mean {call}?")
+    if callable(getattr(preamble, "render", None)):
+        return
+    hint = ""
+    if isinstance(preamble, (str, os.PathLike)):
+        hint = (
+            f": did you mean WorkspacePreamble({os.fspath(preamble)!r}) (a folder's name, "
+            "tree and git HEAD)? For a text of your own, give an object whose render() "
+            "returns it"
+        )
+    raise TypeError(
+        "Agent's preamble must be a PreambleProvider (an object with render() returning "
+        f"the text, such as WorkspacePreamble(root)) or None, not {type(preamble).__name__}"
+        f"{hint}"
+    )
+
+
+def _kind(thing: object) -> str:
+    """``thing``'s kind, for a message: ``the class Hooks``, ``a function``, ``dict``."""
+    if isinstance(thing, type):
+        return f"the class {thing.__name__}"
+    if inspect.isfunction(thing) or inspect.ismethod(thing) or inspect.isbuiltin(thing):
+        return "a function"
+    return type(thing).__name__
+
+
+def _callable_name(thing: object) -> str:
+    """How ``thing`` is named in a hint: its ``__name__`` when it has one, else ``...``."""
+    name = getattr(thing, "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else "..."
 
 
 def _lost(handle: SessionHandle | None) -> str | None:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
-from attrs import define, frozen
+from attrs import Attribute, define, field, frozen
 
 from agentfsm.engine import LoopOutcome, Usage
 
@@ -57,15 +57,35 @@ class RunStop:
     """The error the run raised, if it did."""
 
 
+def _hook(_: object, attribute: Attribute[Any], value: object) -> None:
+    """A hook is a callable or ``None`` (checked when set, not when the run calls it)."""
+    if value is not None and not callable(value):
+        payload = attribute.metadata["payload"]
+        raise TypeError(
+            f"Hooks.{attribute.name} must be a function (sync or async) taking a {payload}, "
+            f"or None; got {value!r}"
+        )
+
+
 @define
 class Hooks:
-    """Callables run at fixed points of every :class:`Agent` run."""
+    """Callables run at fixed points of every :class:`Agent` run.
 
-    session_start: Callable[[SessionStart], Any] | None = None
+    Raises:
+        TypeError: a hook that is not callable (when set).
+    """
+
+    session_start: Callable[[SessionStart], Any] | None = field(
+        default=None, validator=_hook, metadata={"payload": "SessionStart"}
+    )
     """Once per session: before the first run of a session with no prior history."""
-    user_prompt_submit: Callable[[PromptSubmit], Any] | None = None
+    user_prompt_submit: Callable[[PromptSubmit], Any] | None = field(
+        default=None, validator=_hook, metadata={"payload": "PromptSubmit"}
+    )
     """Before each run: sees the system text; returning a string replaces it."""
-    stop: Callable[[RunStop], Any] | None = None
+    stop: Callable[[RunStop], Any] | None = field(
+        default=None, validator=_hook, metadata={"payload": "RunStop"}
+    )
     """After each run, on every exit path (final, budget, aborted, policy stop, failure,
     cancellation)."""
 

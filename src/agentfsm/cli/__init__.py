@@ -27,3 +27,8 @@ def __getattr__(name: str) -> object:
     from importlib import import_module
 
     return getattr(import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    # The names load lazily: list them, so that dir() and help() show them.
+    return sorted(set(globals()) | set(__all__))

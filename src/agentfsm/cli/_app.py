@@ -117,7 +117,12 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     from ._terminal import sanitized_logging
 
     with sanitized_logging():
-        return _dispatch(args, chat)
+        code = _dispatch(args, chat)
+    if argv is None and args.command in ("batch", "worker", "runs"):
+        from ._database_wait import end_process
+
+        end_process(code)  # the agentfsm process itself: done, it need not tear DBOS down
+    return code
 
 
 def _run(args: argparse.Namespace, chat: ChatFn | None) -> int:

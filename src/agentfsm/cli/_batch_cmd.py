@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -27,6 +28,7 @@ from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
 from ._database_url import check_database_url
+from ._database_wait import DatabaseStatus, leave, stop_worker
 from ._errors import UsageError
 from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._parser import add_batch_arguments, add_worker_arguments
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["add_batch_arguments", "add_worker_arguments", "batch", "worker"]
 
+TASK_KEYS = ("id", "prompt", "workspace", "max_turns")
+"""The keys of a task line; any other is refused (rather than silently ignored)."""
 MAX_ID = 200
 """Longest task id (it is the workflow id and names the session file)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -68,6 +72,14 @@ def _task(
         raise _Usage(f"{where}: not JSON ({error})") from None
     if not isinstance(data, dict):
         raise _Usage(f"{where}: a task is a JSON object")
+    unknown = sorted(str(key) for key in data if key not in TASK_KEYS)
+    if unknown:
+        names = ", ".join(repr(key[:40]) for key in unknown[:5])
+        raise _Usage(
+            f"{where}: unknown key(s) {names}; a task has {', '.join(TASK_KEYS)} "
+            "(the provider options, such as --base-url and --model, are the command's, "
+            "for every task)"
+        )
     task_id, prompt = data.get("id"), data.get("prompt")
     if not isinstance(task_id, str) or not 1 <= len(task_id) <= MAX_ID or not task_id.isprintable():
         raise _Usage(f"{where}: id must be a printable string of 1 to {MAX_ID} characters")
@@ -203,23 +215,36 @@ def batch(args: argparse.Namespace) -> int:
         print(f"agentfsm batch: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr)
     durable_cmd._command.begin("batch", warned=True, instrument=getattr(args, "instrument", None))
     loggers = (*SDK_LOGGERS, *LIBRARY_LOGGERS)
-    with logs_to_file("batch", verbose=args.verbose, loggers=loggers) as log:
-        if log is not None and not args.quiet:
-            print(f"agentfsm batch: logs go to {log}", file=sys.stderr)
-        return _submit_and_work(args, tasks)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: what is pending is told
+    try:
+        with logs_to_file("batch", verbose=args.verbose, loggers=loggers, announce=not args.quiet):
+            code = _submit_and_work(args, tasks)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return leave(code)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
-    from agentfsm.adapters.durable import QUEUE_NAME, open_client, submit_tasks
+    from agentfsm.adapters.durable import QUEUE_NAME, DatabaseUnreachable, open_client, submit_tasks
 
     argv = getattr(args, "argv", None) or ["batch", args.tasks]
+    finish_with = command_line([a for a in argv if a != "--retry-failed"])
+    status = DatabaseStatus("batch", args.database_url, args.database_wait)
     try:
-        client = open_client(args.database_url)
+        client = open_client(args.database_url, retry_connection_errors=False)
+    except KeyboardInterrupt:
+        return 130
     except Exception as error:  # the database was checked: it went away since
         print(f"agentfsm batch: {one_line(str(error))}", file=sys.stderr)
         return 1
     try:
-        submitted = submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
+        submitted = status.patiently(
+            lambda: submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
+        )
         _warn_changed(submitted.changed)
         if not args.quiet:
             known = len(tasks) - len(submitted.new) - len(submitted.retried)
@@ -242,10 +267,18 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
             poll=args.poll,
             quiet=args.quiet,
             out=args.out,
-            finish_with=command_line([a for a in argv if a != "--retry-failed"]),
-            retry_with=command_line(argv, "--retry-failed"),
+            finish_with=finish_with,
+            retry_with=lambda blamed: command_line(
+                argv, "--retry-failed", blank=dict([blamed]) if blamed else {}
+            ),
+            database_wait=args.database_wait,
+            endpoints=dict.fromkeys(tasks, run_cmd._endpoint(args)),
         )
-    except KeyboardInterrupt:
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, f"submit the tasks again with: {finish_with}")
+        return 1
+    except KeyboardInterrupt:  # while submitting (work_queue tells its own)
+        print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
     except OSError as error:
         print(f"agentfsm batch: {error}", file=sys.stderr)
@@ -287,36 +320,118 @@ def worker(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"agentfsm worker: --rate: {error}", file=sys.stderr)
         return 2
-    durable_cmd._command.begin("worker", report_failures=True)
+    durable_cmd._command.begin("worker", report_tasks=True)
     with logs_to_file(
-        "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
-    ) as log:
-        return _serve(args, url, rate, log)
+        "worker", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS), announce=True
+    ):
+        code = _serve(args, url, rate)
+    return leave(code)
 
 
-def _serve(args: argparse.Namespace, url: str, rate: Any, log: Path | None) -> int:
-    from agentfsm.adapters.durable import QUEUE_NAME, TaskWorker
+PROBE_EVERY = 2.0
+"""Seconds between a worker's checks that its PostgreSQL database answers."""
+
+
+def _serve(args: argparse.Namespace, url: str, rate: Any) -> int:
+    from agentfsm.adapters.durable import QUEUE_NAME, TaskWorker, reason_of
 
     stop = threading.Event()
     restore = _on_signals(stop)
+    serving = TaskWorker(
+        url,
+        concurrency=args.concurrency,
+        rate=rate,
+        executor_id=args.executor_id,
+        polling_interval=args.poll,
+    )
+    name = "agentfsm worker"
     try:
-        with TaskWorker(
-            url,
-            concurrency=args.concurrency,
-            rate=rate,
-            executor_id=args.executor_id,
-            polling_interval=args.poll,
-        ) as serving:
-            logs = f"; logs go to {log}" if log is not None else ""
-            print(
-                f"agentfsm worker {serving.executor_id}: serving {QUEUE_NAME} "
-                f"(concurrency {args.concurrency}){logs}; Ctrl-C stops it",
-                file=sys.stderr,
-                flush=True,
-            )
-            while not stop.wait(0.5):
-                pass
-            print(f"agentfsm worker {serving.executor_id}: stopping", file=sys.stderr, flush=True)
+        started = _started(serving, stop)
+        if isinstance(started, BaseException):
+            reason = one_line(reason_of(started), 300)
+            print(f"{name}: cannot start: {reason}", file=sys.stderr, flush=True)
+            return 1
+        if not started:
+            print(f"{name}: stopped while starting", file=sys.stderr, flush=True)
+            return 0
+        name = f"agentfsm worker {serving.executor_id}"
+        print(
+            f"{name}: serving {QUEUE_NAME} (concurrency {args.concurrency}); Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        status = DatabaseStatus(f"worker {serving.executor_id}", url, args.database_wait)
+        code = _watch(serving, status, stop, args.database_wait)
+        print(f"{name}: stopping", file=sys.stderr, flush=True)
+        return code
     finally:
         restore()
+        stop_worker(serving)
+
+
+def _started(serving: Any, stop: threading.Event) -> bool | BaseException:
+    """Start ``serving`` in a thread of its own: ``True`` once it serves, ``False`` when
+    a signal came first (its launch is abandoned), or the error that stopped it."""
+    outcome: list[bool | BaseException] = []
+
+    def start() -> None:
+        try:
+            serving.start()
+            outcome.append(True)
+        except BaseException as error:  # reported by the command
+            outcome.append(error)
+
+    thread = threading.Thread(target=start, name="agentfsm-worker-start", daemon=True)
+    thread.start()
+    while not outcome and not stop.wait(0.1):
+        pass
+    return outcome[0] if outcome else False
+
+
+def _watch(serving: Any, status: DatabaseStatus, stop: threading.Event, wait: float) -> int:
+    """Serve until a signal, checking every :data:`PROBE_EVERY` seconds that the database
+    answers; 1 when it has not for ``wait`` seconds."""
+    from agentfsm.adapters.durable import DatabaseUnreachable, Outage, is_connection_error
+
+    outage = Outage(wait)
+    probe: list[BaseException | None] = []
+    probing: threading.Thread | None = None
+    next_probe = time.monotonic() + PROBE_EVERY
+
+    def ask() -> None:
+        try:
+            serving.probe()
+            probe.append(None)
+        except Exception as error:  # judged by the loop
+            probe.append(error)
+
+    while not stop.wait(0.5):
+        if probing is not None and probe:
+            error = probe.pop()
+            probing = None
+            if error is None:
+                silent = outage.seconds()
+                if outage.answered() is not None:
+                    status.answered(silent)
+            elif is_connection_error(error):
+                outage.failed(error)
+            else:
+                raise error
+        if probing is None and time.monotonic() >= next_probe:
+            next_probe = time.monotonic() + PROBE_EVERY
+            outage.asking()
+            probing = threading.Thread(target=ask, name="agentfsm-database-probe", daemon=True)
+            probing.start()
+        if outage.shown:
+            status.waiting(outage.seconds(), outage.reason)
+        try:
+            outage.check()
+        except DatabaseUnreachable as gone:
+            status.gave_up(
+                gone.seconds,
+                gone.reason,
+                f"stopping: its unfinished tasks stay pending under {serving.executor_id} "
+                "(a worker started in its slot finishes them)",
+            )
+            return 1
     return 0

@@ -38,7 +38,7 @@ def _run_parser() -> UsageParser:
         "needs. Also: 'agentfsm conformance corpus [DIR]' (the recorded checks, on the "
         "bundled recorded exchanges), 'agentfsm conformance matrix A.json B.json …', "
         "'agentfsm conformance probe' and 'agentfsm conformance replay-vcr DIR' (your own "
-        "VCR.py cassettes through the adapters).",
+        "VCR.py and HAR cassettes through the adapters).",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", required=True, help="the model name the server serves")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -17,7 +18,13 @@ from pathlib import Path
 
 from ._errors import UsageError
 
-__all__ = ["POSTGRES_SCHEMES", "TIMEOUT_ENV", "check_database_url", "connect_timeout"]
+__all__ = [
+    "POSTGRES_SCHEMES",
+    "TIMEOUT_ENV",
+    "check_database_url",
+    "connect_timeout",
+    "hide_secrets",
+]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 """The schemes of a PostgreSQL system database (DBOS connects with psycopg 3)."""
@@ -40,14 +47,25 @@ def connect_timeout() -> float:
     return value if math.isfinite(value) and value > 0 else DEFAULT_TIMEOUT
 
 
-def _shown(url: str) -> str:
-    """The URL as an error quotes it: the password replaced, cut at 200 characters."""
+_SECRET_QUERY = re.compile(r"([?&][^=&#\s]*(?:pass|secret|token|key)[^=&#\s]*=)[^&#\s]*", re.I)
+"""A query parameter holding a secret (``?password=…``, ``&sslpassword=…``)."""
+
+
+def hide_secrets(url: str) -> str:
+    """``url`` with its password, and the values of query parameters named like one, as
+    ``***``."""
     scheme, sep, rest = url.partition("://")
     if sep:
         credentials, at, host = rest.rpartition("@")
         if at and ":" in credentials.split("/")[0]:
             rest = credentials.split(":", 1)[0] + ":***@" + host
-    text = f"{scheme}{sep}{rest}"
+    return _SECRET_QUERY.sub(r"\1***", f"{scheme}{sep}{rest}")
+
+
+def _shown(url: str) -> str:
+    """The URL as an error quotes it: secrets hidden (:func:`hide_secrets`), cut at 200
+    characters."""
+    text = hide_secrets(url)
     return repr(text if len(text) <= 200 else text[:199] + "…")
 
 

@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -51,7 +52,7 @@ from ._database_url import check_database_url
 from ._errors import UsageError
 from ._logfile import KEY_ENVS, logs_to_file
 from ._render import QuietRenderer
-from ._report import RunTally, describe_failure, run_end
+from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
 from ._settings_trust import check_submitted, read_run_settings
 from ._terminal import one_line
@@ -96,21 +97,31 @@ class _Command:
         *,
         warned: bool = False,
         instrument: Any = None,
-        report_failures: bool = False,
+        report_tasks: bool = False,
     ) -> None:
         """A new command in this process (``run``, ``batch``, ``worker``, ``runs``);
-        ``report_failures``: print one line for each run that fails here (``worker``)."""
+        ``report_tasks``: print one line for each run that ends or fails here (``worker``)."""
         with self.lock:
             self.name, self.warned, self.instrument = name, warned, instrument
-            self.report_failures = report_failures
+            self.report_tasks = report_tasks
 
     def task_failed(self, error: Exception) -> None:
-        if not self.report_failures:
+        if not self.report_tasks:
             return
         from dbos import DBOS
 
         line = f"agentfsm {self.name}: task {DBOS.workflow_id!r} failed: "
         line += f"{type(error).__name__}: {error}"
+        print(one_line(line, 500), file=sys.stderr, flush=True)
+
+    def task_done(self, ending: _Ending, seconds: float) -> None:
+        if not self.report_tasks:
+            return
+        from dbos import DBOS
+
+        calls = f"{ending.calls} model call{'s' if ending.calls != 1 else ''}"
+        line = f"agentfsm {self.name}: task {DBOS.workflow_id!r} done "
+        line += f"({ending.reason}, {calls}, {seconds:.1f} s)"
         print(one_line(line, 500), file=sys.stderr, flush=True)
 
     def warn_unsandboxed(self) -> None:
@@ -121,6 +132,23 @@ class _Command:
         print(f"agentfsm {self.name}: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr, flush=True)
 
 
+class _Ending:
+    """How a task's run ended, from its events: its stop reason and model calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.reason = "ended"
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "llm_end":
+            self.calls += 1
+        elif kind in _REASONS:
+            self.reason = _REASONS[kind]
+
+
+_REASONS = {"final": "final", "budget_exhausted": "budget", "policy_stop": "policy"}
+
 _command = _Command()
 """The command running durable runs in this process (see :class:`_Command`)."""
 
@@ -128,13 +156,17 @@ _command = _Command()
 @contextlib.asynccontextmanager
 async def _cli_agent(spec: RunSpec) -> AsyncIterator[Agent]:
     """The agent of a durable CLI run, rebuilt from its spec (in whichever process runs it);
-    a run that fails is told to the command (``worker`` prints one line)."""
+    a run that fails, or ends, is told to the command (``worker`` prints one line)."""
+    started = time.monotonic()
+    ending = _Ending()
     try:
         async with _built_agent(spec) as agent:
+            agent.events.on("*", ending)
             yield agent
     except Exception as error:
         _command.task_failed(error)
         raise
+    _command.task_done(ending, time.monotonic() - started)
 
 
 @contextlib.asynccontextmanager
@@ -339,9 +371,10 @@ def _list(args: argparse.Namespace) -> int:
     if not runs:
         print("no unfinished durable runs" if not args.all else "no durable runs")
         return 0
+    width = max(len(info.run_id) for info in runs)
     for info in runs:
         prompt = one_line(info.prompt, 60)
-        line = f"{info.run_id}  {info.status:<9} {info.steps:>4} steps  {prompt}"
+        line = f"{info.run_id:<{width}}  {info.status:<9} {info.steps:>4} steps  {prompt}"
         print(printable(line, sys.stdout))
     return 0
 
@@ -393,17 +426,19 @@ def runs(args: argparse.Namespace) -> int:
     except UsageError as error:
         print(f"agentfsm runs {args.action}: {one_line(str(error))}", file=sys.stderr)
         return 2
+    from ._database_wait import leave
+
     _command.begin("runs")
     try:
         with logs_to_file(f"runs-{args.action}", verbose=args.verbose):
             if args.action == "list":
                 return _list(args)
             if args.action == "retry":
-                return _retry(args)
+                return leave(_retry(args))
             with _runtime(args):
                 return _resume(args)
     except KeyboardInterrupt:
-        return 130
+        return leave(130)
 
 
 _PROVIDER_OPTIONS = (
@@ -436,17 +471,30 @@ def _retry_spec(args: argparse.Namespace, spec: RunSpec) -> RunSpec:
     )
 
 
+def _spec_endpoint(spec: RunSpec) -> Endpoint:
+    """Where a run's calls go, from its spec (to explain its failure)."""
+    return run_cmd._endpoint(
+        argparse.Namespace(
+            provider=spec.options.get("provider"),
+            base_url=spec.options.get("base_url"),
+            api_key_env=spec.options.get("api_key_env"),
+        )
+    )
+
+
 def _retry(args: argparse.Namespace) -> int:
     """``agentfsm runs retry ID...``: a new attempt of each failed run, on the task queue,
     run by this process; one result line per run."""
     from agentfsm.adapters.durable import (
         FAILED,
+        DatabaseUnreachable,
         latest_attempts,
         open_client,
         submit_tasks,
         task_of_run,
     )
 
+    from ._database_wait import DatabaseStatus
     from ._queue_work import command_line, work_queue
 
     if any(getattr(args, name) for name in _NAMES_PROVIDER):
@@ -457,10 +505,12 @@ def _retry(args: argparse.Namespace) -> int:
         except UsageError as error:
             print(f"agentfsm runs retry: {one_line(str(error))}", file=sys.stderr)
             return 2
-    client = open_client(args.database_url)
+    client = open_client(args.database_url, retry_connection_errors=False)
+    status = DatabaseStatus("runs retry", args.database_url, args.database_wait)
     try:
         tasks: dict[str, RunSpec] = {}
-        latest = latest_attempts(client, [task_of_run(run_id)[0] for run_id in args.ids])
+        task_ids = [task_of_run(run_id)[0] for run_id in args.ids]
+        latest = status.patiently(lambda: latest_attempts(client, task_ids))
         for run_id in args.ids:
             task = task_of_run(run_id)[0]
             attempt = latest.get(task)
@@ -469,6 +519,17 @@ def _retry(args: argparse.Namespace) -> int:
                 problem = "no such durable run"
             elif attempt.spec.factory != CLI_FACTORY:
                 problem = f"built by the agent factory {attempt.spec.factory!r}, not the CLI's"
+            elif attempt.status in UNFINISHED and attempt.attempt > 1:
+                # A retry cut off (the command killed): this command runs it on.
+                print(
+                    f"agentfsm runs retry: continuing {attempt.run_id} ({attempt.status})",
+                    file=sys.stderr,
+                )
+            elif attempt.status in UNFINISHED:
+                problem = (
+                    f"it is {attempt.status}, not failed: finish it with "
+                    f"agentfsm runs resume {attempt.run_id}"
+                )
             elif attempt.status not in FAILED:
                 problem = f"its latest attempt {attempt.run_id} is {attempt.status}, not failed"
             if problem is not None or attempt is None or attempt.spec is None:
@@ -476,8 +537,8 @@ def _retry(args: argparse.Namespace) -> int:
                 print(one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
-        submitted = submit_tasks(tasks, client=client, retry_failed=True)
-        if not args.quiet:
+        submitted = status.patiently(lambda: submit_tasks(tasks, client=client, retry_failed=True))
+        if not args.quiet and submitted.retried:
             names = ", ".join(submitted.runs[task] for task in submitted.retried)
             print(f"agentfsm runs retry: enqueued {names}", file=sys.stderr)
         return work_queue(
@@ -488,8 +549,15 @@ def _retry(args: argparse.Namespace) -> int:
             work=True,
             quiet=args.quiet,
             out=args.out,
-            finish_with=command_line(["worker", "--database-url", args.database_url]),
-            retry_with=command_line(["runs", "retry", *submitted.runs.values()]),
+            finish_with=command_line(getattr(args, "argv", None) or ["runs", "retry", *args.ids]),
+            retry_with=lambda blamed: command_line(
+                ["runs", "retry", *submitted.runs.values()], blank=dict([blamed]) if blamed else {}
+            ),
+            database_wait=args.database_wait,
+            endpoints={task: _spec_endpoint(spec) for task, spec in tasks.items()},
         )
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, "nothing was retried")
+        return 1
     finally:
         client.destroy()

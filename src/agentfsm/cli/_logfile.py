@@ -1,29 +1,50 @@
-"""The log file of a durable or exporting command: DBOS's and the OpenTelemetry SDK's logs
-(and, for ``batch`` and ``worker``, each task's own warnings) go to a file under the state
-folder instead of the terminal, unless ``--verbose``. The command prints the file's path
-once; what it reports itself (one line per failed task, the summary) stays on stderr.
+"""The log file of a durable or exporting command: DBOS's and the OpenTelemetry SDK's
+warnings (and, for ``batch`` and ``worker``, each task's own) go to a file under the state
+folder instead of the terminal, unless ``--verbose``; what the command reports itself (one
+line per failed task, the summary) stays on stderr.
+
+The file is created at the first record (a command that logs nothing leaves nothing) and
+``batch`` and ``worker`` print its path then. It is bounded: rotated at :data:`MAX_BYTES`
+(one older part kept, ``.log.1``), and the folder keeps the :data:`KEEP` newest files, the
+older ones removed when a new one starts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from agentfsm.adapters.sessions import state_home
 
 from ._terminal import sanitize
 
-__all__ = ["KEY_ENVS", "LIBRARY_LOGGERS", "SDK_LOGGERS", "log_folder", "logs_to_file"]
+__all__ = [
+    "KEEP",
+    "KEY_ENVS",
+    "LIBRARY_LOGGERS",
+    "MAX_BYTES",
+    "SDK_LOGGERS",
+    "log_folder",
+    "logs_to_file",
+]
 
 SDK_LOGGERS = ("dbos", "opentelemetry")
 """Loggers of the libraries under a durable or exporting command."""
 LIBRARY_LOGGERS = ("agentfsm",)
 """agentfsm's own loggers: a task's retries and failures, which ``batch`` reports itself."""
+
+
+MAX_BYTES = 2_000_000
+"""A log file is rotated at this size: the file and one older part, at most twice this."""
+KEEP = 50
+"""Log files the folder keeps: when a new one starts, the oldest beyond these are removed."""
 
 
 def log_folder() -> Path:
@@ -48,32 +69,81 @@ class _Formatter(logging.Formatter):
         return redact(sanitize(super().format(record)), secrets)
 
 
-_active: list[tuple[Path, logging.FileHandler]] = []
+class _LogFile(logging.handlers.RotatingFileHandler):
+    """Rotated at :data:`MAX_BYTES`; created at the first record, when the folder is pruned
+    and ``announce`` (a line on stderr naming the file) is printed."""
+
+    def __init__(self, path: Path, announce: str | None) -> None:
+        super().__init__(
+            path,
+            maxBytes=MAX_BYTES,
+            backupCount=1,
+            encoding="utf-8",
+            errors="backslashreplace",
+            delay=True,
+        )
+        self.announce = announce
+        self.started = False
+
+    def _open(self) -> Any:
+        if not self.started:
+            self.started = True
+            _prune(Path(self.baseFilename))
+            if self.announce is not None:
+                print(self.announce, file=sys.stderr, flush=True)
+        return super()._open()
+
+
+def _prune(keep: Path) -> None:
+    """Remove the oldest log files of ``keep``'s folder beyond the :data:`KEEP` newest."""
+    try:
+        found = [
+            (entry.stat().st_mtime, entry)
+            for entry in keep.parent.iterdir()
+            if entry.suffix == ".log" and entry.is_file() and entry != keep
+        ]
+    except OSError:
+        return
+    found.sort(reverse=True)
+    for _, old in found[KEEP - 1 :]:
+        for part in (old, old.with_name(old.name + ".1")):
+            with contextlib.suppress(OSError):
+                part.unlink()
+
+
+_active: list[tuple[Path, logging.Handler]] = []
 """The log file of the command running now (a command inside another one shares it)."""
 
 
 @contextlib.contextmanager
 def logs_to_file(
-    command: str, *, verbose: bool, loggers: tuple[str, ...] = SDK_LOGGERS
+    command: str,
+    *,
+    verbose: bool,
+    loggers: tuple[str, ...] = SDK_LOGGERS,
+    announce: bool = False,
 ) -> Iterator[Path | None]:
-    """While the block runs, the records of ``loggers`` go to a new file of
-    :func:`log_folder` (yielded), not to the terminal; the command prints the path. With
-    ``verbose``, or when the file cannot be created, nothing changes (yields ``None``).
-    Inside another such block, the outer file is used."""
+    """While the block runs, the warnings of ``loggers`` go to a new file of
+    :func:`log_folder` (its path yielded; the file is created at the first record, and
+    with ``announce`` its path printed then), not to the terminal. With ``verbose``, or
+    when the folder cannot be created, nothing changes (yields ``None``). Inside another
+    such block, the outer file is used."""
     if verbose:
         yield None
         return
     if _active:
         path, handler = _active[-1]
+        if announce and isinstance(handler, _LogFile) and handler.announce is None:
+            handler.announce = f"agentfsm {command}: logs go to {path}"
         with _attached(handler, loggers):
             yield path
         return
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
+    announced = f"agentfsm {command}: logs go to {path}" if announce else None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Created at the first record: a command that logs nothing leaves no empty file.
-        handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace", delay=True)
+        handler = _LogFile(path, announced)
     except OSError as error:
         print(
             f"agentfsm {command}: cannot write a log file ({error.strerror or error}); "
@@ -94,7 +164,7 @@ def logs_to_file(
 
 @contextlib.contextmanager
 def _attached(handler: logging.Handler, loggers: tuple[str, ...]) -> Iterator[None]:
-    """``handler`` the only handler of ``loggers`` (INFO and up, not propagated), then
+    """``handler`` the only handler of ``loggers`` (WARNING and up, not propagated), then
     their own handlers, propagation and level back."""
     saved: list[tuple[logging.Logger, list[logging.Handler], bool, int]] = []
     for name in loggers:
@@ -105,8 +175,8 @@ def _attached(handler: logging.Handler, loggers: tuple[str, ...]) -> Iterator[No
         # DBOS adds its console handler at configuration only when its logger has none.
         logger.handlers = [handler]
         logger.propagate = False
-        if logger.level == logging.NOTSET or logger.level > logging.INFO:
-            logger.setLevel(logging.INFO)
+        if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+            logger.setLevel(logging.WARNING)
     try:
         yield
     finally:

@@ -100,6 +100,7 @@ def _runs_arguments(runs: argparse.ArgumentParser) -> None:
         "--out", metavar="FILE", type=file_name, help="write one result line per run here"
     )
     runs_retry.add_argument("--quiet", action="store_true", help="no progress line")
+    _database_wait_option(runs_retry)
     for sub in (runs_list, runs_resume, runs_retry):
         sub.add_argument(
             "--database-url",
@@ -308,6 +309,20 @@ def _concurrency(value: str) -> int:
     return number
 
 
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds, got {value[:50]!r}"
+        ) from None
+    if not 0 < number <= 86_400 * 30:  # NaN fails it too
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most 2592000 (30 days), got {value[:50]}"
+        )
+    return number
+
+
 def _provider_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``agentfsm run`` that shape each task's agent."""
     parser.add_argument(
@@ -380,6 +395,18 @@ def _queue_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--poll", type=float, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS
+    )
+    _database_wait_option(parser)
+
+
+def _database_wait_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-wait",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for a database that does not answer before giving up "
+        "(default 300; the wait is shown)",
     )
 
 

@@ -35,7 +35,7 @@ from agentfsm.adapters.sessions import (
     default_session_dir,
     resolve_session,
 )
-from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError, detect_sandbox
+from agentfsm.adapters.tools import SETTINGS_FILE, Settings, SettingsError
 from agentfsm.agent import Hooks
 from agentfsm.engine import ChatFn, LoopOutcome
 from agentfsm.sandbox import (
@@ -44,6 +44,7 @@ from agentfsm.sandbox import (
     SandboxUnavailable,
     Unsandboxed,
     check_workspace,
+    detect_sandbox,
 )
 
 from ._agent_build import build_agent

@@ -1,4 +1,4 @@
-"""``agentfsm conformance replay-vcr DIR``: users' VCR.py cassettes through the adapters."""
+"""``agentfsm conformance replay-vcr DIR``: users' cassettes through the adapters."""
 
 from __future__ import annotations
 
@@ -18,14 +18,21 @@ _STDOUT = "-"
 def _parser() -> UsageParser:
     parser = UsageParser(
         prog="agentfsm conformance replay-vcr",
-        description="Replay the provider exchanges of VCR.py cassettes (the YAML pydantic-ai, "
-        "LangChain, Mirascope and LiteLLM record with) through the project's adapters: "
-        "every exchange whose request path is …/chat/completions, …/v1/messages or "
-        "…/responses, its response served whole, in small pieces and over loopback. "
-        "Reports per provider (the request's host) and wire how many decode exactly, "
-        "differ (with the field) or crash. Headers are never printed.",
+        description="Replay the provider exchanges of cassettes (VCR.py's YAML, which "
+        "pydantic-ai, LangChain, Mirascope and LiteLLM record with, and HAR files, which "
+        "Polly.JS records) through the project's adapters: every exchange whose request "
+        "path is …/chat/completions, …/v1/messages or …/responses, its response served "
+        "whole, in pieces and over loopback, and each answer held field by field to a "
+        "second reading of the recorded bytes. Reports per provider (the request's host) "
+        "and wire how many are exact, differ (with the field, expected and got), are "
+        "unjudged (the recording cannot settle them: with the reason) or crash. Files that "
+        "are not cassettes are skipped and counted. Headers are never printed. Exit 0 "
+        "when nothing differs, crashes or cannot be read, 1 otherwise or when nothing "
+        "could be judged, 2 when DIR is missing or a report cannot be written.",
     )
-    parser.add_argument("folder", metavar="DIR", help="cassettes (*.yaml, *.yml), at any depth")
+    parser.add_argument(
+        "folder", metavar="DIR", help="cassettes (*.yaml, *.yml, *.har), at any depth"
+    )
     parser.add_argument(
         "--markdown",
         nargs="?",
@@ -55,9 +62,9 @@ def _write(where: str, text: str) -> None:
 
 
 def replay_vcr_main(argv: Sequence[str]) -> int:
-    """Run ``replay-vcr``: 0 when every exchange read is exact, 1 otherwise (or when no
-    exchange of a known wire was found), 2 when the folder is missing or a report cannot be
-    written."""
+    """Run ``replay-vcr``: 0 when no exchange differs, crashed or could not be read
+    (unjudged ones and skipped files are reported, not failed), 1 otherwise or when no
+    exchange could be judged, 2 when the folder is missing or a report cannot be written."""
     from agentfsm.conformance import replay_vcr, vcr_markdown, vcr_text
 
     args = _parser().parse_args(argv)
@@ -77,10 +84,11 @@ def replay_vcr_main(argv: Sequence[str]) -> int:
     except OSError as error:
         print(f"agentfsm conformance replay-vcr: cannot write: {error}", file=sys.stderr)
         return 2
-    if report.replayed == 0:
+    if report.judged == 0:
         print(
-            f"agentfsm conformance replay-vcr: nothing replayed: no exchange of {args.folder!r} "
-            "speaks a wire an adapter of the project reads; not a pass",
+            f"agentfsm conformance replay-vcr: nothing judged: no exchange of {args.folder!r} "
+            "speaks a wire an adapter of the project reads, in a recording that settles "
+            "what the server sent; not a pass",
             file=sys.stderr,
         )
         return 1

@@ -6,7 +6,7 @@ through the project's adapters (:class:`LiveTarget`). ``run_corpus`` replays rec
 provider exchanges (by default the corpus that ships with agentfsm) through any adapter and
 holds them to the checks' invariants; the pytest plugin turns the checks into a test class
 to subclass; ``agentfsm conformance`` runs them from the command line and merges reports
-into a matrix. ``replay_vcr`` replays users' own VCR.py cassettes through the adapters.
+into a matrix. ``replay_vcr`` replays users' own cassettes (VCR.py, HAR) through the adapters.
 """
 
 from importlib import import_module as _import_module
@@ -26,7 +26,7 @@ from ._model import (
     Normalized,
     Report,
 )
-from ._replay_vcr import VcrReport, VcrResult, replay_vcr
+from ._replay_vcr import VcrDifference, VcrReport, VcrResult, replay_vcr
 from ._report import matrix_markdown, report_markdown
 from ._runner import run_check, run_checks
 
@@ -62,6 +62,7 @@ __all__ = [
     "RecordedExchange",
     "RecordedTarget",
     "Report",
+    "VcrDifference",
     "VcrReport",
     "VcrResult",
     "Verdict",
@@ -109,3 +110,8 @@ def __getattr__(name: str) -> object:
     if name in _OFFERED:
         return getattr(_import_module(f"{__name__}.{_OFFERED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names load lazily: list them, so that dir() and help() show them.
+    return sorted(set(globals()) | set(__all__))

@@ -52,7 +52,7 @@ class ProviderConformance:
     xfail: ClassVar[Mapping[str, str]] = {}
     corpus: ClassVar[str | Path | None] = None
     """A folder of recorded exchanges (``--record`` output, or the bundled corpus:
-    ``agentfsm.conformance._corpus.bundled_corpus()``) to replay."""
+    ``agentfsm.conformance.bundled_corpus()``) to replay."""
 
     def adapter(self, base_url: str) -> ChatFn:
         """The adapter under test, talking to ``base_url``."""

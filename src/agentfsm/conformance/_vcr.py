@@ -1,14 +1,25 @@
-"""Reading users' VCR.py cassettes: the exchanges of the wires the project speaks.
+"""Reading users' cassettes: the exchanges of the wires the project speaks.
 
-A cassette is YAML (``interactions: [{request: {method, uri, body, headers}, response:
-{status: {code, message}, headers, body: {string: …}}}]``), the format vcrpy writes and
-pydantic-ai, LangChain, Mirascope and LiteLLM record with. A response body may be a string,
-bytes (``!!binary``, base64 in the file), gzip- or deflate-encoded per its
+Two formats. A VCR.py cassette is YAML (``interactions: [{request: {method, uri, body,
+headers}, response: {status: {code, message}, headers, body: {string: …}}}]``), the format
+vcrpy writes and pydantic-ai, LangChain, Mirascope and LiteLLM record with. A response body
+may be a string, bytes (``!!binary``, base64 in the file), gzip- or deflate-encoded per its
 ``content-encoding`` header, Ruby VCR's ``base64_string``, or pydantic-ai's ``parsed_body``
-(the JSON body, parsed). A body stored as text was decoded by its recorder: a
-``content-encoding`` header beside it is not applied again. Exchanges are picked by the
-path of their request (:data:`VCR_WIRES`). Request headers (where keys live) are never read;
-response headers are kept for the replay only, and reports never print them.
+(the JSON body, parsed); older vcrpy versions wrote httpx responses as ``{status_code,
+headers, content}``, the content decoded. A body stored as text was decoded by its recorder: a
+``content-encoding`` header beside it is not applied again. A HAR file (``*.har``: ``{"log":
+{"entries": [{request: {method, url}, response: {status, headers: [{name, value}], content:
+{mimeType, text, encoding}}}]}}``) is what Polly.JS records with (Mirascope's TypeScript
+tests); its ``content.text`` is the body decoded (``encoding: base64`` for bytes), and its
+``mimeType`` stands for a ``content-type`` header the entry lacks.
+
+Exchanges are picked by the path of their request (:data:`VCR_WIRES`). Request headers
+(where keys live) are never read; response headers are kept for the replay only, and
+reports never print them. A file that parses but is no cassette (a YAML file without
+``interactions``, a ``.har`` without ``log.entries``) is :attr:`Cassette.skipped`, not an
+error. A recorded body that disagrees with its own ``content-length`` is marked not
+:attr:`~agentfsm.adapters.providers._replay.RecordedResponse.whole` (the recorder cut or
+lost part of it).
 
 Everything here is bounded: a file over :data:`MAX_FILE` bytes is not read, YAML is loaded
 with the safe loader, a structure that expands (YAML aliases) past :data:`MAX_NODES` nodes
@@ -21,7 +32,7 @@ import base64
 import binascii
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,9 +46,11 @@ __all__ = [
     "MAX_BODY",
     "MAX_FILE",
     "MAX_NODES",
+    "SUFFIXES",
     "VCR_WIRES",
     "Cassette",
     "CassetteError",
+    "NotACassette",
     "VcrExchange",
     "cassette_files",
     "read_cassette",
@@ -91,6 +104,12 @@ class Cassette:
     """Interactions whose request path speaks none of :data:`VCR_WIRES`."""
     problem: str = ""
     """Why the file could not be read at all (empty when it could)."""
+    skipped: str = ""
+    """Why the file, read, is not a cassette (empty when it is one)."""
+
+
+class NotACassette(Exception):
+    """A file that parses but holds no recorded exchanges in either format."""
 
 
 def request_wire(uri: str) -> str | None:
@@ -103,9 +122,14 @@ def request_wire(uri: str) -> str | None:
     return next((wire for end, wire in VCR_WIRES if path.endswith(end)), None)
 
 
+SUFFIXES = (".yaml", ".yml", ".har")
+"""The files read as cassettes: VCR.py's YAML, and HAR."""
+
+
 def cassette_files(folder: Path) -> list[Path]:
-    """Every ``*.yaml`` / ``*.yml`` file under ``folder``, at any depth, sorted."""
-    found = [p for pattern in ("*.yaml", "*.yml") for p in folder.rglob(pattern)]
+    """Every ``*.yaml``, ``*.yml`` and ``*.har`` file under ``folder``, at any depth,
+    sorted."""
+    found = [p for suffix in SUFFIXES for p in folder.rglob(f"*{suffix}")]
     return sorted(p for p in found if p.is_file())
 
 
@@ -153,7 +177,7 @@ def _raw_body(response: dict[str, Any]) -> tuple[bytes, bool]:
     which a content encoding applies to); a text body was stored decoded."""
     if "parsed_body" in response:  # pydantic-ai: the JSON body, parsed
         return _text_bytes(json.dumps(response["parsed_body"], ensure_ascii=False)), False
-    body = response.get("body")
+    body = response.get("body") if "body" in response else response.get("content")
     if isinstance(body, dict):
         if "base64_string" in body:  # Ruby VCR
             try:
@@ -202,11 +226,7 @@ def _decoded(data: bytes, encoding: str) -> bytes:
     raise CassetteError(f"a {encoding} body that does not decode")
 
 
-def _response(raw: Any) -> RecordedResponse:
-    if not isinstance(raw, dict):
-        raise CassetteError("no response")
-    status = raw.get("status")
-    code = status.get("code") if isinstance(status, dict) else status
+def _status(code: Any) -> int:
     if isinstance(code, bool) or not isinstance(code, int | str):
         raise CassetteError("a response without a status code")
     try:
@@ -215,17 +235,64 @@ def _response(raw: Any) -> RecordedResponse:
         raise CassetteError(f"a status code {str(code)[:20]!r}") from None
     if not 100 <= number <= 599:
         raise CassetteError(f"a status code {number}")
-    pairs = _headers(raw.get("headers"))
+    return number
+
+
+def _recorded(
+    status: int, pairs: list[tuple[str, str]], body: bytes, as_sent: bool
+) -> RecordedResponse:
+    """The response to replay: the body out of its content encoding when it was stored as
+    sent (a body stored as text was decoded by its recorder)."""
     encoding = ",".join(v for k, v in pairs if k.lower() == "content-encoding").strip().lower()
-    body, as_sent = _raw_body(raw)
     body = _decoded(body, encoding) if as_sent else body
     if len(body) > MAX_BODY:
         raise CassetteError(f"a body larger than {MAX_BODY} bytes")
     kept = tuple((k, v) for k, v in pairs if k.lower() not in _DROP)
-    return RecordedResponse(number, kept, body)
+    return RecordedResponse(status, kept, body)
 
 
-def _interactions(file: Path) -> list[Any]:
+def _vcr_response(raw: Any) -> RecordedResponse:
+    if not isinstance(raw, dict):
+        raise CassetteError("no response")
+    status = raw.get("status", raw.get("status_code"))  # older vcrpy httpx: status_code
+    number = _status(status.get("code") if isinstance(status, dict) else status)
+    body, as_sent = _raw_body(raw)
+    return _recorded(number, _headers(raw.get("headers")), body, as_sent)
+
+
+def _har_response(raw: Any) -> RecordedResponse:
+    if not isinstance(raw, dict):
+        raise CassetteError("no response")
+    number = _status(raw.get("status"))
+    given = raw.get("headers")
+    headers: list[Any] = given if isinstance(given, list) else []
+    pairs = [
+        (str(h.get("name")), str(h.get("value")))
+        for h in headers
+        if isinstance(h, dict) and h.get("name") is not None
+    ]
+    stored = raw.get("content")
+    content: dict[str, Any] = stored if isinstance(stored, dict) else {}
+    mime = content.get("mimeType")
+    if isinstance(mime, str) and mime and not any(k.lower() == "content-type" for k, _ in pairs):
+        pairs.append(("content-type", mime))
+    text = content.get("text")
+    if text is None:
+        body = b""
+    elif not isinstance(text, str):
+        raise CassetteError(f"a body of type {type(text).__name__}")
+    elif content.get("encoding") == "base64":
+        try:
+            body = base64.b64decode(text, validate=False)
+        except (binascii.Error, ValueError) as error:
+            raise CassetteError(f"a base64 body that does not decode: {error}") from None
+    else:
+        body = _text_bytes(text)
+    return _recorded(number, pairs, body, False)  # HAR bodies are stored decoded
+
+
+def _load(file: Path) -> Any:
+    """The file's YAML (``.yaml``, ``.yml``) or JSON (``.har``), bounded."""
     try:
         size = file.stat().st_size
     except OSError as error:
@@ -236,6 +303,14 @@ def _interactions(file: Path) -> list[Any]:
         text = file.read_bytes()[: MAX_FILE + 1].decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise CassetteError(f"cannot be read as UTF-8 text: {error}") from None
+    if file.suffix == ".har":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise CassetteError("not valid JSON") from None
+        except RecursionError:
+            raise CassetteError("JSON nested too deeply") from None
+        return data
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         data = yaml.load(text, Loader=loader)  # a safe loader
@@ -246,23 +321,46 @@ def _interactions(file: Path) -> list[Any]:
     except RecursionError:
         raise CassetteError("YAML nested too deeply") from None
     _nodes(data, [MAX_NODES])
+    return data
+
+
+Entry = tuple[Any, Callable[[Any], RecordedResponse], Any]
+"""(request URI, the reader of its response, the response as stored)."""
+
+
+def _entries(file: Path, data: Any) -> list[Entry]:
+    """Each interaction's request URI and its response, in either format."""
+    if file.suffix == ".har":
+        log = data.get("log") if isinstance(data, dict) else None
+        entries = log.get("entries") if isinstance(log, dict) else None
+        if not isinstance(entries, list):
+            raise NotACassette("not a HAR recording: no log.entries")
+        out: list[Entry] = []
+        for entry in entries:
+            request = entry.get("request") if isinstance(entry, dict) else None
+            url = request.get("url") if isinstance(request, dict) else None
+            out.append((url, _har_response, entry.get("response") if request else None))
+        return out
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
-        raise CassetteError("not a VCR cassette: no list of interactions")
-    return interactions
-
-
-def _exchanges(file: Path, interactions: list[Any]) -> Iterator[VcrExchange | None]:
-    """One exchange per interaction of a known wire; ``None`` for the others."""
-    for index, interaction in enumerate(interactions):
+        raise NotACassette("not a VCR cassette: no list of interactions")
+    out = []
+    for interaction in interactions:
         request = interaction.get("request") if isinstance(interaction, dict) else None
         uri = request.get("uri") if isinstance(request, dict) else None
+        out.append((uri, _vcr_response, interaction.get("response") if request else None))
+    return out
+
+
+def _exchanges(file: Path, entries: list[Entry]) -> Iterator[VcrExchange | None]:
+    """One exchange per interaction of a known wire; ``None`` for the others."""
+    for index, (uri, reader, raw) in enumerate(entries):
         wire = request_wire(uri) if isinstance(uri, str) else None
         if wire is None or not isinstance(uri, str):
             yield None
             continue
         try:
-            response = _response(interaction.get("response"))
+            response = reader(raw)
         except CassetteError as error:
             yield VcrExchange(file, index, _host(uri), wire, None, str(error))
         except RecursionError:
@@ -273,11 +371,14 @@ def _exchanges(file: Path, interactions: list[Any]) -> Iterator[VcrExchange | No
 
 def read_cassette(file: Path) -> Cassette:
     """The exchanges of one cassette; a file that cannot be read comes back with its
-    ``problem`` (never an exception)."""
+    ``problem``, one that is not a cassette with why it was ``skipped`` (never an
+    exception)."""
     try:
-        interactions = _interactions(file)
+        entries = _entries(file, _load(file))
     except CassetteError as error:
         return Cassette(file, problem=str(error))
-    found = list(_exchanges(file, interactions))
+    except NotACassette as error:
+        return Cassette(file, skipped=str(error))
+    found = list(_exchanges(file, entries))
     exchanges = tuple(e for e in found if e is not None)
     return Cassette(file, exchanges, len(found) - len(exchanges))

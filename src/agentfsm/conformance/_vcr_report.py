@@ -7,11 +7,11 @@ never something that moves the cursor of the terminal it is printed on.
 
 from __future__ import annotations
 
-from ._replay_vcr import DELIVERIES, OUTCOMES, VcrReport
+from ._replay_vcr import DELIVERIES, OUTCOMES, VcrReport, VcrResult
 
 __all__ = ["vcr_markdown", "vcr_text"]
 
-_SHOWN = ("differing", "crashed", "no adapter", "unreadable")
+_SHOWN = ("differing", "unjudged", "crashed", "no adapter", "unreadable")
 
 
 def _safe(text: str) -> str:
@@ -31,15 +31,24 @@ def _summary(report: VcrReport) -> str:
     if report.unreadable:
         parts.append(f"{len(report.unreadable)} unreadable files")
     shown = ", ".join(parts) or "no exchange of a known wire"
+    count = len(report.skipped)
+    skipped = f"; {count} file{'s' if count != 1 else ''} skipped (not cassettes)" if count else ""
     return (
         f"{report.files} cassette files, {len(report.results)} exchanges of a known wire "
-        f"({shown}); {report.other} other interactions left out"
+        f"({shown}); {report.other} other interactions left out{skipped}"
     )
+
+
+def _more(result: VcrResult) -> str:
+    """How many differences follow the first one shown."""
+    more = len(result.differences) - 1
+    return f" (and {more} more)" if more > 0 else ""
 
 
 def vcr_text(report: VcrReport) -> str:
     """The report for a terminal: a line per provider and wire, then every exchange that
-    was not exact, then the files that could not be read."""
+    was not exact (its first difference, or why it is unjudged), then the files that could
+    not be read."""
     lines = [f"replay-vcr {_safe(report.folder)}: {_summary(report)}"]
     lines.append(f"deliveries: {', '.join(DELIVERIES)}")
     for (host, wire), counts in report.providers().items():
@@ -49,7 +58,8 @@ def vcr_text(report: VcrReport) -> str:
         if result.outcome in _SHOWN:
             fields = f" [{', '.join(result.fields)}]" if result.fields else ""
             where = f"{result.file} #{result.index}"
-            lines.append(f"{result.outcome}: {_safe(where)}{fields}: {_safe(result.detail)}")
+            detail = _safe(result.detail) + _more(result)
+            lines.append(f"{result.outcome}: {_safe(where)}{fields}: {detail}")
     for file, problem in report.unreadable:
         lines.append(f"unreadable file: {_safe(file)}: {_safe(problem)}")
     return "\n".join(lines) + "\n"
@@ -79,7 +89,7 @@ def vcr_markdown(report: VcrReport) -> str:
             fields = ", ".join(r.fields)
             lines.append(
                 f"| {_cell(r.file)} | {r.index} | {_cell(r.host)} | {r.outcome} | {fields} | "
-                f"{_cell(r.detail)} |"
+                f"{_cell(r.detail)}{_more(r)} |"
             )
         for file, problem in report.unreadable:
             lines.append(f"| {_cell(file)} | | | unreadable file | | {_cell(problem)} |")

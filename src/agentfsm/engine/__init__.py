@@ -15,6 +15,7 @@ from ._compression import (
 from ._context import RunContext, ToolOutcome
 from ._context import current_run as current_run
 from ._errors import (
+    MAX_OVERFLOW_COMPACTIONS,
     AbortError,
     ContextOverflowUnresolved,
     PolicyError,
@@ -58,6 +59,7 @@ from ._interrupt import cancel_on_abort as cancel_on_abort
 from ._interrupt import interrupt as interrupt
 from ._interrupt import race_abort as race_abort
 from ._loop import build_run as build_run
+from ._loop import check_messages as check_messages
 from ._loop import run_conversation
 from ._machine import AgentLoopMachine
 from ._messages import (
@@ -141,6 +143,7 @@ __all__ = [
     "LlmStartEvent",
     "LoopOutcome",
     "LoopParams",
+    "MAX_OVERFLOW_COMPACTIONS",
     "Message",
     "Notice",
     "OutcomeShaper",

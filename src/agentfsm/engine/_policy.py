@@ -109,7 +109,7 @@ class Notice:
     """Ask the engine to emit ``event`` (for policies that report what they did)."""
 
     event: Any
-    """An :data:`~agentfsm.engine._events.AgentEvent`."""
+    """An :data:`~agentfsm.AgentEvent`."""
 
 
 @frozen

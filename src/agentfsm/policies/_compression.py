@@ -15,9 +15,8 @@ class compress(Compression):
     when a call fails with a ``context_overflow`` error, the history is compressed and the
     call sent once more, at most ``MAX_OVERFLOW_COMPACTIONS`` times in one turn.
 
-    It is the same :class:`~agentfsm.engine._compression.Compression` that
-    ``LoopParams(context_budget_tokens=...)`` builds with the core loop's rules; configure
-    compression one way per run.
+    It is the same compression that ``LoopParams(context_budget_tokens=...)`` builds with
+    the core loop's rules; configure compression one way per run.
     """
 
     def __init__(self, budget_tokens: int, threshold: float = 0.8) -> None:

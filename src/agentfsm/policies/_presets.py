@@ -20,9 +20,38 @@ from ._verify import verify
 __all__ = ["coding_agent", "minimal"]
 
 
-def minimal() -> list[Policy]:
-    """Exactly the core loop: no policy (the budget is the run's ``max_turns``)."""
-    return []
+class _TurnBudget:
+    """The run's turn limit as a policy (the engine's ``turn_budget`` hook, and no other)."""
+
+    __slots__ = ("turn_budget",)
+
+    def __init__(self, turns: int) -> None:
+        self.turn_budget = turns
+
+    @property
+    def name(self) -> str:
+        """``turn_budget(10)``: how diagrams and events name it."""
+        return repr(self)
+
+    def __repr__(self) -> str:
+        return f"turn_budget({self.turn_budget})"
+
+
+def minimal(max_turns: int | None = None) -> list[Policy]:
+    """Exactly the core loop.
+
+    With ``max_turns``, the run stops there as the seed loop's ``max_turns`` budget does
+    (the tightest of it and ``LoopParams(max_turns=...)`` / ``Agent(max_turns=...)`` wins);
+    without it, no policy at all: the budget is the run's own.
+
+    Raises:
+        ValueError: ``max_turns`` is not an int >= 1.
+    """
+    if max_turns is None:
+        return []
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+    return [_TurnBudget(max_turns)]
 
 
 def coding_agent(

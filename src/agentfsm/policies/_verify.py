@@ -13,7 +13,13 @@ from typing import Any
 from attrs import evolve, frozen
 
 from agentfsm.engine import Notice, PolicyNoteEvent, Retry, RunContext, read_small_file, run_step
-from agentfsm.sandbox import PROTECTED_DIR, CommandSandbox, detect_sandbox, run_command
+from agentfsm.sandbox import (
+    PROTECTED_DIR,
+    CommandSandbox,
+    check_sandbox,
+    detect_sandbox,
+    run_command,
+)
 
 from ._definition_files import MAKE_NAMES, command_files
 
@@ -196,13 +202,14 @@ class verify:
     in a ``policy_note`` event that the session records). If the model changes that
     definition during the run, or any file the command's build tool reads for it (every
     make file name and include, ``.npmrc``, yarn/pnpm/bun settings, lockfiles, the
-    pdm/poe/hatch tables: :func:`~agentfsm.policies._definition_files.command_files`, also
-    for a given command that starts such a tool), the gate does not run the new one: it
-    refuses the answer and names the files. What it cannot pin it never runs.
+    pdm/poe/hatch tables, also for a given command that starts such a tool), the gate does
+    not run the new one: it refuses the answer and names the files. What it cannot pin it
+    never runs.
 
     Args:
-        command: The command; ``None`` resolves one from the workspace
-            (:func:`resolve_verify_definition`), and no command means no gate.
+        command: The command; ``None`` takes the workspace's own (the first
+            ``package.json`` script among ``typecheck``, ``type-check``, ``check-types``,
+            ``check``, ``build``; docs/policies.md), and no command means no gate.
         workspace: Where the command runs.
         target: A ``Makefile`` / ``pyproject.toml`` / ``package.json`` target to look up.
         timeout: Seconds before the command is killed (a timeout is a failure).
@@ -210,10 +217,10 @@ class verify:
         max_retries: Refusals per run, after which the answer is accepted.
         sandbox: The OS sandbox the command runs in; ``None`` uses the run's
             (``Agent(sandbox=…)``), else the one found on this machine
-            (:func:`~agentfsm.sandbox._bubblewrap.detect_sandbox`), hiding what the workspace
+            (:func:`agentfsm.sandbox.detect_sandbox`), hiding what the workspace
             tools hide: ``.agentfsm`` and the run's ``protected_paths`` inside the workspace
             (the ``Agent``'s session folder). When none works, the gate
-            raises :class:`~agentfsm.sandbox._process.SandboxUnavailable` at the run's first
+            raises :class:`~agentfsm.sandbox.SandboxUnavailable` at the run's first
             turn, before the model acts, rather than ever run the command unconfined;
             ``Unsandboxed()`` opts out explicitly.
     """
@@ -232,6 +239,7 @@ class verify:
         max_retries: int = 3,
         sandbox: CommandSandbox | None = None,
     ) -> None:
+        check_sandbox(sandbox, "verify")
         self.command = command
         self.workspace = Path(workspace)
         self.target = target

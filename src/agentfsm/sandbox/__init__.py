@@ -24,6 +24,7 @@ from ._process import (
     Unsandboxed,
     run_command,
 )
+from ._process import check_sandbox as check_sandbox
 from ._process import env_names as env_names
 
 __all__ = [

@@ -180,25 +180,26 @@ class _Plan:
 
 
 class BubblewrapSandbox:
-    """Runs commands under ``bwrap``: see the module's docstring for the policy.
+    """Runs commands under ``bwrap`` (what it shows, hides and bounds: docs/security.md,
+    "The OS sandbox").
 
     ``root`` must be a workspace (not ``/``, a home, a folder holding one, nor a folder
-    holding or lying in a hidden entry: :func:`~agentfsm.sandbox._hidden.check_workspace`).
+    holding or lying in a hidden entry: :func:`~agentfsm.sandbox.check_workspace`).
     ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
     a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
     change; ``env`` names more variables the command gets (an allow-list); ``limits``
     bounds each command; ``install_paths`` are the folders of the agent's own code
-    (default: :func:`~agentfsm.sandbox._install_paths.agent_install_paths`), read-only where
-    they lie inside the root or a write path. ``toolchains`` (default on) shows the user's
-    toolchains read-only (:func:`~agentfsm.sandbox._toolchains.toolchain_view`, read from
-    this process's ``PATH`` and environment) and gives commands the variables that locate
-    them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
+    (default: the interpreter's prefixes, the site-packages folders and agentfsm's own
+    folder), read-only where they lie inside the root or a write path. ``toolchains``
+    (default on) shows the user's toolchains read-only (read from this process's ``PATH``
+    and environment; docs/security.md, "Your toolchains") and gives commands the variables
+    that locate them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
 
     The mounts are worked out at the first command and kept: they are worked out again
-    when an attribute above, a variable of :data:`PLAN_ENV` or the workspace's virtual
-    environments (:func:`~agentfsm.sandbox._toolchains.venv_signature`) change, or when a
-    home secret appears or goes beneath something shown.
+    when an attribute above, ``PATH``, ``HOME``, the ``XDG_*`` folders or a toolchain's
+    variable, or the workspace's virtual environments change, or when a home secret
+    appears or goes beneath something shown.
 
     Raises:
         ValueError: ``root``, a read or a write path is refused (the message says why).
@@ -270,7 +271,8 @@ class BubblewrapSandbox:
 
     @property
     def cgroups(self) -> Cgroups | None:
-        """The cgroups the commands run in (:func:`~agentfsm.sandbox._limits.command_cgroups`)."""
+        """The cgroups the commands run in, bounding their processes and memory (one pair
+        per process and limits); ``None`` where none can be made (not root, usually)."""
         return command_cgroups(self.limits)
 
     # -- the plan: what is mounted, worked out again only when what it depends on changes
@@ -429,7 +431,7 @@ class BubblewrapSandbox:
 
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
         """A command line that needs nothing else: a launcher ``sh`` starts bwrap (see
-        :meth:`launch` for the one :func:`~agentfsm.sandbox._process.run_command` uses)."""
+        :meth:`launch` for the one :func:`~agentfsm.sandbox.run_command` uses)."""
         return [*self._launcher(), *self.argv(command, cwd)], self.environment()
 
     @contextlib.contextmanager

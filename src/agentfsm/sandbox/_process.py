@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import inspect
 import os
 import re
 import signal
@@ -25,6 +26,7 @@ __all__ = [
     "CommandSandbox",
     "SandboxUnavailable",
     "Unsandboxed",
+    "check_sandbox",
     "env_names",
     "run_command",
     "sandbox_environ",
@@ -147,6 +149,33 @@ class Unsandboxed:
 
     def __repr__(self) -> str:
         return "Unsandboxed()"
+
+
+def check_sandbox(sandbox: object, owner: str) -> None:
+    """A ``TypeError`` now, naming what was probably meant, for a ``sandbox=`` that is no
+    :class:`CommandSandbox` (``None`` passes): otherwise the first command fails, after the
+    model was called.
+
+    Args:
+        sandbox: What ``owner`` was given.
+        owner: Who was given it, for the message (``Agent``, ``workspace_tools`` …).
+    """
+    if sandbox is None:
+        return
+    if isinstance(sandbox, type):  # a class has the protocol's attributes: look first
+        name = sandbox.__name__
+        try:
+            inspect.signature(sandbox).bind()
+            call = f"{name}()"
+        except (TypeError, ValueError):
+            call = f"{name}(...)"
+        raise TypeError(f"{owner}: {name} is a class, not a sandbox: did you mean {call}?")
+    if not isinstance(sandbox, CommandSandbox):
+        raise TypeError(
+            f"{owner}: sandbox must be a CommandSandbox (Unsandboxed(), "
+            f"BubblewrapSandbox(root), detect_sandbox(root)) or None, not "
+            f"{type(sandbox).__name__}"
+        )
 
 
 class _CappedText:

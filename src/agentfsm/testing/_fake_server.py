@@ -105,12 +105,9 @@ class Reply:
       apart (``Reply.trickled``): a JSON body at 1 byte/s never trips an idle timeout.
     - :class:`Repeat` frames: endless keep-alives, ``id:``-only events, empty chunks.
     - :class:`Filler` frames: a 400 MB line without a newline, generated as it is sent.
-    - ``Reply.gzipped``: any reply compressed, with ``content-encoding: gzip``; and
-      :func:`agentfsm.testing._hostile.gzip_bomb`, a small body that inflates to gigabytes.
+    - ``Reply.gzipped``: any reply compressed, with ``content-encoding: gzip``.
     - ``Reply.redirect``: a 3xx to another URL (run a second server there: it records the
       headers it received, so a test sees whether the API key followed).
-    - :mod:`agentfsm.testing._hostile` builds the payloads: deep JSON, wrong types, many tool
-      calls, keys echoed back in errors.
     """
 
     status: int = 200
@@ -225,7 +222,7 @@ class FakeProviderServer:
                 yield server
 
     With ``strict=True`` the server checks each request's messages like the real providers
-    do (see :mod:`agentfsm.testing._pairing`): a ``…/chat/completions``, ``…/messages`` or
+    do: a ``…/chat/completions``, ``…/messages`` or
     ``…/responses`` request with an unanswered tool call, a stray tool result or (Anthropic)
     roles that do not alternate gets HTTP 400 with an ``invalid_request_error`` naming the
     problem, and takes no scripted reply. The request is still recorded.

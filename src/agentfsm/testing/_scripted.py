@@ -238,7 +238,8 @@ class ScriptedChat:
         chat = ScriptedChat(answer)
 
     Args:
-        script: Replies, or a function producing them.
+        script: Replies, or a function producing them (``ScriptedChat(["hello"])`` answers
+            ``hello`` once; a bare string is refused).
         usage: Usage attached to replies given as text or messages.
         model: Model name reported in results.
         record: Keep a copy of each request.
@@ -252,6 +253,12 @@ class ScriptedChat:
         model: str | None = "scripted",
         record: bool = True,
     ) -> None:
+        if isinstance(script, (str, bytes)):
+            reply = repr(script) if len(script) <= 60 else "..."
+            raise TypeError(
+                f"ScriptedChat takes a list of replies, not a {type(script).__name__} (each "
+                f"character would be a reply): did you mean ScriptedChat([{reply}])?"
+            )
         self._chat_shaped = False
         if callable(script):
             self._fn: Callable[..., object] | None = script

@@ -33,6 +33,15 @@ def test_any_split_of_the_bytes_gives_the_same_events() -> None:
         assert _decode([STREAM[:cut], STREAM[cut:]]) == EXPECTED
 
 
+def test_a_byte_order_mark_opening_the_stream_is_ignored_however_split() -> None:
+    marked = "\ufeff".encode() + STREAM
+    for cut in range(5):
+        assert _decode([marked[:cut], marked[cut:]]) == EXPECTED
+    assert _decode([marked[i : i + 1] for i in range(len(marked))]) == EXPECTED
+    inner = b"data: 1\n\n" + "\ufeff".encode() + b"data: 2\n\n"
+    assert _decode([inner]) == [("message", "1")]  # a mark past the start is text
+
+
 def test_a_long_line_is_too_large_before_it_is_held() -> None:
     decoder = SSEDecoder(max_line_bytes=10, max_event_bytes=100)
     decoder.feed(b"data: 1234")

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCall
-from agentfsm.adapters.tools import (
+from agentfsm.adapters.tools import workspace_tools
+from agentfsm.sandbox import (
     BubblewrapSandbox,
     CommandSandbox,
     ResourceLimits,
     SandboxUnavailable,
     Unsandboxed,
     detect_sandbox,
-    workspace_tools,
 )
 from agentfsm.sandbox import _bubblewrap as sandbox_module
 from agentfsm.sandbox._process import run_command, sandbox_environ, scrubbed_environ

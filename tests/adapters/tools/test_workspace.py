@@ -12,15 +12,10 @@ from pathlib import Path
 import pytest
 
 from agentfsm import AbortController, ToolCall, ToolResult
-from agentfsm.adapters.tools import (
-    OutsideWorkspace,
-    Permissions,
-    ToolBox,
-    Unsandboxed,
-    workspace_tools,
-)
+from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools._builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools._fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
+from agentfsm.sandbox import Unsandboxed
 
 from ...security.sandboxing import require_bubblewrap
 
@@ -416,3 +411,25 @@ def test_safe_root_read_only_paths(tmp_path: Path) -> None:
             root.check_writable(resolved)
     with SafeRoot(tmp_path) as root:
         assert not root.is_readonly(("any",))
+
+
+async def test_the_shell_runs_lines_with_the_bash_the_rules_parse(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``&>`` and ``$'…'`` mean to the running shell what the rules read (dash would run
+    ``ls &`` and write an empty file); without bash, a line under shell rules is refused."""
+    require_bubblewrap(root)
+    box = workspace_tools(root, permissions=Permissions.of(deny=["shell(rm *)"]))
+    both = await call(box, "shell", command="ls missing-file &> out.txt; cat out.txt")
+    assert "missing-file" in both.output
+    shell = await call(box, "shell", command='echo "$BASH"')
+    assert shell.output.strip().endswith("/bash")
+    from agentfsm.adapters.tools import _shell_tool
+
+    monkeypatch.setattr(_shell_tool, "BASH", None)
+    refused = await call(box, "shell", command="ls")
+    assert not refused.ok
+    assert "bash is not installed" in (refused.error or "")
+    unruled = await call(workspace_tools(root), "shell", command="echo plain sh")
+    assert unruled.ok
+    assert unruled.output == "plain sh\n"

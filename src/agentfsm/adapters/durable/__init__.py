@@ -8,6 +8,11 @@ A name imported here as itself (``x as x``) and left out of ``__all__`` is offer
 other agentfsm packages only: it is not public API.
 """
 
+from ._outage import DatabaseUnreachable
+from ._outage import Outage as Outage
+from ._outage import call_in_thread as call_in_thread
+from ._outage import is_connection_error as is_connection_error
+from ._outage import reason_of as reason_of
 from ._queue import (
     APPLICATION_VERSION,
     FAILED,
@@ -30,6 +35,7 @@ from ._queue import (
 )
 from ._queue import QUEUE_NAME as QUEUE_NAME
 from ._queue import parse_rate as parse_rate
+from ._queue import read_patiently as read_patiently
 from ._runtime import DurableRuntime, default_database_url
 from ._spec import (
     AgentFactory,
@@ -63,6 +69,7 @@ __all__ = [
     "AgentFactory",
     "Attempt",
     "BatchProgress",
+    "DatabaseUnreachable",
     "DbosStepRunner",
     "DurableAgent",
     "DurableEvent",

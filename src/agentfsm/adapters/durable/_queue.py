@@ -14,8 +14,9 @@ import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from attrs import evolve, field, frozen
 from dbos import DBOS, DBOSClient, EnqueueOptions
 from dbos._queue import QueueRateLimit
@@ -23,6 +24,8 @@ from dbos._queue import QueueRateLimit
 from agentfsm._version import __version__
 from agentfsm.engine import AssistantMessage, LoopOutcome, Usage
 
+from ._outage import Outage, in_thread, is_connection_error
+from ._postgres import is_postgres, system_engine
 from ._runtime import DEFAULT_APP_NAME, default_database_url
 from ._spec import RunSpec
 from ._workflow import WORKFLOW_NAME
@@ -45,6 +48,7 @@ __all__ = [
     "open_client",
     "parse_rate",
     "progress",
+    "read_patiently",
     "results",
     "retry_session_path",
     "submit_tasks",
@@ -62,6 +66,8 @@ and a later resume after an upgrade that keeps the format, agree on it (DBOS's d
 hash of the workflow source, would strand unfinished runs after any code change)."""
 FAILED = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS statuses of a task that ended without an outcome."""
+
+T = TypeVar("T")
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*(s|sec|m|min|h|hour)?\s*$")
 _UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
@@ -100,13 +106,41 @@ def declare_queue(
     )
 
 
-def open_client(database_url: str | None = None) -> DBOSClient:
-    """A DBOS client on the system database, created (or migrated) first if needed."""
+class _Client(DBOSClient):
+    """A DBOS client that disposes of the engine it was given when destroyed."""
+
+    def __init__(self, engine: sa.Engine | None, **options: Any) -> None:
+        super().__init__(system_database_engine=engine, **options)
+        self._own_engine = engine
+
+    def destroy(self) -> None:
+        super().destroy()
+        if self._own_engine is not None:
+            self._own_engine.dispose()
+
+
+def open_client(
+    database_url: str | None = None, *, retry_connection_errors: bool = True
+) -> DBOSClient:
+    """A DBOS client on the system database, created (or migrated) first if needed.
+
+    On PostgreSQL its engine bounds every wait (:func:`~._postgres.system_engine`). With
+    ``retry_connection_errors`` false, a read or write that loses the database raises
+    instead of waiting for it (DBOS's retries have no deadline): the caller waits on its
+    own terms, as :func:`gather_results` does."""
     url = database_url or default_database_url()
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     DBOS.migrate(url)
-    return DBOSClient(system_database_url=url, application_name=DEFAULT_APP_NAME)
+    engine = None
+    if is_postgres(url):
+        engine = system_engine(url, pool_size=5, application_name=f"{DEFAULT_APP_NAME}-client")
+    return _Client(
+        engine,
+        system_database_url=None if engine is not None else url,
+        application_name=DEFAULT_APP_NAME,
+        retry_connection_errors=retry_connection_errors,
+    )
 
 
 def _known(client: DBOSClient, run_ids: Sequence[str]) -> dict[str, Any]:
@@ -152,19 +186,21 @@ def _enqueue_one(client: DBOSClient, run_id: str, spec: RunSpec, app_version: st
 
 
 RETRY_MARK = "@retry"
-"""Attempt ``N`` (2, 3, …) of task ``ID`` runs as the workflow ``ID@retryN``."""
-_RETRY_ID = re.compile(r"^(.*)@retry([2-9]|[1-9]\d+)$", re.DOTALL)
+"""Retry ``N`` (1, 2, …) of task ``ID``, its attempt ``N + 1``, runs as the workflow
+``ID@retryN``."""
+_RETRY_ID = re.compile(r"^(.*)@retry([1-9]\d*)$", re.DOTALL)
 
 
 def attempt_id(task_id: str, attempt: int) -> str:
-    """The workflow id of attempt ``attempt`` of a task: the task id, then ``ID@retryN``."""
-    return task_id if attempt == 1 else f"{task_id}{RETRY_MARK}{attempt}"
+    """The workflow id of attempt ``attempt`` of a task: the task id for the first, then
+    ``ID@retry1``, ``ID@retry2`` …"""
+    return task_id if attempt == 1 else f"{task_id}{RETRY_MARK}{attempt - 1}"
 
 
 def task_of_run(run_id: str) -> tuple[str, int]:
     """The task id and attempt number of a workflow id (:func:`attempt_id` reversed)."""
     match = _RETRY_ID.match(run_id)
-    return (match.group(1), int(match.group(2))) if match else (run_id, 1)
+    return (match.group(1), int(match.group(2)) + 1) if match else (run_id, 1)
 
 
 @frozen
@@ -227,11 +263,13 @@ _RETRY_SESSION = re.compile(r"\.retry\d+$")
 
 
 def retry_session_path(session_path: str, attempt: int) -> str:
-    """The session file of attempt ``attempt`` beside the first one's:
-    ``task-a.jsonl`` -> ``task-a.retry2.jsonl`` (the failed attempt's file is kept)."""
+    """The session file of attempt ``attempt`` beside the first one's, named like its
+    workflow: ``task-a.jsonl`` -> ``task-a.retry1.jsonl`` for attempt 2 (the failed
+    attempt's file is kept)."""
     path = Path(session_path)
     stem = _RETRY_SESSION.sub("", path.stem)
-    name = f"{stem}.retry{attempt}{path.suffix}" if attempt > 1 else f"{stem}{path.suffix}"
+    retry = attempt - 1
+    name = f"{stem}.retry{retry}{path.suffix}" if retry > 0 else f"{stem}{path.suffix}"
     return str(path.with_name(name))
 
 
@@ -245,8 +283,8 @@ def submit_tasks(
     """Enqueue the tasks the database does not know; with ``retry_failed``, also a new
     attempt of each task whose latest attempt ended in error (:data:`FAILED`): the given
     spec (its options, such as the provider's, are the ones used) as the workflow
-    ``ID@retryN``, recording into :func:`retry_session_path`. Known tasks are otherwise
-    left as they are: a finished task makes no new model call."""
+    ``ID@retryN`` (retry N is attempt N + 1), recording into :func:`retry_session_path`.
+    Known tasks are otherwise left as they are: a finished task makes no new model call."""
     known = latest_attempts(client, list(tasks))
     result = Submission(runs={})
     for task_id, spec in tasks.items():
@@ -324,6 +362,8 @@ class TaskResult:
     usage: Usage = field(factory=Usage)
     session: str | None = None
     error: str | None = None
+    error_kind: str | None = None
+    """The error's kind when it says one (a ``ProviderError``'s: ``connection``, ``auth`` …)."""
     executor: str | None = None
     run: str | None = None
     """The workflow id of the attempt reported, when it is not ``id`` (``ID@retryN``)."""
@@ -342,6 +382,7 @@ class TaskResult:
             },
             "session": self.session,
             "error": self.error,
+            "error_kind": self.error_kind,
             "executor": self.executor,
         }
 
@@ -367,9 +408,11 @@ def _result(run_id: str, status: Any) -> TaskResult:
     if status is None:
         return TaskResult(id=run_id, status="UNKNOWN", error="not in the system database")
     outcome = status.output if isinstance(status.output, LoopOutcome) else None
-    error = None
+    error = kind = None
     if status.error is not None:
         error = f"{type(status.error).__name__}: {status.error}"
+        found = getattr(status.error, "kind", None)
+        kind = found if isinstance(found, str) else None
     return TaskResult(
         id=run_id,
         status=str(status.status),
@@ -378,6 +421,7 @@ def _result(run_id: str, status: Any) -> TaskResult:
         usage=outcome.usage if outcome is not None else Usage(),
         session=_session(status),
         error=error,
+        error_kind=kind,
         executor=status.executor_id,
     )
 
@@ -438,22 +482,72 @@ def progress(
     )
 
 
+async def read_patiently(
+    outage: Outage,
+    on_wait: Callable[[float, str | None], None] | None,
+    function: Callable[..., T],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> T:
+    """``function(*args, **kwargs)`` in a thread of its own, retried every second while it
+    fails with a connection error (:func:`~._outage.is_connection_error`); ``on_wait``
+    gets the seconds without an answer and the last reason, about every second once they
+    pass 2 s; :class:`~._outage.DatabaseUnreachable` once they pass ``outage.limit``."""
+    while True:
+        outage.asking()
+        read = asyncio.ensure_future(in_thread(function, *args, **kwargs))
+        try:
+            while True:
+                done, _ = await asyncio.wait({read}, timeout=1.0)
+                if done:
+                    break
+                if outage.shown and on_wait is not None:
+                    on_wait(outage.seconds(), outage.reason)
+                outage.check()
+            value = read.result()
+        except Exception as error:
+            read.cancel()
+            if not is_connection_error(error):
+                raise
+            outage.failed(error)
+            if outage.shown and on_wait is not None:
+                on_wait(outage.seconds(), outage.reason)
+            outage.check()
+            await asyncio.sleep(1.0)
+            continue
+        except BaseException:
+            read.cancel()
+            raise
+        outage.answered()
+        return value
+
+
 async def gather_results(
     run_ids: Sequence[str],
     *,
     client: DBOSClient,
     on_progress: Callable[[BatchProgress], None] | None = None,
     interval: float = 0.5,
+    on_wait: Callable[[float, str | None], None] | None = None,
+    database_wait: float | None = None,
 ) -> list[TaskResult]:
     """Wait until every task has ended (whichever workers run them), calling
-    ``on_progress`` on each poll; then their results, in order (bound the wait with
-    ``asyncio.timeout``)."""
+    ``on_progress`` on each poll; then their results, in order.
+
+    Each read runs in a thread of its own: cancelling the wait (Ctrl-C) never waits on
+    the database. With a client that does not retry connection errors itself
+    (``open_client(retry_connection_errors=False)``), a database that stops answering is
+    polled every second, ``on_wait(seconds, reason)`` is called about every second once it
+    has been silent 2 s, and :class:`~._outage.DatabaseUnreachable` is raised after
+    ``database_wait`` seconds of silence (``None``: no limit)."""
     cache = _UsageCache()
     ids = list(run_ids)
+    outage = Outage(database_wait)
     while True:
-        now = await asyncio.to_thread(progress, ids, client=client, cache=cache)
+        now = await read_patiently(outage, on_wait, progress, ids, client=client, cache=cache)
         if on_progress is not None:
             on_progress(now)
         if now.finished:
-            return await asyncio.to_thread(results, ids, client=client)
+            return await read_patiently(outage, on_wait, results, ids, client=client)
         await asyncio.sleep(interval)

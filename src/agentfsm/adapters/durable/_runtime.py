@@ -9,14 +9,18 @@ runs of this executor) and destroys it.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from types import TracebackType
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig
 
 from agentfsm.adapters.sessions import state_home
 
-__all__ = ["DurableRuntime", "default_database_url"]
+from ._postgres import is_postgres, release, system_engine
+
+__all__ = ["DurableRuntime", "dbos_threads", "default_database_url"]
 
 DEFAULT_APP_NAME = "agentfsm"
 
@@ -25,6 +29,16 @@ def default_database_url() -> str:
     """``sqlite:///<state folder>/agentfsm/durable.sqlite`` (``$XDG_STATE_HOME``, else
     ``~/.local/state``): the embedded system database of ``agentfsm run --durable``."""
     return f"sqlite:///{state_home() / 'agentfsm' / 'durable.sqlite'}"
+
+
+def dbos_threads() -> list[threading.Thread]:
+    """DBOS's executor threads still alive: a shut-down DBOS leaves the ones waiting on the
+    database running, and the interpreter waits for them at exit."""
+    return [
+        thread
+        for thread in threading.enumerate()
+        if thread.name.startswith("dbos-executor-") and thread.is_alive()
+    ]
 
 
 class DurableRuntime:
@@ -40,8 +54,13 @@ class DurableRuntime:
         application_version: Pins DBOS's application version (default: DBOS's hash of the
             workflow source). Only runs of the same version are recovered.
         log_level: DBOS's own log level (default ``WARNING``: the run's output is ours).
+        hold: On PostgreSQL, seconds a failed connection attempt is retried (every second)
+            before DBOS sees the error (see :mod:`._postgres`); 0 for a process that
+            should rather fail.
 
-    Only one runtime can be launched per process at a time (DBOS is a singleton).
+    On PostgreSQL the runtime gives DBOS an engine whose every wait is bounded
+    (:func:`~._postgres.system_engine`). Only one runtime can be launched per process at
+    a time (DBOS is a singleton).
     """
 
     def __init__(
@@ -53,6 +72,7 @@ class DurableRuntime:
         polling_interval: float | None = None,
         application_version: str | None = None,
         log_level: str = "WARNING",
+        hold: float = 0.0,
     ) -> None:
         self.database_url = database_url or default_database_url()
         self.name = name
@@ -60,7 +80,9 @@ class DurableRuntime:
         self.polling_interval = polling_interval
         self.application_version = application_version
         self.log_level = log_level
+        self.hold = hold
         self.launched = False
+        self._engine: sa.Engine | None = None
 
     def config(self) -> DBOSConfig:
         """The DBOS configuration this runtime launches with."""
@@ -75,6 +97,8 @@ class DurableRuntime:
             config["notification_listener_polling_interval_sec"] = self.polling_interval
         if self.application_version is not None:
             config["application_version"] = self.application_version
+        if self._engine is not None:
+            config["system_database_engine"] = self._engine
         return config
 
     def launch(self) -> DurableRuntime:
@@ -85,11 +109,16 @@ class DurableRuntime:
             Path(self.database_url.removeprefix("sqlite:///")).parent.mkdir(
                 parents=True, exist_ok=True
             )
+        elif is_postgres(self.database_url):
+            DBOS.migrate(self.database_url)  # creates the database: DBOS does not on our engine
+            self._engine = system_engine(
+                self.database_url, pool_size=20, application_name=self.name, hold=self.hold
+            )
         DBOS(config=self.config())
         try:
             DBOS.launch()
         except BaseException:
-            DBOS.destroy()
+            self._shut_down()
             raise
         self.launched = True
         return self
@@ -100,7 +129,15 @@ class DurableRuntime:
         if not self.launched:
             return
         self.launched = False
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            release(engine)  # a connection retried now gives up
         DBOS.destroy()
+        if engine is not None:
+            engine.dispose()  # DBOS leaves an engine it was given open
         # DBOS detaches its handlers at shutdown; keep its logger quiet afterwards too.
         logging.getLogger("dbos").setLevel(self.log_level)
 

@@ -18,22 +18,30 @@ import contextlib
 import fcntl
 import hashlib
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
+import sqlalchemy as sa
 from dbos import DBOSClient
 from dbos._queue import QueueRateLimit
 
 from agentfsm.adapters.sessions import state_home
 
+from ._postgres import is_postgres, system_engine
 from ._queue import APPLICATION_VERSION, QUEUE_NAME, declare_queue
-from ._runtime import DurableRuntime, default_database_url
+from ._runtime import DurableRuntime, dbos_threads, default_database_url
 from ._workflow import UNFINISHED, WORKFLOW_NAME
 
 __all__ = ["TaskWorker", "executor_slot", "requeue_executor"]
 
 MAX_SLOTS = 1024
+HOLD = 60.0
+"""Seconds a worker's failed connection attempt is retried (every second) before DBOS's own
+retries, whose pauses grow to 90 s, take over: a database back within this time is
+noticed within about a second."""
 
 
 @contextlib.contextmanager
@@ -96,6 +104,10 @@ class TaskWorker:
         executor_id: A fixed executor id; default: a free slot of this machine
             (:func:`executor_slot`), which recovers a killed worker's tasks.
         polling_interval: Seconds between the queue's polls (DBOS's default is 1 s).
+
+    On PostgreSQL every wait on the database is bounded (see ``docs/durable.md``): a
+    connection that goes silent is closed and replaced, and a failed connection attempt is
+    retried every second for :data:`HOLD` seconds.
     """
 
     def __init__(
@@ -116,6 +128,7 @@ class TaskWorker:
         self.executor_id = executor_id
         self._slot: contextlib.ExitStack | None = None
         self._runtime: DurableRuntime | None = None
+        self._probe: Any = None
 
     def start(self) -> TaskWorker:
         """Take an executor id, launch DBOS (recovering that id's unfinished tasks) and
@@ -131,6 +144,7 @@ class TaskWorker:
                 executor_id=self.executor_id,
                 polling_interval=min(self.polling_interval, 1.0),
                 application_version=self.application_version,
+                hold=HOLD,
             )
             runtime.launch()
             stack.callback(runtime.destroy)
@@ -145,13 +159,51 @@ class TaskWorker:
         self._slot, self._runtime = stack, runtime
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> bool:
         """Stop taking tasks and shut DBOS down; tasks still running stay ``PENDING`` under
         this executor id (the next worker in this slot, or ``requeue_executor``, finishes
-        them)."""
+        them).
+
+        With ``timeout``, waits at most that many seconds for DBOS's shutdown and its
+        threads; returns ``False`` when they are still running (waiting on a database that
+        does not answer): a process should then end without waiting for them, as their
+        work is recorded in the database or will run again."""
         stack, self._slot, self._runtime = self._slot, None, None
-        if stack is not None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.dispose()
+        if stack is None:
+            return True
+        if timeout is None:
             stack.close()
+            return True
+        deadline = time.monotonic() + timeout
+        closed = threading.Event()
+
+        def close() -> None:
+            try:
+                stack.close()
+            finally:
+                closed.set()
+
+        threading.Thread(target=close, name="agentfsm-worker-stop", daemon=True).start()
+        if not closed.wait(timeout):
+            return False
+        for thread in dbos_threads():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in dbos_threads())
+
+    def probe(self) -> None:
+        """Ask the database ``SELECT 1`` on a connection of the worker's own (PostgreSQL;
+        a SQLite file is not probed). Raises the driver's error when it does not answer."""
+        if not is_postgres(self.database_url):
+            return
+        if self._probe is None:
+            self._probe = system_engine(
+                self.database_url, pool_size=1, application_name="agentfsm-probe"
+            )
+        with self._probe.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
 
     def __enter__(self) -> TaskWorker:
         return self.start()

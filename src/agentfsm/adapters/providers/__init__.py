@@ -12,9 +12,11 @@ from ._anthropic_wire import parse_message as parse_message
 from ._endpoints import WireName as WireName
 from ._endpoints import endpoint_url
 from ._errors import ErrorKind, ProviderError
+from ._errors import classify_error_body as classify_error_body
 from ._errors import is_overflow_message as is_overflow_message
 from ._errors import redact as redact
 from ._finish import FINISH_REASONS
+from ._finish import normalize_finish as normalize_finish
 from ._http_adapter import default_http_client
 from ._keys import Secret
 from ._keys import registered_secrets as registered_secrets

@@ -34,7 +34,7 @@ PAUSE_CONTINUATIONS = 5
 
 
 class AnthropicChat(HttpAdapter[AnthropicQuirks]):
-    """A :class:`~agentfsm.engine._protocols.ChatFn` speaking the Messages API.
+    """A :class:`~agentfsm.ChatFn` speaking the Messages API.
 
     Streams by default: text and thinking deltas reach ``on_delta``; ``ping`` events are
     ignored; an ``error`` event after a 200 (e.g. ``overloaded_error``) is a

@@ -349,6 +349,10 @@ class HttpAdapter(Generic[Q]):
             if "text/event-stream" in response.headers.get("content-type", ""):
                 return await read_stream(response)
             return await read_json(response)
+        except ProviderError as error:
+            # The reader's frames hold the raw events and body (a server may echo the key
+            # in any of them): the error leaves without them.
+            raise error.with_traceback(None) from None
         finally:
             await response.aclose()
 

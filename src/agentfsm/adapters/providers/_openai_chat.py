@@ -18,7 +18,7 @@ __all__ = ["OpenAIChat"]
 
 
 class OpenAIChat(HttpAdapter[OpenAIQuirks]):
-    """A :class:`~agentfsm.engine._protocols.ChatFn` speaking Chat Completions.
+    """A :class:`~agentfsm.ChatFn` speaking Chat Completions.
 
     Works with OpenAI and compatible servers (vLLM, Ollama, llama.cpp, LM Studio, Groq,
     Mistral, DeepSeek, OpenRouter …). No provider SDK is used.

@@ -25,14 +25,14 @@ __all__ = ["OpenAIResponses"]
 
 
 class OpenAIResponses(HttpAdapter[ResponsesQuirks]):
-    """A :class:`~agentfsm.engine._protocols.ChatFn` speaking the OpenAI Responses API
+    """A :class:`~agentfsm.ChatFn` speaking the OpenAI Responses API
     (``POST /v1/responses``), which vLLM, Ollama, LiteLLM and OpenRouter serve too.
 
     Stateless: every request carries the whole history with ``store: false``. Tool calls
     are ``function_call`` items, their results ``function_call_output`` items. Reasoning
     comes back as ``reasoning`` items; those with ``encrypted_content`` (asked for with
     ``include: ["reasoning.encrypted_content"]``) are kept on the reply's
-    :attr:`~agentfsm.engine._messages.AssistantMessage.reasoning_items` and sent back with
+    :attr:`~agentfsm.AssistantMessage.reasoning_items` and sent back with
     the next request, as the API requires for a reasoning model to continue its turn.
 
     Streams by default: output text and reasoning (summary or text) deltas reach

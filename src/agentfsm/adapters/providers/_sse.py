@@ -1,7 +1,8 @@
 """A bounded server-sent-event decoder.
 
 Lines end only at CR, LF or CRLF (never at U+2028 or other Unicode line breaks, which JSON
-text may carry), as the SSE specification says. A line longer than ``max_line_bytes`` or an
+text may carry), and a byte order mark opening the stream is ignored, as the SSE
+specification says. A line longer than ``max_line_bytes`` or an
 event whose data grows past ``max_event_bytes`` raises :class:`TooLarge` as soon as the bound
 is crossed, so a hostile stream never holds more than about that much in memory.
 """
@@ -13,6 +14,8 @@ from httpx_sse import ServerSentEvent
 from ._limits import TooLarge
 
 __all__ = ["SSEDecoder"]
+
+_BOM = "\ufeff".encode()
 
 
 class SSEDecoder:
@@ -28,9 +31,19 @@ class SSEDecoder:
         self._data_size = 0
         self._id = ""
         self._retry: int | None = None
+        self._opening = b""
+        """The stream's first bytes while they may still be a byte order mark."""
+        self._opened = False
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The events that ``chunk`` completes."""
+        if not self._opened:
+            chunk = self._opening + chunk
+            if _BOM.startswith(chunk):  # all of it may still be the mark
+                self._opening = chunk
+                return []
+            self._opened, self._opening = True, b""
+            chunk = chunk.removeprefix(_BOM)
         events: list[ServerSentEvent] = []
         start = 0
         size = len(chunk)

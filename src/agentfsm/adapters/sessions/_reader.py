@@ -347,8 +347,10 @@ def read_session(path: str | Path) -> SessionLog:
 
     Lenient: unusable lines are skipped (counted in one logged warning), fields of the
     wrong type read as missing. A missing file raises ``FileNotFoundError``; a FIFO, device
-    or over-large file :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
-    :mod:`agentfsm.adapters.sessions._lines`).
+    or over-large file :class:`~agentfsm.adapters.sessions.SessionNotFound` (the bounds:
+    :data:`~agentfsm.adapters.sessions.MAX_SESSION_BYTES`,
+    :data:`~agentfsm.adapters.sessions.MAX_LINE_BYTES`,
+    :data:`~agentfsm.adapters.sessions.MAX_JSON_DEPTH`).
     """
     fold = _Fold(Path(path))
     for record in iter_session_records(path):

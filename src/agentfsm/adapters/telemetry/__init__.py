@@ -29,4 +29,18 @@ def __getattr__(name: str) -> _Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(_import_module(f"{__name__}.{module}"), name)
+    try:
+        loaded = _import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("opentelemetry"):
+            raise
+        raise ModuleNotFoundError(
+            f"{__name__}.{name} needs the otel extra (pip install 'agentfsm[otel]'): {error}",
+            name=error.name,
+        ) from error
+    return getattr(loaded, name)
+
+
+def __dir__() -> list[str]:
+    # The names load lazily: list them, so that dir() and help() show them.
+    return sorted(set(globals()) | set(__all__))

@@ -1,18 +1,13 @@
 """Tools: Python functions as tools, the workspace tools, batching and MCP servers.
 
+The OS sandbox the ``shell`` tool runs in (``detect_sandbox``, ``BubblewrapSandbox``,
+``Unsandboxed`` …) is :mod:`agentfsm.sandbox`'s.
+
 A name imported here as itself (``x as x``) and left out of ``__all__`` is offered to the
 other agentfsm packages only: it is not public API.
 """
 
 from agentfsm.engine import plan_tool_batches
-from agentfsm.sandbox import (
-    BubblewrapSandbox,
-    CommandSandbox,
-    ResourceLimits,
-    SandboxUnavailable,
-    Unsandboxed,
-    detect_sandbox,
-)
 
 from ._builtin import WorkspaceTools, workspace_tools
 from ._fs import PathRefused, SafeRoot
@@ -37,8 +32,6 @@ from ._workspace import SETTINGS_FILE as SETTINGS_FILE
 from ._workspace import OutsideWorkspace, PermissionRule, Permissions, Workspace
 
 __all__ = [
-    "BubblewrapSandbox",
-    "CommandSandbox",
     "FunctionTool",
     "McpConnectionError",
     "McpServer",
@@ -48,17 +41,13 @@ __all__ = [
     "PathRefused",
     "PermissionRule",
     "Permissions",
-    "ResourceLimits",
     "SafeRoot",
     "SandboxSettings",
-    "SandboxUnavailable",
     "Settings",
     "SettingsError",
     "ToolBox",
-    "Unsandboxed",
     "Workspace",
     "WorkspaceTools",
-    "detect_sandbox",
     "load_settings",
     "parse_settings",
     "plan_tool_batches",

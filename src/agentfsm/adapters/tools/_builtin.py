@@ -22,7 +22,7 @@ from typing import Any
 from attrs import define
 
 from agentfsm.engine import RunContext, ToolCall, ToolMessage, ToolResult, current_run, utf8_bytes
-from agentfsm.sandbox import CommandSandbox, agent_install_paths
+from agentfsm.sandbox import CommandSandbox, agent_install_paths, check_sandbox
 
 from ._fs import PathRefused, Resolved, SafeRoot, read_capped, replace_file
 from ._listing import SKIPPED_DIRS, FolderTools, fail, why
@@ -127,6 +127,7 @@ class WorkspaceTools(FolderTools):
         settings: Settings | None = None,
         readonly: Sequence[str | Path] | None = None,
     ) -> None:
+        check_sandbox(sandbox, "workspace_tools")
         self.workspace = Workspace(root)
         self.sandbox = sandbox
         self.protected = (PROTECTED_DIR, *protected)

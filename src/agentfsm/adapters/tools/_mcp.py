@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from attrs import field, frozen
 
 from agentfsm.engine import SupportsAbort, ToolCall, ToolResult, ToolSpec
-from agentfsm.sandbox import CommandSandbox
+from agentfsm.sandbox import CommandSandbox, check_sandbox
 
 from ._mcp_process import (
     MAX_ERRLOG_BYTES,
@@ -86,6 +86,7 @@ class McpServer:
     any program you configure yourself)."""
 
     def __attrs_post_init__(self) -> None:
+        check_sandbox(self.sandbox, "McpServer")
         if not self.name:
             raise ValueError("an MCP server needs a name")
         if self.transport == "stdio" and not self.command:

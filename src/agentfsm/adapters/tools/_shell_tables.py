@@ -5,26 +5,33 @@ Every program a command line runs falls in one of these classes (see
 
 * :data:`INERT` — programs that run no other program and no code, whatever their
   arguments (``ls``, ``cat``, ``rm`` …);
-* :data:`RISKY_OPTIONS` — programs that are inert except for a few options, refused with
-  every abbreviation (``sort --compress-program``, ``rg --pre``);
+* :data:`RISKY` — programs that are inert except for a few options, refused with every
+  abbreviation (``sort --compress-program``, ``rg --pre``, ``split --filter``,
+  ``install -s``);
 * :data:`~agentfsm.adapters.tools._shell_vetted.VETTED` — programs that do run other
   programs or code (``git``, ``make``, ``find``, ``tar``, ``cargo`` …): each option and
   subcommand must be in the program's :class:`Spec`, spelled out exactly; anything else is
   refused;
+* :data:`FILE_RUNNERS` — programs that run files the rules cannot see, with the options
+  through which they run code given on the command line (``pylint --init-hook``);
 * :data:`RUNNERS` — programs that run other programs or code and are not vetted
   (interpreters, debuggers, editors, ``ssh``, ``taskset`` …): never judged, always refused
-  by a deny rule;
+  by a deny rule (but :data:`RUNNERS_THAT_PRINT` asked for their version);
 * anything else is *unknown*.
+
+Shells, interpreters, ``awk``, ``sed``, wrappers and the bash builtins that set variables
+or run commands have their own judges in the rules.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Mapping
 
 from attrs import field, frozen
 
-__all__ = ["INERT", "RISKY_OPTIONS", "RUNNERS", "WRAPPERS", "Spec", "is_loader", "scan"]
+__all__ = ["INERT", "RISKY", "RUNNERS", "WRAPPERS", "Risky", "Spec", "is_loader", "scan"]
 
 
 def _set(text: str) -> frozenset[str]:
@@ -51,10 +58,15 @@ class Spec:
     """Every word is accepted (subject to ``check``)."""
     check: Callable[[str], str | None] | None = None
     """Judges each operand (every word when ``anything``): a reason when refused."""
-    requires: frozenset[str] = field(default="", converter=_set)
-    """One of these options must be given (``git config --get``)."""
+    complete: Callable[[set[str], list[str]], str | None] | None = None
+    """Judges the whole form once every word is read (the options met, the operands): a
+    reason when refused (``git config`` must only read)."""
+    info: frozenset[str] = field(default="", converter=_set)
+    """Options that make a line complete without a subcommand (``--version``, ``--help``)."""
     rest: Spec | None = None
     """How the words after ``--`` are judged (default: all operands, through ``check``)."""
+    dashdash: bool = True
+    """``--`` ends the options (``False``: ``find``, which reads its expression after it)."""
 
 
 def _newer() -> str:
@@ -74,6 +86,7 @@ def scan(
     options met are added to ``seen``."""
     if seen is None:
         seen = set()
+    operands: list[str] = []
     index = 0
     while index < len(args):
         arg = args[index]
@@ -83,15 +96,19 @@ def scan(
                 return reason, index
             index += 1
             continue
+        if arg == "--" and not spec.dashdash:
+            index += 1
+            continue
         if arg == "--":
             if stop:
                 return None, index + 1
             if spec.rest is not None:
                 reason, _ = scan(program, spec.rest, args[index + 1 :])
-                return reason, len(args)
+                return reason or _complete(program, spec, seen, operands), len(args)
             for operand in args[index + 1 :]:
                 if spec.check and (reason := spec.check(operand)):
                     return reason, index
+                operands.append(operand)
             break
         if arg.startswith("-") and arg != "-":
             reason, used = _option(program, spec, args, index, seen)
@@ -106,20 +123,18 @@ def scan(
             if sub is None:
                 return f"{program} {arg}: not a subcommand the rules can vet", index
             reason, _ = scan(f"{program} {arg}", sub, args[index + 1 :])
-            return _required(program, spec, seen) or reason, len(args)
+            return reason, len(args)
         if spec.check and (reason := spec.check(arg)):
             return reason, index
+        operands.append(arg)
         index += 1
-    if spec.subcommands is not None and not stop and "" not in spec.subcommands:
+    if spec.subcommands is not None and not stop and not spec.info & seen:
         return f"{program}: a subcommand is required", len(args)
-    return _required(program, spec, seen), len(args)
+    return _complete(program, spec, seen, operands), len(args)
 
 
-def _required(program: str, spec: Spec, seen: set[str]) -> str | None:
-    if spec.requires and not spec.requires & seen:
-        wanted = " or ".join(sorted(spec.requires))
-        return f"{program} without {wanted}: not a form the rules can vet"
-    return None
+def _complete(program: str, spec: Spec, seen: set[str], operands: list[str]) -> str | None:
+    return spec.complete(seen, operands) if spec.complete is not None else None
 
 
 def _option(
@@ -166,27 +181,72 @@ def _option(
 
 INERT = _set(
     """
-    ls dir vdir cat tac nl head tail wc echo printf pwd true false : test [ cd pushd popd
-    mkdir rmdir rm cp mv ln touch chmod chown chgrp truncate mktemp install dd shred
-    stat file du df basename dirname realpath readlink which whoami id uname hostname
+    ls dir vdir cat tac nl head tail wc echo pwd true false : cd pushd popd
+    mkdir rmdir rm cp mv ln touch chmod chown chgrp truncate mktemp dd shred
+    stat du df basename dirname realpath readlink which whoami id uname hostname
     groups printenv date sleep cut tr uniq tee cmp comm join paste fold fmt expand unexpand
     column seq yes rev numfmt od xxd hexdump strings base64 base32 md5sum sha1sum sha224sum
-    sha256sum sha384sum sha512sum b2sum cksum sum tree jq grep egrep fgrep diff split
+    sha256sum sha384sum sha512sum b2sum cksum sum tree jq grep egrep fgrep diff
     csplit unzip gzip gunzip zcat bzip2 bunzip2 bzcat xz unxz xzcat zstd unzstd lz4
-    wait kill jobs type umask ulimit shopt set unset getopts shift return exit break
-    continue nproc tput clear sync iconv locale read mapfile readarray
+    kill type umask ulimit shift return exit break continue nproc tput clear sync iconv
+    locale
     """
 )
-"""Programs and builtins that run no other program and no code, whatever their arguments."""
+"""Programs and builtins none of whose options runs another program or code. The bash
+builtins that set variables or run commands through an option (``read``, ``printf -v``,
+``mapfile -C``, ``jobs -x``, ``test -v``, ``set``, ``shopt`` …) have their own judges in
+the rules."""
 
-RISKY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "sort": ("--compress-program",),
-    "rg": ("--pre", "--hostname-bin"),
-    "sdiff": ("--diff-program",),
-    "diff3": ("--diff-program",),
+ALSO_RUNS: dict[str, tuple[str, ...]] = {
+    "egrep": ("grep", "-E"),
+    "fgrep": ("grep", "-F"),
+    "zcat": ("gzip", "-cd"),
+    "gunzip": ("gzip", "-d"),
 }
-"""Otherwise inert programs and the long options through which they run a program. Any
-abbreviation of one is refused too (GNU programs accept unique prefixes)."""
+"""Inert programs that are scripts running another program (Debian's ``egrep`` runs
+``grep -E``): a rule naming that program covers them too."""
+
+
+@frozen
+class Risky:
+    """The options through which an otherwise inert program runs another program."""
+
+    long: tuple[str, ...] = ()
+    """Long options; any abbreviation of one counts (GNU programs accept unique prefixes)."""
+    short: str = ""
+    """Short option letters, alone or in a cluster (``-Ds`` holds ``-s``)."""
+
+    def refusal(self, program: str, args: tuple[str, ...]) -> str | None:
+        """Why ``args`` may make ``program`` run another program, or ``None``."""
+        for arg in args:
+            option = arg.split("=", 1)[0]
+            if arg.startswith("--"):
+                if len(option) > 2 and any(r.startswith(option) for r in self.long):
+                    return f"{program} {option}: runs a program or code it is given"
+            elif arg.startswith("-") and any(letter in arg[1:] for letter in self.short):
+                return f"{program} {arg}: runs a program or code it is given"
+        return None
+
+
+RISKY: dict[str, Risky] = {
+    "sort": Risky(("--compress-program",)),
+    "rg": Risky(("--pre", "--hostname-bin", "--search-zip"), "z"),
+    "sdiff": Risky(("--diff-program",)),
+    "diff3": Risky(("--diff-program",)),
+    "split": Risky(("--filter",)),
+    "install": Risky(("--strip", "--strip-program"), "s"),
+    "file": Risky(("--uncompress", "--uncompress-noreport"), "zZ"),
+}
+"""Otherwise inert programs and the options through which they run a program (``rg -z``
+and ``file -z`` run decompressors, ``install -s`` runs ``strip``). A word that might be
+one of them is refused, after ``--`` too."""
+
+FILE_RUNNERS: dict[str, Risky] = {
+    "pylint": Risky(("--init-hook",)),
+    "mypy": Risky(("--python-executable",)),
+}
+"""Programs that run files the rules cannot see (plugins, configuration), and the options
+through which they run code or a program given on the command line."""
 
 # --- programs that run other programs and are not vetted ----------------------------------
 
@@ -204,7 +264,7 @@ RUNNERS = _set(
     numactl cgexec systemd-run run-parts start-stop-daemon daemonize at batch crontab
     sudo doas su runuser pkexec fakeroot firejail bwrap proot xvfb-run catchsegv
     tmux screen script dtach abduco watch parallel entr watchexec nodemon unbuffer rlwrap
-    npx pnpx bunx uvx pipx uv poetry pipenv conda mamba tox nox hatch pdm pip pip3 rye
+    npx pnpx bunx uvx pipx uv poetry pipenv conda mamba tox nox hatch pdm rye
     docker podman kubectl nerdctl lxc vagrant zip 7z 7za dc bc
     gcc g++ cc c++ clang clang++ rustc ld gold lld cmake bazel xdg-open open
     sensible-browser
@@ -213,6 +273,16 @@ RUNNERS = _set(
 """Programs that run other programs or code and whose options are not vetted (shells,
 interpreters and ``awk``-likes have their own judges in the rules; ``env``, ``timeout``
 and the other vetted wrappers are in :data:`WRAPPERS`)."""
+
+RUNNER_INFO = frozenset({"--version", "-V", "-version"})
+"""The one argument with which a runner of :data:`RUNNERS_THAT_PRINT` prints its version."""
+RUNNERS_THAT_PRINT = _set(
+    "gcc g++ cc c++ clang clang++ rustc cmake java javac docker podman ssh rsync vim nvim "
+    "emacs less man tmux uv poetry pipenv pipx conda tox nox hatch pdm rye deno bun dotnet "
+    "swift gdb valgrind strace wget"
+)
+"""Runners whose only argument ``--version``, ``-V`` or ``-version`` prints their version
+and runs nothing (an interpreter such as ``tclsh`` would run a file named ``--version``)."""
 
 _LOADER = re.compile(r"(^ld([-.].*)?\.so.*|.*\.so(\.[\d.]+)?$)")
 
@@ -275,7 +345,10 @@ FIND = Spec(
     "-mmin -atime -amin -ctime -cmin -used -maxdepth -mindepth -fstype -lname -ilname -printf "
     "-context -files0-from -D " + _newer(),
     single_dash=True,
+    dashdash=False,
 )
+"""``find``: ``--`` ends only its leading options, so the expression after it is judged too.
+No ``-exec``, ``-execdir``, ``-ok``, ``-okdir``, ``-delete``, ``-fprint*``, ``-fls``."""
 
 TAR = Spec(
     "-c -x -t -r -u -z -j -J -a -v -k -p -h -O -m -P -S -d -w --create --extract --get --list "
@@ -298,12 +371,18 @@ TAR = Spec(
 # --- shells and interpreters: vetted options, then a script -------------------------------
 
 SHELL = Spec(
-    "-a -b -C -e -f -h -k -m -n -p -t -u -v -x -B -E -H -P -T -l -c --login --noprofile "
-    "--norc --posix --noediting --verbose --restricted -r",
-    "-o -O",
+    "-b -C -e -f -h -m -n -p -t -u -v -x -B -E -P -T -c --noprofile --norc --noediting "
+    "--verbose --restricted -r --version --help",
+    "-o",
 )
-"""A shell's options (``+x`` is read as ``-x``); ``-s``, ``-i``, ``--init-file``,
-``--rcfile`` are not in it."""
+"""A shell's options (``+x`` is read as ``-x``); ``-s``, ``-i``, ``-l``/``--login`` (which
+read startup files), ``-O`` (bash's ``shopt``), ``-k``, ``-a``, ``-H``, ``--init-file``,
+``--rcfile`` and ``--posix`` are not in it, and ``-o`` names only :data:`SHELL_OPTIONS`."""
+SHELL_OPTIONS = _set("errexit nounset pipefail xtrace verbose noglob noclobber noexec")
+"""The ``set -o`` names the rules accept (``set -o`` and a shell's ``-o``)."""
+SHELL_FLAGS = "eufxvCnbhmBEPT"
+"""The ``set`` letters the rules accept (``-a`` exports every assignment, ``-k`` puts
+assignments anywhere in a command's environment, ``-H`` and ``-o history`` expand ``!``)."""
 
 INTERPRETERS: dict[str, Spec] = {
     "node": Spec(
@@ -315,23 +394,33 @@ INTERPRETERS: dict[str, Spec] = {
         "--max-old-space-size --stack-size --unhandled-rejections --test-reporter "
         "--test-name-pattern --input-type",
     ),
-    "perl": Spec("-w -W -X -T -t -c -l -a -n -p", "-I"),
-    "ruby": Spec("-w -W -c -l -a -n -p -v --verbose", "-I"),
-    "php": Spec("-l -n -q", "-f"),
+    "perl": Spec("-w -W -X -T -t -c -l -a -n -p -v -V", "-I"),
+    "ruby": Spec("-w -W -c -l -a -n -p -v --verbose --version -h --help", "-I"),
+    "php": Spec("-l -n -q -v --version -h --help", "-f"),
 }
 """Interpreters other than Python: the options known not to take code (``-e``, ``-r``,
 ``--require``, ``-M``, ``-x``, ``-i`` … are not in them); the first operand is the script."""
+INTERPRETER_INFO = _set("--version -v -V --help -h")
+"""Options after which an interpreter given no script prints and exits (``node -v``)."""
 
 PYTHON_FLAGS = "bBdEhIOPqsSuvVx"
 """Python's short options without a value (``-i``, which reads code after the script, is
 not one of them)."""
 PYTHON_MODULES = frozenset({"pytest"})
 """Modules ``python -m`` may run for an allow rule."""
-PYTHON_FILE_MODULES = _set(
-    "pytest unittest venv json.tool py_compile compileall mypy ruff black isort pip "
-    "http.server ensurepip build twine pyflakes pylint flake8"
-)
-"""Modules that run files, not code given on the command line (a deny rule compares them)."""
+PYTHON_FILE_MODULES: dict[str, Risky] = {
+    **dict.fromkeys(
+        _set(
+            "pytest unittest venv json.tool py_compile compileall ruff black isort "
+            "http.server ensurepip build twine pyflakes flake8"
+        ),
+        Risky(),
+    ),
+    **FILE_RUNNERS,
+    "pip": Risky(("--python",)),
+}
+"""Modules that run files, not code given on the command line (a deny rule compares them),
+with the options through which they do run code or a program given on it."""
 
 HARMLESS_VARIABLES = _set(
     "LANG LANGUAGE LC_ALL LC_CTYPE LC_MESSAGES LC_COLLATE LC_NUMERIC LC_TIME TZ TERM "
@@ -346,18 +435,20 @@ EVALUATORS = _set(
     "eval exec source . trap alias unalias enable hash let fc bind complete compgen coproc "
     "select function"
 )
-"""Builtins that run text as code or change what a name runs."""
+"""Builtins that run text as code or change what a name runs (``source`` runs a file in
+the line's own shell, which may change how bash reads the lines after it)."""
 ASSIGNERS = _set("export declare typeset local readonly")
 """Builtins whose ``NAME=value`` operands are assignments."""
-SUBSCRIPTS = _set("test [ printf read unset wait mapfile readarray shift")
-"""Builtins that evaluate ``a[$(…)]`` subscripts in bash."""
 
-_STDIN = re.compile(r"/dev/+(stdin|fd/|tty)|/proc/+[^/]+/+(fd|task)/|^/dev/std")
+_STDIN = re.compile(
+    r"(^|/)dev/+(std(in|out|err)|fd(/|$)|tty)|(^|/)proc/+[^/]+/+(fd|fdinfo|task|root|cwd)(/|$)"
+)
 
 
 def reads_input(word: str) -> bool:
-    """``word`` names the process's own input (``/dev/stdin``, ``/proc/self/fd/0`` …)."""
-    return _STDIN.search(word) is not None
+    """``word`` names the process's own input or a way to it (``/dev/stdin``,
+    ``/dev/./stdin``, ``/proc/self/../self/fd/0``, ``/proc/self/root/…``)."""
+    return _STDIN.search(posixpath.normpath(word)) is not None or _STDIN.search(word) is not None
 
 
 SED_FLAGS = "nErsuzb"

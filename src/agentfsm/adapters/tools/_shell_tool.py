@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +22,18 @@ from agentfsm.sandbox import (
 from ._toolbox import FunctionTool
 from ._workspace import PROTECTED_DIR, Permissions
 
-__all__ = ["ShellTool"]
+__all__ = ["ShellTool", "bash_command"]
+
+BASH = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.access(p, os.X_OK)), None)
+"""The bash that runs the tool's lines: the grammar the shell rules parse (``None``: none)."""
+
+
+def bash_command(command: str, bash: str) -> str:
+    """The ``sh -c`` line that runs ``command`` with ``bash`` (``sh`` reads the quoted line
+    as one literal word and hands it over; bash reads no startup file). ``sh`` stays the
+    sandbox's first process and waits: a command that became that process would ignore
+    the limits' ``SIGXCPU``, as the first process of a PID namespace does."""
+    return f"{bash} --norc --noprofile -c {shlex.quote(command)}"
 
 
 class ShellTool:
@@ -29,6 +42,9 @@ class ShellTool:
     Commands run in ``sandbox``; without one, the OS sandbox found here on first use
     (:func:`detect_sandbox`, hiding ``protected``). When none works, every call fails with
     what to install: a command never runs unsandboxed unless given :class:`Unsandboxed`.
+    Lines run with bash, whose grammar the shell rules parse (:mod:`~agentfsm.adapters.
+    tools._shell_rules`); where bash is missing they run with ``sh``, and a line under shell
+    rules is refused, as the rules would read it in another grammar.
     A failure that shows a resource limit of the sandbox (its ``limits``) says which one,
     its value and the settings key that raises it. A command not found inside the
     bubblewrap sandbox (exit code 127) says what the sandbox sees of it and how to show a
@@ -61,7 +77,7 @@ class ShellTool:
         timeout: float = 120,  # noqa: ASYNC109 - the model's own limit for its command
         signal: SupportsAbort | None = None,
     ) -> ToolResult:
-        """Run a shell command (``sh -c``) in the workspace root, with a time limit.
+        """Run a bash command line in the workspace root, with a time limit.
 
         Args:
             command: The command line.
@@ -70,6 +86,17 @@ class ShellTool:
         reason = self.permissions.check("shell", command)
         if reason is not None:
             return ToolResult(False, "", reason)
+        if BASH is not None:
+            command = bash_command(command, BASH)
+        elif any(
+            r.tool in ("shell", "*") for r in (*self.permissions.allow, *self.permissions.deny)
+        ):
+            return ToolResult(
+                False,
+                "",
+                "bash is not installed: the shell rules read a line as bash reads it, "
+                "so no line runs under them without it",
+            )
         limit = max(1.0, min(float(timeout), 1800.0))
         try:
             sandbox = await self._sandbox()

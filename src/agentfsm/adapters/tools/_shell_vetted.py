@@ -66,6 +66,16 @@ def _git_log(extra: str = "", values: str = "") -> Spec:
 _LOG = _git_log()
 _DIFF = Spec(_DIFF_FLAGS + " --no-index", _DIFF_VALUES, _DIFF_OPTIONAL)
 
+_CONFIG_READS = {"--get", "--get-all", "--get-regexp", "--list", "-l"}
+
+
+def _config_reads(seen: set[str], operands: list[str]) -> str | None:
+    """``git config`` only reads: ``--get``/``--list``…, or one name and no value."""
+    if seen & _CONFIG_READS or len(operands) == 1:
+        return None
+    return "git config without --get, --list or a single name: not a form the rules can vet"
+
+
 GIT_SUBCOMMANDS: dict[str, Spec] = {
     "status": Spec(
         "-s --short -b --branch --long -v --verbose -z --show-stash --ahead-behind "
@@ -158,7 +168,7 @@ GIT_SUBCOMMANDS: dict[str, Spec] = {
         "--get --get-all --get-regexp --list -l --show-origin --show-scope --local --global "
         "--system --worktree --name-only -z --null --bool --int --path --bool-or-int --expiry-date",
         "--type --default --file -f --blob",
-        requires="--get --get-all --get-regexp --list -l",
+        complete=_config_reads,
     ),
     "add": Spec(
         "-A --all -u --update -n --dry-run -v --verbose -f --force -N --intent-to-add "
@@ -302,13 +312,13 @@ subcommand that runs a program it is given."""
 
 GIT = Spec(
     "--no-pager -P --bare --no-replace-objects --literal-pathspecs --glob-pathspecs "
-    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice --version -v -h "
-    "--help",
+    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice --version -v -h",
     "-C --git-dir --work-tree --namespace",
     subcommands=GIT_SUBCOMMANDS,
+    info="--version -v -h",
 )
-"""``git``: refused are ``-c``, ``--config-env``, ``--exec-path``, ``-p``/``--paginate`` and
-every subcommand not in :data:`GIT_SUBCOMMANDS`."""
+"""``git``: refused are ``-c``, ``--config-env``, ``--exec-path``, ``-p``/``--paginate``,
+``--help`` (it runs ``man``) and every subcommand not in :data:`GIT_SUBCOMMANDS`."""
 
 
 def _script_word(word: str) -> str | None:
@@ -319,7 +329,10 @@ def _script_word(word: str) -> str | None:
 
 _SCRIPT_ARGS = Spec(anything=True, check=_script_word)
 _RUN = Spec("--if-present --silent -s", "-w --workspace", check=_script_word, rest=_SCRIPT_ARGS)
-_NPM_GLOBAL = ("--silent -s -q --quiet --workspaces --ws --if-present", "-w --workspace --prefix")
+_NPM_GLOBAL = (
+    "--silent -s -q --quiet --workspaces --ws --if-present --version -v --help -h",
+    "-w --workspace --prefix",
+)
 _INSTALL = Spec(
     "-D --save-dev -S --save --no-save -E --save-exact -P --save-prod --production "
     "--ignore-scripts --legacy-peer-deps --no-audit --no-fund --prefer-offline --offline "
@@ -331,15 +344,19 @@ _INSTALL = Spec(
 def _npm(*extra: str) -> dict[str, Spec]:
     table = dict.fromkeys(("run", "run-script", "test", "t", "tst", *extra), _RUN)
     table.update(dict.fromkeys(("install", "i", "ci", "add"), _INSTALL))
-    table.update({name: Spec("--all --json --depth", "--depth") for name in ("ls", "list")})
-    table["outdated"] = Spec("--json --long")
+    table.update(
+        {name: Spec("--all --json -g --global --long", "", "--depth") for name in ("ls", "list")}
+    )
+    table["outdated"] = Spec("--json --long -g --global")
+    table.update(dict.fromkeys(("view", "info", "show"), Spec("--json")))
     return table
 
 
-NPM = Spec(*_NPM_GLOBAL, subcommands=_npm("start", "stop", "restart"))
+_NPM_INFO = "--version -v --help -h"
+NPM = Spec(*_NPM_GLOBAL, subcommands=_npm("start", "stop", "restart"), info=_NPM_INFO)
 """``npm``: no ``exec``, ``x``, ``--script-shell``; words passed to a script are plain."""
-PNPM = Spec(*_NPM_GLOBAL, subcommands=_npm("start"))
-YARN = Spec("--silent -s", "--cwd", subcommands=_npm())
+PNPM = Spec(*_NPM_GLOBAL, subcommands=_npm("start"), info=_NPM_INFO)
+YARN = Spec("--silent -s --version -v --help -h", "--cwd", subcommands=_npm(), info=_NPM_INFO)
 """``yarn``: only ``run``/``test``/``install`` (``yarn <name>`` may run a binary)."""
 
 _CARGO_COMMON = (
@@ -352,8 +369,9 @@ _CARGO_COMMON = (
 )
 _LINTS = Spec("", "-D -W -A -F --deny --warn --allow --forbid")
 CARGO = Spec(
-    "-q --quiet -v --verbose --version -V --offline --locked --frozen",
+    "-q --quiet -v --verbose --version -V --offline --locked --frozen -h --help",
     "--color --manifest-path",
+    info="--version -V -h --help",
     subcommands={
         "build": Spec(*_CARGO_COMMON, rest=Spec()),
         "b": Spec(*_CARGO_COMMON, rest=Spec()),
@@ -385,8 +403,8 @@ GO = Spec(
     "",
     "",
     subcommands={
-        "build": Spec(*_GO_BUILD, single_dash=True),
-        "test": Spec(*_GO_BUILD, single_dash=True),
+        "build": Spec(*_GO_BUILD, single_dash=True, rest=Spec()),
+        "test": Spec(*_GO_BUILD, single_dash=True, rest=Spec()),
         "vet": Spec("-json -n -x", "-C -tags -mod", single_dash=True),
         "fmt": Spec("-n -x", "-mod", single_dash=True),
         "version": Spec("-m -v", single_dash=True),
@@ -422,6 +440,34 @@ TSC = Spec(
     "--outFile --tsBuildInfoFile",
 )
 
+_PIP_GLOBAL = (
+    "-q --quiet -v --verbose --isolated --no-input --disable-pip-version-check --no-color "
+    "--no-cache-dir --require-virtualenv --version -V -h --help",
+    "--cache-dir --timeout --retries --index-url -i --extra-index-url --trusted-host",
+)
+PIP = Spec(
+    *_PIP_GLOBAL,
+    subcommands={
+        "list": Spec(
+            "-o --outdated -u --uptodate -e --editable -l --local --user --not-required "
+            "--exclude-editable --include-editable",
+            "--format --exclude",
+        ),
+        "show": Spec("-f --files"),
+        "freeze": Spec("-l --local --user --all --exclude-editable", "--exclude"),
+        "check": Spec(),
+        "install": Spec(
+            "-U --upgrade --no-deps --pre --user --force-reinstall -I --ignore-installed "
+            "--no-build-isolation --dry-run --no-index --require-hashes --break-system-packages",
+            "-r --requirement -c --constraint -e --editable --upgrade-strategy -f --find-links",
+        ),
+    },
+    info="--version -V -h --help",
+)
+"""``pip``: package queries and ``install`` (which runs the build scripts of what it
+installs: files, not code on the command line); no ``--python`` (another interpreter),
+``--global-option``, ``--config-settings``, ``-t``/``--prefix``/``--root``."""
+
 VETTED: dict[str, Spec] = {
     "git": GIT,
     "npm": NPM,
@@ -432,6 +478,8 @@ VETTED: dict[str, Spec] = {
     "pytest": PYTEST,
     "py.test": PYTEST,
     "tsc": TSC,
+    "pip": PIP,
+    "pip3": PIP,
     "make": MAKE,
     "gmake": MAKE,
     "find": FIND,

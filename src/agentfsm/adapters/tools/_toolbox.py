@@ -260,7 +260,7 @@ def _to_output(value: Any) -> ToolResult:
 
 
 class ToolBox:
-    """A :class:`~agentfsm.engine._protocols.ToolRunner` made of Python functions.
+    """A :class:`~agentfsm.ToolRunner` made of Python functions.
 
     ``run`` never raises: unknown tools, malformed JSON, wrong or missing arguments and
     exceptions inside a tool all come back as ``ToolResult(ok=False)`` with an error that

@@ -55,7 +55,7 @@ class Workspace:
         This checks the path as a string at the time of the call: good for showing or
         comparing paths, not for acting on them (a folder swapped for a symlink afterwards
         goes unnoticed). The workspace tools act on descriptors through
-        :class:`~agentfsm.adapters.tools._fs.SafeRoot` instead.
+        :class:`~agentfsm.adapters.tools.SafeRoot` instead.
         """
         if not isinstance(path, str) or not path.strip():
             raise OutsideWorkspace("a path is required")
@@ -119,17 +119,18 @@ class PermissionRule:
         return subject is not None and rule_matches(subject, self.pattern)
 
     def allows(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
-        """As an allow rule: a shell command line must be one simple command, vetted by the
-        tables of :mod:`~agentfsm.adapters.tools._shell_tables`, that the pattern matches."""
+        """As the only allow rule: every command of a shell line (simple commands joined by
+        lists and pipes) must be vetted by the project's tables (docs/security.md,
+        "Permission rules") and matched by the pattern."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
-            return line.matches(self.pattern)
+            return line.admitted((self.pattern,))
         return self.matches(tool, subject)
 
     def forbids(self, tool: str, subject: str | None, line: CommandLine | None) -> bool:
         """As a deny rule: any command of a shell line matching it, or anything in the line
-        the rule cannot check (see :mod:`~agentfsm.adapters.tools._shell_rules`)."""
+        the rule cannot see through (a substitution, an ``eval``; docs/security.md)."""
         if self.tool not in (tool, "*"):
             return False
         if line is not None:
@@ -171,7 +172,7 @@ class Permissions:
         """``None`` when the call may run, else the reason it may not.
 
         For ``shell`` the subject is the command line, parsed into the commands it runs
-        (see :mod:`agentfsm.adapters.tools._shell_rules`).
+        (docs/security.md, "Permission rules").
         """
         line = parse_command_line(subject) if tool == "shell" and subject is not None else None
         for rule in self.deny:
@@ -181,9 +182,21 @@ class Permissions:
                     return f"permission denied by rule {str(rule)!r}: {why}"
                 return f"permission denied by rule {str(rule)!r}"
         relevant = [rule for rule in self.allow if rule.tool in (tool, "*")]
-        if relevant and not any(rule.allows(tool, subject, line) for rule in relevant):
-            allowed = ", ".join(str(r) for r in relevant)
-            refusal = line.refusal() if line is not None else None
-            why = f" ({refusal})" if refusal else ""
-            return f"permission denied: {tool} is only allowed for {allowed}{why}"
-        return None
+        if not relevant:
+            return None
+        if line is not None:
+            # Each command of the line must be admitted by one of the rules.
+            patterns = [rule.pattern for rule in relevant]
+            if line.admitted(patterns):
+                return None
+            refusal = line.refusal()
+            unmatched = line.unmatched(patterns) if len(line.commands) > 1 else None
+            if refusal is None and unmatched is not None:
+                refusal = f"{unmatched.text()}: no allow rule matches it"
+        elif any(rule.allows(tool, subject, line) for rule in relevant):
+            return None
+        else:
+            refusal = None
+        allowed = ", ".join(str(r) for r in relevant)
+        why = f" ({refusal})" if refusal else ""
+        return f"permission denied: {tool} is only allowed for {allowed}{why}"

@@ -1,0 +1,187 @@
+"""A PostgreSQL system database engine whose every wait is bounded.
+
+DBOS's own engine waits on the database as long as the operating system lets it: a
+connection whose traffic has gone silent (a dead NAT entry, a database host that froze,
+a proxy that stopped forwarding) blocks the thread that uses it forever. The engine of
+:func:`system_engine` bounds each wait instead:
+
+- **connecting**: ``connect_timeout`` (:data:`CONNECT_TIMEOUT` seconds per attempt);
+- **each reply**: a statement, commit or ping that gets no answer within
+  :func:`answer_timeout` seconds (``$AGENTFSM_DATABASE_ANSWER_TIMEOUT``, default 30) has its
+  connection closed and fails as a lost connection, which DBOS retries on a new one;
+  waiting for notifications (``LISTEN``) is not bounded: silence is normal there;
+- **the network**: TCP keepalives (idle 10 s, then 3 probes 5 s apart) and
+  ``tcp_user_timeout`` (30 s) let the kernel drop a connection whose peer is gone;
+- **the server**: ``idle_in_transaction_session_timeout`` (60 s) ends a session left in an
+  open transaction by a client that froze, releasing its locks.
+
+``hold`` (for the engine of a process that runs tasks) retries a refused or failed
+connection every second for that many seconds before the error reaches DBOS, whose own
+retries wait longer and longer between attempts (up to 90 s): a database that comes back
+is then noticed within about a second, and an outage costs one warning in the log per
+``hold`` seconds instead of one per attempt.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Generator
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.abc import PQGen
+from psycopg.errors import _WaitTimeout
+from sqlalchemy.engine import make_url
+
+__all__ = [
+    "ANSWER_TIMEOUT_ENV",
+    "CONNECT_TIMEOUT",
+    "answer_timeout",
+    "is_postgres",
+    "release",
+    "system_engine",
+]
+
+ANSWER_TIMEOUT_ENV = "AGENTFSM_DATABASE_ANSWER_TIMEOUT"
+"""Seconds the database has to answer a statement before its connection is closed."""
+DEFAULT_ANSWER_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10
+"""Seconds each connection attempt may take."""
+IDLE_IN_TRANSACTION_MS = 60_000
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+_POSTGRES = ("postgresql", "postgres", "cockroachdb")
+
+
+def is_postgres(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL database (any driver suffix)."""
+    return url.partition("://")[0].split("+")[0] in _POSTGRES
+
+
+def answer_timeout() -> float:
+    """``$AGENTFSM_DATABASE_ANSWER_TIMEOUT`` when it is a positive number, else 30."""
+    try:
+        value = float(os.environ.get(ANSWER_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_ANSWER_TIMEOUT
+    return value if math.isfinite(value) and value > 0 else DEFAULT_ANSWER_TIMEOUT
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose waits for a reply end after :attr:`answer_timeout`
+    seconds: the connection is closed and the wait fails as a lost connection."""
+
+    answer_timeout: float | None = None
+    _listening = False
+
+    def wait(self, gen: PQGen[Any], interval: float = 0.1, timeout: float | None = None) -> Any:
+        """psycopg's wait, bounded by :attr:`answer_timeout` unless the caller gave a
+        timeout of its own or the connection is waiting for notifications."""
+        limit = self.answer_timeout
+        if timeout is not None or limit is None or self._listening:
+            return super().wait(gen, interval, timeout)
+        try:
+            return super().wait(gen, interval, limit)
+        except _WaitTimeout:
+            # The reply may still come: the connection is unusable and is closed, so the
+            # pool drops it and DBOS retries the operation on a new one.
+            self.pgconn.finish()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {limit:g} s "
+                f"(${ANSWER_TIMEOUT_ENV}); connection closed"
+            ) from None
+
+    def notifies(
+        self, *, timeout: float | None = None, stop_after: int | None = None
+    ) -> Generator[psycopg.Notify]:
+        """psycopg's notifies; its wait is not bounded (silence is normal there)."""
+        self._listening = True
+        try:
+            yield from super().notifies(timeout=timeout, stop_after=stop_after)
+        finally:
+            self._listening = False
+
+
+class _Connector:
+    """The engine's ``do_connect``: a :class:`BoundedConnection`, the attempts retried
+    every second for ``hold`` seconds (until :meth:`release`)."""
+
+    def __init__(self, hold: float, answer: float) -> None:
+        self.hold = hold
+        self.answer = answer
+        self.released = threading.Event()
+
+    def __call__(
+        self, dialect: Any, record: Any, cargs: list[Any], cparams: dict[str, Any]
+    ) -> BoundedConnection:
+        deadline = time.monotonic() + self.hold
+        while True:
+            try:
+                connection = BoundedConnection.connect(*cargs, **cparams)
+            except psycopg.OperationalError:
+                if time.monotonic() >= deadline or self.released.wait(1.0):
+                    raise
+                continue
+            connection.answer_timeout = self.answer
+            return connection
+
+    def release(self) -> None:
+        """Stop retrying: the attempts under way fail at their next error."""
+        self.released.set()
+
+
+_connectors: weakref.WeakKeyDictionary[sa.Engine, _Connector] = weakref.WeakKeyDictionary()
+
+
+def system_engine(
+    url: str,
+    *,
+    pool_size: int,
+    application_name: str,
+    hold: float = 0.0,
+) -> sa.Engine:
+    """A SQLAlchemy engine on the PostgreSQL database ``url`` with the bounds above
+    (parameters of the URL's own query string win over these defaults). ``hold``:
+    seconds a failed connection attempt is retried (every second) before it fails.
+    :func:`release` ends those retries, for a process that is stopping."""
+    parsed = make_url(url).set(drivername="postgresql+psycopg")
+    given = dict(parsed.query)
+    connect_args: dict[str, Any] = {
+        "application_name": application_name,
+        "connect_timeout": CONNECT_TIMEOUT,
+        **_KEEPALIVES,
+    }
+    connect_args = {name: value for name, value in connect_args.items() if name not in given}
+    idle = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+    options = given.get("options")
+    if not isinstance(options, str) or "idle_in_transaction_session_timeout" not in options:
+        connect_args["options"] = f"{options} {idle}" if isinstance(options, str) else idle
+    engine = sa.create_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=30,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
+    connector = _Connector(hold, answer_timeout())
+    sa.event.listen(engine, "do_connect", connector)
+    _connectors[engine] = connector
+    return engine
+
+
+def release(engine: sa.Engine) -> None:
+    """End the connection retries of ``engine`` (made by :func:`system_engine`)."""
+    connector = _connectors.get(engine)
+    if connector is not None:
+        connector.release()

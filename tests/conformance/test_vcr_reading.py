@@ -1,0 +1,133 @@
+"""The second reading ``replay-vcr`` holds adapters to: event streams split as the SSE
+specification says, and what a recording cannot settle left unjudged."""
+
+from __future__ import annotations
+
+import json
+
+from agentfsm.adapters.providers._replay import RecordedResponse
+from agentfsm.conformance._reading import Answer, Call, Failure, read_recorded, sse_events
+
+_STREAM = (("content-type", "text/event-stream"),)
+_JSON = (("content-type", "application/json"),)
+
+
+def test_events_end_at_blank_lines_whatever_the_line_ends() -> None:
+    body = "event: a\r\ndata: 1\r\n\r\ndata: 2\rdata: 3\r\rdata: 4\n\n"
+    assert list(sse_events(body)) == [("a", "1"), ("message", "2\n3"), ("message", "4")]
+
+
+def test_a_line_separator_is_text_not_a_line_end() -> None:
+    body = 'data: {"t": "a\u2028b\u2029c\x85d"}\n\n'
+    ((_, data),) = sse_events(body)
+    assert json.loads(data) == {"t": "a\u2028b\u2029c\x85d"}
+
+
+def test_comments_fields_and_the_unclosed_last_event() -> None:
+    body = "\ufeff: keep-alive\nid: 7\nretry: 10\ndata:no space\ndata:  two spaces\n\ndata: cut"
+    assert list(sse_events(body)) == [("message", "no space\n two spaces")]
+
+
+def test_an_event_without_data_is_not_dispatched() -> None:
+    assert list(sse_events("event: ping\n\n: only a comment\n\n")) == []
+
+
+def _chat(*chunks: object) -> bytes:
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+
+
+def test_chat_tool_calls_without_index_fold_by_id_and_name() -> None:
+    def fragment(**call: object) -> dict[str, object]:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    body = _chat(
+        fragment(id="c1", function={"name": "f", "arguments": '{"a":'}),
+        fragment(function={"arguments": " 1}"}),
+        fragment(id="c2", function={"name": "g", "arguments": ""}),  # another id
+        fragment(id="c2", function={"name": "g", "arguments": '{"b": 2}'}),  # repeated
+        fragment(function={"name": "f", "arguments": '{"a": 3}'}),  # another name, no id
+        fragment(function={"name": "f", "arguments": '{"a": 4}'}),  # f again, f complete
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )
+    reading = read_recorded(RecordedResponse(200, _STREAM, body), "openai-chat")
+    assert reading.outcome == Answer(
+        calls=(
+            Call("c1", "f", {"a": 1}),
+            Call("c2", "g", {"b": 2}),
+            Call(None, "f", {"a": 3}),
+            Call(None, "f", {"a": 4}),
+        ),
+        finish_reason="tool_calls",
+        finish_reason_raw=None,
+    )
+
+
+def test_after_done_nothing_counts() -> None:
+    body = _chat({"choices": [{"index": 0, "delta": {"content": "Hi"}}]}) + _chat(
+        {"choices": [{"index": 0, "delta": {"content": " again"}}]}
+    )
+    reading = read_recorded(RecordedResponse(200, _STREAM, body), "openai-chat")
+    assert isinstance(reading.outcome, Answer)
+    assert reading.outcome.text == "Hi"
+
+
+def test_an_error_after_text_is_not_retryable() -> None:
+    body = _chat(
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+        {"error": {"message": "upstream failed", "code": 502}},
+    )
+    reading = read_recorded(RecordedResponse(200, _STREAM, body), "openai-chat")
+    assert reading.outcome == Failure("server", 200, False, "an error event in the stream")
+
+
+def test_what_a_recording_cannot_settle_is_unjudged() -> None:
+    stream = _chat({"choices": [{"index": 0, "delta": {"content": "Hi"}}]})
+    headerless = read_recorded(RecordedResponse(200, (), stream), "openai-chat")
+    assert headerless.outcome is None
+    assert headerless.unjudged.startswith("an event stream recorded without its content-type")
+    moved = read_recorded(RecordedResponse(302, (("location", "/x"),), b""), "anthropic")
+    assert (moved.outcome, moved.unjudged) == (None, "a 302 redirect, not an answer")
+    body = json.dumps({"choices": [{"index": 0, "message": {"content": "Hi"}}]}).encode()
+    plain = read_recorded(RecordedResponse(200, (), body), "openai-chat")
+    assert isinstance(plain.outcome, Answer)  # a JSON body needs no header to be read
+
+
+def test_responses_status_reads_as_a_finish_reason() -> None:
+    def finish(status: str, reason: str | None = None) -> object:
+        body: dict[str, object] = {"object": "response", "status": status, "output": []}
+        if reason is not None:
+            body["incomplete_details"] = {"reason": reason}
+        raw = json.dumps(body).encode()
+        outcome = read_recorded(RecordedResponse(200, _JSON, raw), "openai-responses").outcome
+        if isinstance(outcome, Failure):
+            return outcome.kind
+        assert isinstance(outcome, Answer)
+        return outcome.finish_reason, outcome.finish_reason_raw
+
+    assert finish("completed") == ("stop", None)
+    assert finish("incomplete", "max_output_tokens") == ("length", None)
+    assert finish("incomplete", "content_filter") == ("content_filter", None)
+    assert finish("incomplete", "server_overload") == ("other", "server_overload")
+    assert finish("incomplete") == ("other", "incomplete")
+    assert finish("complete") == ("stop", None)
+    assert finish("queued") == "bad_response"
+    assert finish("in_progress") == "bad_response"
+
+
+def test_many_small_pieces_are_read_in_linear_time() -> None:
+    """A hostile recording of many tiny lines, deltas and fragments: each is added once,
+    never the whole so far copied or re-parsed for each."""
+    lines = 200_000
+    ((_, data),) = sse_events("data: x\n" * lines + "\n")
+    assert len(data) == 2 * lines - 1
+    opening = {"function": {"name": "f", "arguments": '{"a": "'}}
+    more = {"function": {"name": "f", "arguments": "{"}}  # never a whole object
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [opening]}}]},
+        *[{"choices": [{"index": 0, "delta": {"tool_calls": [more], "content": "t"}}]}] * 50_000,
+    ]
+    reading = read_recorded(RecordedResponse(200, _STREAM, _chat(*chunks)), "openai-chat")
+    assert isinstance(reading.outcome, Answer)
+    assert reading.outcome.text == "t" * 50_000
+    (call,) = reading.outcome.calls
+    assert call.raw_arguments == '{"a": "' + "{" * 50_000
