@@ -14,6 +14,7 @@ Skipped lines are counted and reported in one logged warning per file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -45,14 +46,21 @@ MAX_SESSION_BYTES = 512 * 1024 * 1024
 """Largest session file read (512 MiB); a larger one is refused."""
 
 
-def open_session_file(path: str | Path) -> BinaryIO:
+def open_session_file(path: str | Path, *, follow: bool = True) -> BinaryIO:
     """Open ``path`` for reading if it is a regular file of at most :data:`MAX_SESSION_BYTES`.
 
     Raises ``FileNotFoundError`` when it is missing and :class:`SessionNotFound` when it is
-    something else (a FIFO, a device, a folder) or too large. Never blocks on a FIFO.
+    something else (a FIFO, a device, a folder, with ``follow=False`` a symlink) or too
+    large. Never blocks on a FIFO.
     """
     path = Path(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+    except OSError as error:
+        if not follow and error.errno == errno.ELOOP:
+            raise SessionNotFound(path.name, "a symlink") from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -101,7 +109,7 @@ def _record(raw: bytes) -> tuple[bool, Any]:
     return True, record
 
 
-def iter_session_records(path: str | Path) -> Iterator[Any]:
+def iter_session_records(path: str | Path, *, follow: bool = True) -> Iterator[Any]:
     """The parsed records of a session file, in order, skipping unusable lines.
 
     Blank lines are passed over; a line that is not JSON, too long or too deep is skipped,
@@ -109,7 +117,7 @@ def iter_session_records(path: str | Path) -> Iterator[Any]:
     :func:`open_session_file`.
     """
     skipped = 0
-    with open_session_file(path) as file:
+    with open_session_file(path, follow=follow) as file:
         try:
             for raw in _lines(file):
                 if raw is None:

@@ -13,6 +13,7 @@ included: whatever prints them makes them safe for its medium.
 from __future__ import annotations
 
 import logging
+import stat
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -31,8 +32,8 @@ from agentfsm.engine import (
     unrecorded_result,
 )
 
-from ._lines import iter_session_records
-from ._resolve import SessionNotFound, is_session_file
+from ._lines import MAX_SESSION_BYTES, iter_session_records
+from ._resolve import SessionNotFound
 from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, parse_moment, text_of
 
 __all__ = [
@@ -213,7 +214,6 @@ class _Fold:
             session=self.log.id,
             sandbox=sandbox if isinstance(sandbox, dict) else None,
             resumed_from=text_of(parent, "id"),
-            resumed_path=text_of(parent, "path"),
             seeded=seeded or 0,
             started=meta.ts,
         )
@@ -350,8 +350,12 @@ def read_session(path: str | Path) -> SessionLog:
     or over-large file :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
     :mod:`agentfsm.adapters.sessions._lines`).
     """
-    fold = _Fold(Path(path))
-    for record in iter_session_records(path):
+    return _read(Path(path))
+
+
+def _read(path: Path, *, follow: bool = True) -> SessionLog:
+    fold = _Fold(path)
+    for record in iter_session_records(path, follow=follow):
         if not isinstance(record, dict):
             continue
         stamp = record.get("ts") if isinstance(record.get("ts"), str) else None
@@ -368,36 +372,51 @@ def read_session(path: str | Path) -> SessionLog:
 
 
 def _parent(log: SessionLog) -> Path | None:
-    """The session file the first run of ``log`` resumed, if it names one that exists: the
-    ``.jsonl`` file its ``run_start`` names, else the file of that id beside it."""
-    if not log.runs:
+    """The session file the first run of ``log`` resumed: the file of that id in the same
+    folder, if it is a regular file there (not a symlink). A recorded path is never
+    followed: a file may come from elsewhere and name any file."""
+    ident = log.runs[0].resumed_from if log.runs else None
+    if not ident or ident.startswith(".") or any(c in ident for c in "/\\\0"):
         return None
-    named, ident = log.runs[0].resumed_path, log.runs[0].resumed_from
-    if named is not None and named.endswith(".jsonl") and is_session_file(Path(named)):
-        return Path(named)
-    if ident is not None and "/" not in ident and ident not in ("", ".", ".."):
-        sibling = log.path.parent / f"{ident}.jsonl"
-        if is_session_file(sibling):
-            return sibling
-    return None
+    sibling = log.path.parent / f"{ident}.jsonl"
+    try:
+        return sibling if stat.S_ISREG(sibling.lstat().st_mode) else None
+    except (OSError, ValueError):
+        return None
 
 
 def read_session_chain(path: str | Path) -> list[SessionLog]:
-    """The session file ``path`` and those it was resumed from, read back, oldest first (at
-    most :data:`MAX_CHAIN`; a file seen twice, or one that cannot be read, ends the chain).
-    Raises like :func:`read_session` for ``path`` itself."""
+    """The session file ``path`` and those it was resumed from, read back, oldest first.
+
+    Each earlier file is found by the id its successor's first ``run_start`` names
+    (``resumed_from``), in the same folder only, and read only if it is a regular file there
+    (no symlink, opened without following one). The chain ends at a file seen twice, one
+    that cannot be read, after :data:`MAX_CHAIN` files, or where the files read would
+    together exceed :data:`MAX_SESSION_BYTES`. Raises like :func:`read_session` for ``path``
+    itself."""
     chain = [read_session(path)]
     seen = {Path(path).resolve()}
+    total = _size(Path(path))
     while len(chain) < MAX_CHAIN:
         parent = _parent(chain[0])
         if parent is None or parent.resolve() in seen:
             break
+        total += _size(parent)
+        if total > MAX_SESSION_BYTES:
+            break
         try:
-            chain.insert(0, read_session(parent))
+            chain.insert(0, _read(parent, follow=False))
         except (OSError, SessionNotFound):
             break  # an earlier session that cannot be read ends the chain
         seen.add(parent.resolve())
     return chain
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def trace_session(path: str | Path) -> list[RunTrace]:

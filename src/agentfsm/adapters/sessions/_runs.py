@@ -137,8 +137,6 @@ class RunTrace:
     """The OS sandbox the run's commands used, as recorded in ``run_start``."""
     resumed_from: str | None = None
     """The id of the session whose history this run continued (``--resume``), if any."""
-    resumed_path: str | None = None
-    """The path of that session's file, as ``run_start`` names it."""
     seeded: int = 0
     """Messages recorded before the run's input (system prompt, a resumed history)."""
     context: list[Message] = field(factory=list)
