@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ._output_file import write_whole
 from ._run_svg import machine_svg
 from ._run_view import read_run_view
 
@@ -76,21 +77,15 @@ def render_run(session_path: str | Path, out: str | Path | None = None) -> str:
     with the sessions it continued, as one timeline. It needs no network when viewed and
     runs nothing from the session: model text shows as text.
 
-    Returns the HTML; with ``out``, also writes it there (UTF-8). Raises like
+    Returns the HTML; with ``out``, also writes it there (UTF-8), whole or not at all: a
+    symlink is written through to its target; a device, FIFO, socket or folder is refused
+    with an ``OSError`` naming ``out``. Raises like
     :func:`~agentfsm.adapters.sessions.read_session_messages` when ``session_path`` cannot
     be read (``FileNotFoundError``, :class:`~agentfsm.adapters.sessions.SessionNotFound`).
     """
     page = page_html(read_run_view(session_path))
     if out is not None:
-        target = Path(out)
-        # Whole or not at all: a full disk leaves no empty or cut picture behind.
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            temporary.write_text(page, "utf-8")
-            os.replace(temporary, target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+        write_whole(out, page)  # a full disk leaves no empty or cut picture behind
     return page
 
 
@@ -105,7 +100,7 @@ def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool
         return
     if not out and end.get("session_error"):
         return  # the session folder just refused a write: no second complaint about it
-    target = Path(out if out else Path(session).with_suffix(".html")).resolve()
+    target = os.path.abspath(out if out else Path(session).with_suffix(".html"))
     try:
         render_run(session, target)
     except (OSError, ValueError) as error:
@@ -113,9 +108,9 @@ def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool
         from ._terminal import sanitize
 
         print(
-            f"agentfsm: picture not written to {sanitize(str(target))[:200]!r}: "
+            f"agentfsm: picture not written to {sanitize(target)[:200]!r}: "
             f"{sanitize(str(reason))[:300]}",
             file=sys.stderr,
         )
         return
-    end["html_path"] = str(target)
+    end["html_path"] = target
