@@ -40,9 +40,7 @@ def write_whole(path: str | Path, text: str) -> None:
     except OSError as error:
         raise OSError(error.errno, error.strerror, given) from None
     if mode is not None and not stat.S_ISREG(mode):
-        raise OSError(
-            errno.EINVAL, "not a regular file (a device, FIFO, socket or folder)", given
-        )
+        raise OSError(errno.EINVAL, "not a regular file (a device, FIFO, socket or folder)", given)
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:

@@ -53,6 +53,8 @@ def _reason(run: RunTrace) -> str | None:
     return None
 
 
+LIST_READ_BYTES = 64 * 1024 * 1024
+"""How much of each session file ``sessions list`` reads (``trace`` reads it whole)."""
 _WIDTHS = (60, 20, 20, 20, 24, 40)
 """The widest each column of ``sessions list`` is shown; the last column, why the last
 run ended, is not padded."""
@@ -64,11 +66,12 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
     rows: list[dict[str, Any]] = []
     for path in reversed(session_files(session_dir)):
         try:
-            runs = trace_session(path)
+            log = read_session(path, max_bytes=LIST_READ_BYTES)
         except (SessionNotFound, OSError) as error:
             rows.append({"id": path.stem, "error": describe(error)})
             continue
-        last = runs[-1] if runs else None
+        runs = log.runs
+        last = runs[-1] if runs and log.complete else None
         rows.append(
             {
                 "id": path.stem,
@@ -79,6 +82,7 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
                 "resumed_from": runs[0].resumed_from if runs else None,
                 "prompt": next((r.prompt[:500] for r in runs if r.prompt is not None), None),
                 "reason": _reason(last) if last else None,
+                "complete": log.complete,
             }
         )
     if as_json:
@@ -105,13 +109,14 @@ def _columns(row: dict[str, Any]) -> list[str]:
     why = [
         row["reason"] or "",
         f"resumed from {row['resumed_from']}" if row["resumed_from"] else "",
+        "" if row["complete"] else f"only its first {LIST_READ_BYTES >> 20} MiB read: see trace",
     ]
     return [
         _cell(row["id"]),
         f"runs={row['runs']}",
         f"turns={row['turns']}",
         f"tool_calls={row['tool_calls']}",
-        _cell(f"last={row['last_stop'] or 'unfinished'}"),
+        _cell(f"last={row['last_stop'] or ('unfinished' if row['complete'] else '?')}"),
         _cell(row["prompt"] or "-"),
         _cell("; ".join(filter(None, why))),
     ]

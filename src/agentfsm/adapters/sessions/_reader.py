@@ -32,7 +32,7 @@ from agentfsm.engine import (
     unrecorded_result,
 )
 
-from ._lines import MAX_SESSION_BYTES, iter_session_records
+from ._lines import ReadBudget, iter_session_records
 from ._resolve import SessionNotFound
 from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, parse_moment, text_of
 
@@ -174,6 +174,9 @@ class SessionLog:
     """The policies' durable state, from the last ``run_end`` that recorded one."""
     last: dict[str, MetaRecord] = field(factory=dict)
     """The last record of each meta event (``provider``, ``run_end`` …)."""
+    complete: bool = True
+    """The whole file was read (``False`` when ``read_session(max_bytes=...)`` stopped
+    before its end)."""
 
     @property
     def id(self) -> str:
@@ -342,20 +345,24 @@ class _Fold:
             run.timeline[-1].after.append(message)
 
 
-def read_session(path: str | Path) -> SessionLog:
+def read_session(path: str | Path, *, max_bytes: int | None = None) -> SessionLog:
     """The session file ``path`` read back: its runs, turns and transcript.
 
     Lenient: unusable lines are skipped (counted in one logged warning), fields of the
-    wrong type read as missing. A missing file raises ``FileNotFoundError``; a FIFO, device
-    or over-large file :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
+    wrong type read as missing. With ``max_bytes``, only the lines within about that many
+    bytes from the start are read (:attr:`SessionLog.complete` says whether that was all).
+    A missing file raises ``FileNotFoundError``; a FIFO, device or over-large file
+    :class:`~agentfsm.adapters.sessions.SessionNotFound` (bounds in
     :mod:`agentfsm.adapters.sessions._lines`).
     """
-    return _read(Path(path))
+    budget = ReadBudget() if max_bytes is None else ReadBudget(bytes=max(max_bytes, 1))
+    return _read(Path(path), budget)
 
 
-def _read(path: Path, *, follow: bool = True) -> SessionLog:
+def _read(path: Path, budget: ReadBudget, *, follow: bool = True) -> SessionLog:
     fold = _Fold(path)
-    for record in iter_session_records(path, follow=follow):
+    fold.log.complete = _size(path) <= budget.bytes
+    for record in iter_session_records(path, follow=follow, budget=budget):
         if not isinstance(record, dict):
             continue
         stamp = record.get("ts") if isinstance(record.get("ts"), str) else None
@@ -391,21 +398,19 @@ def read_session_chain(path: str | Path) -> list[SessionLog]:
     Each earlier file is found by the id its successor's first ``run_start`` names
     (``resumed_from``), in the same folder only, and read only if it is a regular file there
     (no symlink, opened without following one). The chain ends at a file seen twice, one
-    that cannot be read, after :data:`MAX_CHAIN` files, or where the files read would
-    together exceed :data:`MAX_SESSION_BYTES`. Raises like :func:`read_session` for ``path``
-    itself."""
-    chain = [read_session(path)]
+    that cannot be read, after :data:`MAX_CHAIN` files, or before a file that does not fit
+    in what is left of one file's bounds (:data:`MAX_SESSION_BYTES`, and the containers of
+    :class:`~._lines.ReadBudget`): the files of a chain together are read as one would be.
+    Raises like :func:`read_session` for ``path`` itself."""
+    budget = ReadBudget()  # shared: the chain reads what one file may
+    chain = [_read(Path(path), budget)]
     seen = {Path(path).resolve()}
-    total = _size(Path(path))
     while len(chain) < MAX_CHAIN:
         parent = _parent(chain[0])
-        if parent is None or parent.resolve() in seen:
-            break
-        total += _size(parent)
-        if total > MAX_SESSION_BYTES:
+        if parent is None or parent.resolve() in seen or _size(parent) > budget.bytes:
             break
         try:
-            chain.insert(0, _read(parent, follow=False))
+            chain.insert(0, _read(parent, budget, follow=False))
         except (OSError, SessionNotFound):
             break  # an earlier session that cannot be read ends the chain
         seen.add(parent.resolve())
