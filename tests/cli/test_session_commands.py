@@ -285,3 +285,57 @@ async def test_a_partial_verdict_without_a_verdict_line_says_so(tmp_path: Path) 
         assert run.notes == [
             f"verifier(max_turns=15): VERDICT: PARTIAL (review 1 of at most 3): {why}"
         ]
+
+
+def test_sessions_show_prints_what_a_resume_sends_after_a_compression(tmp_path: Path) -> None:
+    """The second reading: the messages the resumed run really sent to a server."""
+    from agentfsm.testing import scenario_handler
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+
+    def user(text: str) -> str:
+        return record("message", {"role": "user", "content": text})
+
+    def reply(text: str) -> str:
+        return record("message", {"role": "assistant", "content": text})
+
+    summary = {"role": "user", "content": "[context summary of earlier turns]\nS\n[end summary]"}
+    kept = [{"role": "assistant", "content": "answer 5"}, {"role": "user", "content": "ask 6"}]
+    lines = [record("meta", {"event": "run_start"}), user("ask 0")]
+    for n in range(5):
+        lines += [reply(f"answer {n}"), user(f"ask {n + 1}")]
+    lines.append(
+        record("meta", {"event": "compress_end", "summary_chars": 1, "history": [summary, *kept]})
+    )
+    lines += [reply("answer 6"), record("meta", {"event": "run_end", "stopped_reason": "final"})]
+    (folder / "20260101T000000Z-0001.jsonl").write_text("".join(lines), "utf-8")
+    where = ["--session-dir", str(folder)]
+    shown = agentfsm(tmp_path, "sessions", "show", "latest", *where)
+    assert shown.returncode == 0, shown.stderr
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        options = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--quiet"]
+        workspace = tmp_path / "w"
+        workspace.mkdir()
+        resumed = agentfsm(
+            tmp_path,
+            "run",
+            "--resume",
+            "20260101T000000Z-0001",
+            "next",
+            "--workspace",
+            str(workspace),
+            *where,
+            *options,
+            *sandbox_options(),
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        sent = server.requests[0].json()["messages"]
+    history = [m for m in sent if m["role"] != "system"][:-1]  # less the new prompt
+    printed = [
+        line for line in shown.stdout.splitlines() if re.match(r"\[(user|assistant)\]", line)
+    ]
+    assert printed == [f"[{m['role']}] {m['content']}".split("\n")[0] for m in history]
+    assert shown.stdout.startswith("(the history was compressed")
+    assert "ask 0" not in shown.stdout  # summarized: no longer sent

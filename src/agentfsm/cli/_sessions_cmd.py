@@ -16,6 +16,7 @@ from agentfsm.adapters.sessions import (
     tool_outcome,
     trace_session,
 )
+from agentfsm.agent import is_preamble_message
 from agentfsm.engine import AssistantMessage, ToolMessage, encodable, printable
 
 from ._terminal import cells, fit, sanitize
@@ -123,12 +124,17 @@ def _columns(row: dict[str, Any]) -> list[str]:
 
 
 def show_session(session_dir: Path, ref: str) -> int:
-    """``sessions show``: the transcript a resume would continue, one message a paragraph;
+    """``sessions show``: the transcript a resume sends (after a compression, the history it
+    left, marked), one message a paragraph;
     a failed tool result shows its error (and what the tool printed), marked with how it
     failed."""
     path = resolve_session(session_dir, ref)
     names: dict[str, str] = {}
-    for message in read_session(path).transcript():
+    log = read_session(path)
+    messages = log.transcript(keep=is_preamble_message, compressed=True)
+    if log.compacted != log.messages:
+        _say("(the history was compressed: a resume sends the summary below, not what it replaced)")
+    for message in messages:
         if isinstance(message, AssistantMessage):
             _say(f"[assistant] {message.content}")
             for call in message.tool_calls:
