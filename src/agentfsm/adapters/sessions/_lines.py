@@ -42,6 +42,7 @@ __all__ = [
     "ReadBudget",
     "is_session_file",
     "iter_session_records",
+    "warn_skipped",
     "open_session_file",
 ]
 
@@ -99,6 +100,8 @@ class ReadBudget:
     """Bytes of lines (reading stops after the line that spends the last)."""
     containers: int = MAX_SESSION_CONTAINERS
     """Arrays and objects of the records kept (a record that would spend more is skipped)."""
+    skipped: int = 0
+    """Lines skipped so far (the records a reader passes over too)."""
 
 
 def _lines(file: BinaryIO, budget: ReadBudget) -> Iterator[bytes | None]:
@@ -137,33 +140,35 @@ def _record(raw: bytes, budget: ReadBudget) -> tuple[bool, Any]:
 
 
 def iter_session_records(
-    path: str | Path, *, follow: bool = True, budget: ReadBudget | None = None
+    path: str | Path, *, follow: bool = True, budget: ReadBudget | None = None, warn: bool = True
 ) -> Iterator[Any]:
     """The parsed records of a session file, in order, skipping unusable lines.
 
     Blank lines are passed over; a line that is not JSON, too long, too deep or holding too
-    many containers is skipped, and the count of skipped lines is logged once as a
-    warning. ``budget`` (a fresh :class:`ReadBudget` by default) bounds what is read and
-    kept; a resumed session's files share one. Raises like :func:`open_session_file`.
+    many containers is skipped and counted in ``budget.skipped``; with ``warn``, the count
+    is logged once as a warning. ``budget`` (a fresh :class:`ReadBudget` by default) bounds
+    what is read and kept; a resumed session's files share one. Raises like
+    :func:`open_session_file`.
     """
     budget = ReadBudget() if budget is None else budget
-    skipped = 0
+    before = budget.skipped
     with open_session_file(path, follow=follow) as file:
         try:
             for raw in _lines(file, budget):
-                if raw is None:
-                    skipped += 1
-                    continue
-                ok, record = _record(raw, budget)
+                ok, record = (False, None) if raw is None else _record(raw, budget)
                 if not ok:
-                    skipped += 1
+                    budget.skipped += 1
                 elif record is not None:
                     yield record
         finally:
-            if skipped:
-                with contextlib.suppress(Exception):
-                    logger.warning(
-                        "agentfsm: session %s: skipped %d unreadable line(s)",
-                        Path(path).stem,
-                        skipped,
-                    )
+            if warn:
+                warn_skipped(path, budget.skipped - before)
+
+
+def warn_skipped(path: str | Path, skipped: int) -> None:
+    """Log the one warning of a file whose lines or records were skipped (if any were)."""
+    if skipped:
+        with contextlib.suppress(Exception):
+            logger.warning(
+                "agentfsm: session %s: skipped %d unreadable line(s)", Path(path).stem, skipped
+            )

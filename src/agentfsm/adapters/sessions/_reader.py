@@ -5,8 +5,9 @@ The lines come from :mod:`._lines` (bounded; unusable lines skipped). A ``messag
 whose message reads back belongs to its run: the seeded context, the input, or a turn (the
 reply, its calls' results, messages after them). A ``meta`` record is metadata of any
 shape; one whose ``meta`` is an object naming its ``event`` (a string) starts or ends a run
-or marks an event of a turn; other metadata and any other line is passed over. A field of
-the wrong type reads as missing. Strings read back exactly as written, lone surrogates
+or marks an event of a turn; other metadata and any other line is passed over. A meta field
+of the wrong type reads as missing; a message with a field of the wrong type is passed over
+(never converted), counted in the file's one warning. Strings read back exactly as written, lone surrogates
 included: whatever prints them makes them safe for its medium.
 """
 
@@ -28,11 +29,12 @@ from agentfsm.engine import (
     ToolMessage,
     UserMessage,
     structure_message,
+    to_jsonable,
     tool_message_from_result,
     unrecorded_result,
 )
 
-from ._lines import ReadBudget, iter_session_records
+from ._lines import ReadBudget, iter_session_records, warn_skipped
 from ._resolve import SessionNotFound
 from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, parse_moment, text_of
 
@@ -70,11 +72,32 @@ def _ints(value: Any) -> dict[str, int] | None:
 
 
 def _message(data: Any) -> Message | None:
-    """The message ``data`` unstructures, if it is one (of the four roles)."""
+    """The message ``data`` unstructures, if it is one (of the four roles) and every field it
+    gives has the field's type: a wrong-typed field is never converted (``null`` to
+    ``"None"``, ``"no"`` to ``True``), the record is passed over. Checked by reading the
+    message back out: what was given must come back as it was."""
     try:
-        return structure_message(data)
+        message = structure_message(data)
     except Exception:
         return None
+    return message if _as_given(data, to_jsonable(message)) else None
+
+
+def _as_given(given: Any, read: Any) -> bool:
+    """``read`` holds ``given`` unchanged: equal values of the same types, for every key
+    both objects have (a key ``given`` lacks took its default; one ``read`` lacks is not a
+    field)."""
+    if isinstance(given, dict):
+        return isinstance(read, dict) and all(
+            _as_given(given[key], read[key]) for key in given.keys() & read.keys()
+        )
+    if isinstance(given, list):
+        return (
+            isinstance(read, list | tuple)
+            and len(given) == len(read)
+            and all(map(_as_given, given, read))
+        )
+    return type(given) is type(read) and (given == read or given != given)  # NaN is NaN
 
 
 def drop_trailing_user_messages(
@@ -362,7 +385,8 @@ def read_session(path: str | Path, *, max_bytes: int | None = None) -> SessionLo
 def _read(path: Path, budget: ReadBudget, *, follow: bool = True) -> SessionLog:
     fold = _Fold(path)
     fold.log.complete = _size(path) <= budget.bytes
-    for record in iter_session_records(path, follow=follow, budget=budget):
+    before = budget.skipped
+    for record in iter_session_records(path, follow=follow, budget=budget, warn=False):
         if not isinstance(record, dict):
             continue
         stamp = record.get("ts") if isinstance(record.get("ts"), str) else None
@@ -371,10 +395,13 @@ def _read(path: Path, budget: ReadBudget, *, follow: bool = True) -> SessionLog:
             message = _message(record.get("message"))
             if message is not None:
                 fold.message(message, record)
+            else:
+                budget.skipped += 1
         elif kind == "meta":
             meta = record.get("meta")
             if isinstance(meta, dict) and isinstance(meta.get("event"), str):
                 fold.meta(MetaRecord(meta["event"], meta, stamp))
+    warn_skipped(path, budget.skipped - before)
     return fold.log
 
 
