@@ -52,7 +52,9 @@ def test_what_the_picture_is_written_over(tmp_path: Path, attacks: AttackTally) 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
-    def refused(kind: Callable[[int], bool]) -> Callable[[Path, subprocess.CompletedProcess[str]], bool]:
+    def refused(
+        kind: Callable[[int], bool],
+    ) -> Callable[[Path, subprocess.CompletedProcess[str]], bool]:
         def check(out: Path, done: subprocess.CompletedProcess[str]) -> bool:
             lines = done.stderr.strip().splitlines()
             return (
@@ -108,8 +110,10 @@ def test_what_the_picture_is_written_over(tmp_path: Path, attacks: AttackTally) 
         "a folder": (lambda out: out.mkdir(), refused(stat.S_ISDIR)),
         "a symlink to a FIFO": (
             lambda out: (os.mkfifo(elsewhere / "fifo"), out.symlink_to(elsewhere / "fifo")),
-            lambda out, done: refused(stat.S_ISLNK)(out, done)
-            and stat.S_ISFIFO((elsewhere / "fifo").lstat().st_mode),
+            lambda out, done: (
+                refused(stat.S_ISLNK)(out, done)
+                and stat.S_ISFIFO((elsewhere / "fifo").lstat().st_mode)
+            ),
         ),
         "a regular file": (lambda out: out.write_text("old", "utf-8"), replaced),
     }

@@ -97,7 +97,9 @@ def test_a_crafted_provider_record_sends_no_secret(tmp_path: Path, attacks: Atta
             done = run(tmp_path, folder)
             sent = server.requests[before:]
             seen = [
-                json.dumps(dict(request.headers)) + request.path + request.body.decode("utf-8", "replace")
+                json.dumps(dict(request.headers))
+                + request.path
+                + request.body.decode("utf-8", "replace")
                 for request in sent
             ]
             leaked = [key for key in SECRETS.values() if any(key in text for text in seen)]
@@ -125,6 +127,8 @@ def test_a_key_named_again_on_the_command_line_is_sent(tmp_path: Path) -> None:
         write_session(tmp_path / "s", record)
         done = run(tmp_path, tmp_path / "s", "--api-key-env", "MY_OTHER_SECRET")
         assert done.returncode == 0, done.stderr
-        assert server.requests[-1].headers["authorization"] == f"Bearer {SECRETS['MY_OTHER_SECRET']}"
+        assert (
+            server.requests[-1].headers["authorization"] == f"Bearer {SECRETS['MY_OTHER_SECRET']}"
+        )
         assert "key from MY_OTHER_SECRET" in done.stderr
         assert "pass it" not in done.stderr

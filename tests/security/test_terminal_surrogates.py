@@ -51,7 +51,9 @@ def smuggle(text: str) -> str:
 PAYLOADS = [f"X{i}<" + smuggle(form) + ">" for i, form in enumerate(HIDDEN)]
 
 
-def agentfsm(cwd: Path, env_extra: dict[str, str], *argv: str) -> subprocess.CompletedProcess[bytes]:
+def agentfsm(
+    cwd: Path, env_extra: dict[str, str], *argv: str
+) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG"))}
     env.pop("PYTHONUTF8", None)
     env.pop("OPENAI_API_KEY", None)

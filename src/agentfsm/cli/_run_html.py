@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -34,10 +35,26 @@ def _asset(name: str) -> str:
     return resources.files("agentfsm.cli").joinpath(name).read_text("utf-8")
 
 
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+"""The bidirectional embedding, override and isolate controls: shown, never obeyed."""
+
+
+def _bidi_shown(data: Any) -> Any:
+    """``data`` with every bidirectional control in its strings written as ``<U+202E>`` (as
+    the terminal shows them): model text cannot reorder what the page shows."""
+    if isinstance(data, str):
+        return _BIDI.sub(lambda match: f"<U+{ord(match.group()):04X}>", data)
+    if isinstance(data, dict):
+        return {key: _bidi_shown(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_bidi_shown(value) for value in data]
+    return data
+
+
 def _json_block(data: Any) -> str:
     """``data`` as JSON that cannot end the ``<script>`` element holding it (ASCII only, so
-    lone surrogates and U+2028/U+2029 are escapes too)."""
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    lone surrogates and U+2028/U+2029 are escapes too), bidi controls made visible."""
+    text = json.dumps(_bidi_shown(data), ensure_ascii=True, separators=(",", ":"))
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 

@@ -80,6 +80,7 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
                 "turns": sum(r.turns for r in runs),
                 "tool_calls": sum(sum(r.tool_calls.values()) for r in runs),
                 "last_stop": last.stopped_reason if last else None,
+                "last_ending": last.ending if last else None,
                 "resumed_from": runs[0].resumed_from if runs else None,
                 "prompt": next((r.prompt[:500] for r in runs if r.prompt is not None), None),
                 "reason": _reason(last) if last else None,
@@ -117,7 +118,11 @@ def _columns(row: dict[str, Any]) -> list[str]:
         f"runs={row['runs']}",
         f"turns={row['turns']}",
         f"tool_calls={row['tool_calls']}",
-        _cell(f"last={row['last_stop'] or ('unfinished' if row['complete'] else '?')}"),
+        _cell(
+            f"last={(row['last_ending'] or 'unfinished').split(' (')[0]}"
+            if row["complete"]
+            else "last=?"
+        ),
         _cell(row["prompt"] or "-"),
         _cell("; ".join(filter(None, why))),
     ]
@@ -194,7 +199,7 @@ def trace(session_dir: Path, ref: str, as_json: bool) -> int:
         data = run.as_dict()
         usage = data["usage"] or {}
         _say(
-            f"run {run.index}: {data['stopped_reason'] or 'unfinished (no run_end)'} after "
+            f"run {run.index}: {run.ending} after "
             f"{data['turns']} turn(s)"
             + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
         )

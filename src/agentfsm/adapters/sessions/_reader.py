@@ -7,8 +7,8 @@ reply, its calls' results, messages after them). A ``meta`` record is metadata o
 shape; one whose ``meta`` is an object naming its ``event`` (a string) starts or ends a run
 or marks an event of a turn; other metadata and any other line is passed over. A meta field
 of the wrong type reads as missing; a message with a field of the wrong type is passed over
-(never converted), counted in the file's one warning. Strings read back exactly as written, lone surrogates
-included: whatever prints them makes them safe for its medium.
+(never converted), counted in the file's one warning. Strings read back exactly as written,
+lone surrogates included: whatever prints them makes them safe for its medium.
 """
 
 from __future__ import annotations
@@ -284,6 +284,7 @@ class _Fold:
             self.turn_event(run, meta)
 
     def end(self, run: RunTrace, meta: MetaRecord) -> None:
+        run.finished = True
         run.stopped_reason = meta.text("stopped_reason")
         run.usage = _ints(meta.fields.get("usage")) or {}
         run.last_state = meta.text("last_state")
