@@ -72,7 +72,8 @@ async def test_a_wrong_typed_message_is_passed_over(
     chat = ScriptedChat(["again"])
     await Agent(chat, session_dir=tmp_path).run("more", resume=path.stem)
     sent = json.dumps([to_jsonable(m) for m in chat.requests[0].messages])
-    assert '"None"' not in sent and '"True"' not in sent, case
+    assert '"None"' not in sent, case
+    assert '"True"' not in sent, case
     assert [m.content for m in chat.requests[0].messages] == ["hello", "", "ok", "done", "more"]
 
 

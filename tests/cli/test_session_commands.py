@@ -384,7 +384,8 @@ def test_edge_cases_of_crafted_sessions(tmp_path: Path) -> None:
     page = tmp_path / "p.html"
     assert agentfsm(tmp_path, "trace", "latest", "--html", str(page), *where).returncode == 0
     html = page.read_text("utf-8")
-    assert "\\u202e" not in html.lower() and "\u202e" not in html
+    assert "\\u202e" not in html.lower()
+    assert "\u202e" not in html
     assert "U+202E" in html
 
 

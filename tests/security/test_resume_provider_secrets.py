@@ -107,7 +107,9 @@ def test_a_crafted_provider_record_sends_no_secret(tmp_path: Path, attacks: Atta
             assert not leaked, name
             lines = done.stderr.splitlines()
             said = [line for line in lines if "resuming with provider" in line]
-            assert said and host in said[0] and "no API key sent" in said[0], done.stderr
+            assert said, done.stderr
+            assert host in said[0], said
+            assert "no API key sent" in said[0], said
             if "api_key_env" in record:
                 variable = record["api_key_env"]
                 assert f"used --api-key-env {variable}; pass it" in done.stderr
