@@ -95,6 +95,10 @@ def test_what_the_picture_is_written_over(tmp_path: Path, attacks: AttackTally) 
         target.chmod(0o640)
         out.symlink_to(target)
 
+    def link_to_fifo(out: Path) -> None:
+        os.mkfifo(elsewhere / "fifo")
+        out.symlink_to(elsewhere / "fifo")
+
     sockets: list[socket.socket] = []
 
     def make_socket(out: Path) -> None:
@@ -109,7 +113,7 @@ def test_what_the_picture_is_written_over(tmp_path: Path, attacks: AttackTally) 
         "a socket": (make_socket, refused(stat.S_ISSOCK)),
         "a folder": (lambda out: out.mkdir(), refused(stat.S_ISDIR)),
         "a symlink to a FIFO": (
-            lambda out: (os.mkfifo(elsewhere / "fifo"), out.symlink_to(elsewhere / "fifo")),
+            link_to_fifo,
             lambda out, done: (
                 refused(stat.S_ISLNK)(out, done)
                 and stat.S_ISFIFO((elsewhere / "fifo").lstat().st_mode)
