@@ -17,7 +17,7 @@ from agentfsm.adapters.providers import (
     classify_error_body,
     normalize_finish,
 )
-from agentfsm.engine import Usage, nests_deeper_than
+from agentfsm.engine import Usage, json_shape
 
 __all__ = [
     "LIMITS",
@@ -150,7 +150,7 @@ def decode(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise Bad("nested too deeply") from None
-    if nests_deeper_than(value, LIMITS.max_json_depth):
+    if json_shape(text)[0] > LIMITS.max_json_depth:
         raise Bad("nested too deeply")
     return value
 
