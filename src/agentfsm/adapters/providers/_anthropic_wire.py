@@ -279,7 +279,9 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
             text.append(_str(block.get("text"), "content[].text"))
         elif kind == "thinking":
             thinking.append(_str(block.get("thinking"), "content[].thinking"))
-            item = reasoning_item(kind, thinking[-1], _str(block.get("signature"), "signature"))
+            item = reasoning_item(
+                kind, thinking[-1], _str(block.get("signature") or None, "signature")
+            )
             kept += [item] if item is not None else []
         elif kind == "redacted_thinking":
             item = reasoning_item(kind, _str(block.get("data"), "content[].data"))

@@ -297,6 +297,7 @@ class _Folded:
         elif kind == "function_call":
             call_id = opt_str(item.get("call_id"), "function_call.call_id") or ""
             name = opt_str(item.get("name"), "function_call.name") or ""
+            name = name or (streamed.name if streamed is not None else "")
             arguments = item.get("arguments")
             if streamed is not None and not arguments and streamed.arguments:
                 arguments = streamed.arguments.text()
@@ -476,8 +477,7 @@ class ResponseAccumulator:
         final = self.final if self.final is not None else {}
         if opt_list(final.get("output"), "response.output"):
             data = {**final, "status": self.status, "usage": self.usage or final.get("usage")}
-            data["model"] = data.get("model") or self.model
-            data["id"] = data.get("id") or self.response_id
+            data.update({"model": self.model, "id": self.response_id, **_meta(final)})
             return _fold_response(data, self.limits, self.items)
         for index in sorted(self.order):  # the output's order, whatever the events' order
             entry = self.items[index]
@@ -499,9 +499,12 @@ class ResponseAccumulator:
 
 
 def _meta(final: Mapping[str, Any]) -> dict[str, Any]:
+    """What the final response says of itself: its id and model (those of earlier events
+    stand when it gives none), and why it is incomplete."""
     out: dict[str, Any] = {}
     if final.get("incomplete_details") is not None:
         out["incomplete_details"] = final["incomplete_details"]
-    if isinstance(final.get("model"), str):
-        out["model"] = final["model"]
+    for key in ("model", "id"):
+        if isinstance(final.get(key), str) and final[key]:
+            out[key] = final[key]
     return out

@@ -153,12 +153,19 @@ def expired(
 
 
 def too_large(
-    ctx: TransportContext, exc: TooLarge, *, in_stream: bool = False, started: bool = False
+    ctx: TransportContext,
+    exc: TooLarge,
+    *,
+    status: int | None = None,
+    in_stream: bool = False,
+    started: bool = False,
 ) -> ProviderError:
-    """The ``too_large`` error for an exceeded bound."""
+    """The ``too_large`` error for an exceeded bound (``status``: the response's, for a body
+    read whole)."""
     return ProviderError(
         "too_large",
         str(exc),
+        status=status,
         limit=exc.limit,
         in_stream=in_stream,
         response_started=started,
@@ -439,6 +446,7 @@ async def read_body(
                     raise too_large(
                         ctx,
                         TooLarge("max_body_bytes", f"the response body exceeds {limit} bytes"),
+                        status=response.status_code,
                     )
                 body += chunk[: limit - len(body)]
                 break
