@@ -33,14 +33,20 @@ _JSON = {"content-type": ["application/json"]}
 
 
 def _cassette(
-    folder: Path, body: str | bytes, headers: dict[str, list[str]], uri: str = _CHAT, **kw: Any
+    folder: Path,
+    body: str | bytes,
+    headers: dict[str, list[str]],
+    uri: str = _CHAT,
+    *,
+    status: int = 200,
+    name: str = "c.yaml",
 ) -> Path:
     """One exchange as vcrpy writes it (bytes as ``!!binary``)."""
-    response = {"status": {"code": kw.get("status", 200), "message": "OK"}, "headers": headers}
+    response: dict[str, Any] = {"status": {"code": status, "message": "OK"}, "headers": headers}
     response["body"] = {"string": body}
     interaction = {"request": {"method": "POST", "uri": uri, "body": "{}"}, "response": response}
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / kw.get("name", "c.yaml")
+    path = folder / name
     path.write_text(yaml.safe_dump({"interactions": [interaction], "version": 1}), "utf-8")
     return path
 
@@ -67,7 +73,8 @@ async def _one(folder: Path) -> VcrResult:
     return result
 
 
-Change = Callable[[ChatResult | ProviderError], ChatResult | ProviderError]
+Change = Callable[[Any], Any]
+"""An answer (or error) changed; applied to answers only here."""
 
 
 def _loosen(monkeypatch: pytest.MonkeyPatch, wire: str, change: Change) -> None:
@@ -85,6 +92,7 @@ def _loosen(monkeypatch: pytest.MonkeyPatch, wire: str, change: Change) -> None:
             changed = change(outcome)
             if isinstance(changed, ProviderError):
                 raise changed
+            assert isinstance(changed, ChatResult)
             return changed
 
         chat.aclose = real.aclose  # type: ignore[attr-defined]
@@ -212,7 +220,7 @@ async def test_a_cut_inside_a_tool_call_keeps_its_finish_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reason: str
 ) -> None:
     cut = '{"path": "a.py", "content": "import os\\nde'
-    call = {"index": 0, "id": "call_1", "type": "function"}
+    call: dict[str, Any] = {"index": 0, "id": "call_1", "type": "function"}
     call["function"] = {"name": "write_file", "arguments": cut}
     stream = _chunk({"role": "assistant", "tool_calls": [call]}) + _chunk({}, reason) + _DONE
     path = _cassette(tmp_path, stream, _SSE)
@@ -234,9 +242,10 @@ def _responses_events(*events: tuple[str, dict[str, Any]]) -> str:
 async def test_a_responses_answer_cut_in_a_call_is_length(tmp_path: Path) -> None:
     """Mirascope's refusal stream: incomplete at max_output_tokens, its call's arguments
     cut."""
-    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    call: dict[str, Any] = {"type": "function_call", "id": "fc_1", "call_id": "call_1"}
+    call["name"] = "f"
     call["arguments"] = '{"instructions": "If your interest is legit'
-    head = {"id": "resp_1", "object": "response", "model": "gpt-5", "output": []}
+    head: dict[str, Any] = {"id": "resp_1", "object": "response", "model": "gpt-5"}
     final = {**head, "status": "incomplete", "output": [call]}
     final["incomplete_details"] = {"reason": "max_output_tokens"}
     stream = _responses_events(
@@ -256,7 +265,7 @@ async def test_a_responses_answer_cut_in_a_call_is_length(tmp_path: Path) -> Non
 
 def _hello() -> bytes:
     message = {"role": "assistant", "content": "Hello"}
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o"}
+    body: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o"}
     body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
     return json.dumps(body).encode()
 
@@ -265,7 +274,7 @@ async def test_a_har_body_kept_gzipped_in_base64_is_read(tmp_path: Path) -> None
     """Polly's node-http adapter keeps a gzip body as its bytes, base64 in the HAR."""
     headers = [{"name": "content-type", "value": "application/json"}]
     headers.append({"name": "content-encoding", "value": "gzip"})
-    content = {"mimeType": "application/json", "encoding": "base64"}
+    content: dict[str, Any] = {"mimeType": "application/json", "encoding": "base64"}
     content["text"] = base64.b64encode(gzip.compress(_hello())).decode()
     entry = {
         "request": {"method": "POST", "url": _CHAT},
@@ -449,9 +458,10 @@ async def test_fragments_the_rules_part_more_than_one_way_are_unjudged(
 async def test_calls_only_in_the_final_response_output_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed"}
+    message: dict[str, Any] = {"type": "message", "id": "msg_1", "role": "assistant"}
     message["content"] = [{"type": "output_text", "text": "Hi", "annotations": []}]
-    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather"}
+    call: dict[str, Any] = {"type": "function_call", "id": "fc_1", "call_id": "call_1"}
+    call["name"] = "get_weather"
     call["arguments"] = '{"city":"Paris"}'
     head = {"id": "resp_1", "object": "response", "model": "gpt-5", "output": []}
     stream = _responses_events(
@@ -516,7 +526,8 @@ def test_many_events_go_over_loopback_in_few_frames() -> None:
     assert len(reply.frames) <= MAX_PIECES + 1
     assert b"".join(reply.frames) == body
     small = _replay_vcr._loopback_reply(RecordedResponse(200, (), _HELLO_STREAM.encode()), True)
-    assert small.frames is not None and len(small.frames) == 3  # event by event
+    assert small.frames is not None
+    assert len(small.frames) == 3
 
 
 async def test_an_adapter_waiting_forever_is_hung_and_a_busy_one_is_not(
@@ -531,7 +542,7 @@ async def test_an_adapter_waiting_forever_is_hung_and_a_busy_one_is_not(
         await asyncio.Event().wait()
         raise AssertionError
 
-    assert await _replay_vcr._bounded(waits, [], 0) is None  # type: ignore[arg-type]
+    assert await _replay_vcr._bounded(waits, [], 0) is None
 
     async def works(*args: Any, **kwargs: Any) -> ChatResult:
         spent = time.process_time()
@@ -540,7 +551,7 @@ async def test_an_adapter_waiting_forever_is_hung_and_a_busy_one_is_not(
             await asyncio.sleep(0)
         return ChatResult(_message_of("done"))
 
-    outcome = await _replay_vcr._bounded(works, [], 0)  # type: ignore[arg-type]
+    outcome = await _replay_vcr._bounded(works, [], 0)
     assert isinstance(outcome, ChatResult)
 
 
@@ -681,3 +692,39 @@ def test_the_reading_of_a_headerless_cr_stream_opening_with_a_comment() -> None:
         response_id="chatcmpl-1",
         model="gpt-4o",
     )
+
+
+async def test_a_loopback_server_that_cannot_serve_is_not_the_adapters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cassette(tmp_path, _HELLO_STREAM, _SSE)
+
+    def unservable(response: Any, streamed: bool) -> Any:
+        raise OSError("no port left")
+
+    monkeypatch.setattr(_replay_vcr, "_loopback_reply", unservable)
+    result = await _one(tmp_path)
+    assert (result.outcome, result.detail) == (
+        "unjudged",
+        "the replay could not serve the response as recorded (OSError)",
+    )
+
+
+async def test_a_fault_of_the_kit_itself_is_that_exchanges_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cassette(tmp_path / "a", _HELLO_STREAM, _SSE)
+    _cassette(tmp_path / "b", json.dumps(_LEGACY), _JSON)
+    real = _replay_vcr._view
+
+    def view(outcome: Any, deltas: Any, given: Any) -> Any:
+        if isinstance(outcome, ChatResult) and outcome.message.content == "Hello":
+            raise KeyError("x-secret-header-value")
+        return real(outcome, deltas, given)
+
+    monkeypatch.setattr(_replay_vcr, "_view", view)
+    report = await replay_vcr(tmp_path)
+    assert [(r.outcome, r.detail) for r in report.results] == [
+        ("crashed", "the replay itself failed (KeyError)"),
+        ("exact", ""),
+    ]

@@ -375,15 +375,22 @@ async def _deliver(
     how: Delivery, response: RecordedResponse, streamed: bool, wire: str
 ) -> tuple[CallOutcome, list[ChatDelta], str]:
     """One delivery: what the adapter gave, its deltas, and what went wrong in the replay
-    itself (empty when nothing did)."""
+    itself, outside the adapter (the error's type; empty when nothing did)."""
     path, factory = ADAPTERS[wire]
     deltas: list[ChatDelta] = []
     if how == "loopback":
-        served = _loopback_reply(response, streamed)
-        with FakeProviderServer() as server:
+        try:
+            served = _loopback_reply(response, streamed)
+            server = FakeProviderServer().start()
+        except Exception as error:
+            return None, deltas, type(error).__name__
+        try:
             server.handler = lambda _request: served  # a retry gets it again too
             chat = factory(server.base_url + path, None)
             return await _bounded(chat, deltas, len(response.body)), deltas, ""
+        finally:
+            with suppress(RuntimeError):  # a server thread slow to end: nothing to judge
+                await asyncio.to_thread(server.stop)
     transport = _Serve(response, piece_size(len(response.body)) if how == "pieces" else None)
     async with httpx.AsyncClient(transport=transport) as client:
         chat = factory(f"http://replay.invalid{path}", client)
@@ -524,8 +531,9 @@ async def _replay(exchange: VcrExchange, root: Path) -> VcrResult:
     try:
         result = await _judge(exchange, base)
     except Exception as error:  # the kit's own fault: this exchange's verdict, no other's
-        what = f"the replay itself failed: {type(error).__name__}: {error}"
-        result = VcrResult(*base, "crashed", detail=_brief(what)[1:-1])
+        # Only the type: the message of an error in serving could hold a header's value.
+        what = f"the replay itself failed ({type(error).__name__})"
+        result = VcrResult(*base, "crashed", detail=what)
     return attrs.evolve(result, seconds=round(time.monotonic() - started, 3))
 
 
