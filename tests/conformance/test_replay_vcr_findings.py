@@ -728,3 +728,96 @@ async def test_a_fault_of_the_kit_itself_is_that_exchanges_alone(
         ("crashed", "the replay itself failed (KeyError)"),
         ("exact", ""),
     ]
+
+
+# Shapes a differential fuzz of the two readings found.
+
+
+async def test_a_tool_call_fragment_carrying_nothing_makes_no_call(tmp_path: Path) -> None:
+    stream = _chunk({"tool_calls": [{"index": 0, "id": ""}]}) + _chunk({}, "") + _DONE
+    path = _cassette(tmp_path, stream, _SSE)
+    assert _reading(path).outcome == Failure("server", 200, False, "an empty 200 answer")
+    assert (await _one(tmp_path)).outcome == "exact"
+
+
+async def test_redacted_thinking_is_its_start_and_a_reused_index_is_unjudged(
+    tmp_path: Path,
+) -> None:
+    def event(kind: str, **payload: Any) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
+
+    start = event("message_start", message={"id": "msg_1", "model": "claude", "usage": {}})
+    redacted = {"type": "redacted_thinking", "data": "EmwK"}
+    end = event("message_delta", delta={"stop_reason": "end_turn"}) + event("message_stop")
+    stray = event("content_block_delta", index=0, delta={"type": "text_delta", "text": "x"})
+    body = start + event("content_block_start", index=0, content_block=redacted) + stray + end
+    path = _cassette(tmp_path / "stray", body, _SSE, _MESSAGES)
+    assert _reading(path, "anthropic").outcome.reasoning_items == (redacted,)
+    assert (await _one(tmp_path / "stray")).outcome == "exact"
+    text = {"type": "text", "text": "Hi"}
+    reused = event("content_block_start", index=0, content_block=text)
+    _cassette(tmp_path / "reused", body.replace(stray, reused + stray), _SSE, _MESSAGES)
+    result = await _one(tmp_path / "reused")
+    assert (result.outcome, result.detail) == (
+        "unjudged",
+        "a second content block started at index 0",
+    )
+
+
+def _random_stream(rng: Any) -> str:
+    """A Chat Completions stream of random tool-call fragments, text, usage and finish."""
+    arguments = ['{"a": 1}', '{"a": ', "1}", "{", "}", '"x"', "", '{"s": "}{"}', "{}", "null"]
+    frames = []
+    for _ in range(rng.randint(0, 6)):
+        call: dict[str, Any] = {}
+        if rng.random() < 0.6:
+            call["index"] = rng.choice([0, 0, 1, 2])
+        if rng.random() < 0.4:
+            call["id"] = rng.choice(["call_1", "call_2", ""])
+        function = {}
+        if rng.random() < 0.6:
+            function["name"] = rng.choice(["f", "g", "get_", "weather", ""])
+        if rng.random() < 0.9:
+            function["arguments"] = rng.choice(arguments)
+        call["function"] = function
+        roll = rng.random()
+        if roll < 0.6:
+            frames.append(_chunk({"tool_calls": [call]}))
+        elif roll < 0.7:
+            frames.append(_chunk({"function_call": function}))
+        elif roll < 0.85:
+            frames.append(_chunk({"content": rng.choice(["Hi", "", "\u2028"])}))
+        else:
+            count = rng.choice([1, "2", 3.0, 4.5, None, -1])
+            frames.append(_chunk({}, usage={"prompt_tokens": count, "completion_tokens": 1}))
+    finish = rng.choice(["stop", "length", "tool_calls", "content_filter", "", None, "x"])
+    frames.append(_chunk({}, finish))
+    return "".join(frames) + (_DONE if rng.random() < 0.8 else "")
+
+
+async def test_random_streams_are_never_read_two_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    """The second reading and the adapter follow the same documented rules their own ways:
+    on random fragments they agree, or the reading says why the bytes do not settle it."""
+    import random
+
+    rng = random.Random(4_391)
+    judged = unjudged = 0
+    for _ in range(300):
+        body = _random_stream(rng).encode()
+        response = RecordedResponse(200, (("content-type", "text/event-stream"),), body)
+        reading = read_recorded(response, "openai-chat")
+        if reading.outcome is None:
+            unjudged += 1
+            continue
+        outcome, deltas, _ = await _replay_vcr._deliver("whole", response, True, "openai-chat")
+        assert isinstance(outcome, ChatResult | ProviderError)
+        answer = reading.outcome
+        given = {c.id for c in answer.calls if c.id} if isinstance(answer, Answer) else set()
+        view = _replay_vcr._view(outcome, deltas, given)
+        expected = _replay_vcr._expected(reading)
+        assert expected is not None
+        assert _replay_vcr._compare(expected, view, "whole") == [], body
+        judged += 1
+    with capsys.disabled():
+        print(f"\nrandom streams tried: {judged + unjudged} ({unjudged} unjudged)")
+    assert judged > 150

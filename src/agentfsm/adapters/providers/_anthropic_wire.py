@@ -422,14 +422,14 @@ class EventAccumulator:
             delta = opt_dict(data.get("delta"), "delta")
             entry = self.blocks.get(index) or self._new_block(index, "text")
             delta_type = delta.get("type")
-            if delta_type == "text_delta":
-                piece = _str(delta.get("text"), "delta.text")
+            if delta_type in ("text_delta", "thinking_delta"):
+                key = "text" if delta_type == "text_delta" else "thinking"
+                piece = _str(delta.get(key), f"delta.{key}")
                 entry.text.append(piece)
-                return piece, ""
-            if delta_type == "thinking_delta":
-                piece = _str(delta.get("thinking"), "delta.thinking")
-                entry.text.append(piece)
-                return "", piece
+                # Streamed as what its block is: the deltas add up to the answer's parts.
+                if entry.kind == "text":
+                    return piece, ""
+                return ("", piece) if entry.kind == "thinking" else ("", "")
             if delta_type == "signature_delta":
                 if entry.signature is None:
                     entry.signature = Buffer(self.budget)

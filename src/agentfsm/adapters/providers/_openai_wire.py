@@ -367,6 +367,12 @@ class _PartialCall:
     end: JsonEnd = field(factory=JsonEnd)
     """Where the argument text's JSON ends (asked only of calls without an index)."""
 
+    @property
+    def given(self) -> bool:
+        """Something of the call came: a name, an id or arguments (a fragment carrying none
+        makes no call)."""
+        return bool(self.name or self.id or self.fragments or self.object_args is not None)
+
     def complete(self) -> bool:
         """Its arguments are already one whole JSON object."""
         return self.object_args is not None or self.end.whole(self.fragments.text())
@@ -548,11 +554,10 @@ class StreamAccumulator:
         seen: set[str] = set()
         limits = self.limits
         slots = sorted(self.calls, key=lambda s: (s.index is None, s.index or 0))
+        slots = [s for s in slots if s.given]
         if self.legacy is not None and not slots:  # beside tool calls, only their mirror
             slots.append(self.legacy)
-        for index, slot in enumerate(
-            s for s in slots if s.name or s.id or s.fragments or s.object_args
-        ):
+        for index, slot in enumerate(s for s in slots if s.given):
             if slot.object_args is not None:
                 arguments, bad = slot.object_args, None
             else:
@@ -584,8 +589,8 @@ class StreamAccumulator:
         """Nothing usable arrived: no text, no calls, no finish."""
         return (
             not self.text
-            and not self.calls
-            and self.legacy is None
+            and not any(s.given for s in self.calls)
+            and (self.legacy is None or not self.legacy.given)
             and self.finish_reason is None
             and (self.splitter is None or not self.splitter.fed)
         )

@@ -196,6 +196,9 @@ class _ChatCall:
     def complete(self) -> bool:
         return self.whole is not None or self.shape.whole("".join(self.text))
 
+    def given(self) -> bool:
+        return bool(self.name or self.id or self.size or self.whole is not None)
+
     def add(self, given_id: str, name: str, arguments: Any) -> None:
         self.id = self.id or given_id
         if name and name != self.name:  # a whole name repeated is a repeat, not a part
@@ -272,13 +275,15 @@ class _Calls:
         return name == last.name
 
     def found(self) -> list[tuple[Any, str, Any]]:
+        """(id, name, arguments) of each call something of which came, in index order; the
+        deprecated single call when no other came."""
         calls = [self.indexed[i] for i in sorted(self.indexed)] + self.plain
-        if not calls and self.legacy is not None:
+        if not any(c.given() for c in calls) and self.legacy is not None:
             calls = [self.legacy]
         return [
             (c.id, c.name, c.whole if c.whole is not None else "".join(c.text))
             for c in calls
-            if c.name or c.id or c.size or c.whole is not None
+            if c.given()
         ]
 
 
@@ -332,7 +337,7 @@ def chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             empty_finish = empty_finish or reason == ""
     answer, reasoning = "".join(said), "".join(thought)
     found = calls.found()
-    if not answer and not found and finish is None and calls.legacy is None:
+    if not answer and not found and finish is None:
         return empty_answer(response)
     tools = calls_of(found)
     return Answer(

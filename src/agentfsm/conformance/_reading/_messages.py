@@ -16,6 +16,7 @@ from ._common import (
     Event,
     Failure,
     Large,
+    Unsettled,
     anthropic_usage,
     as_array,
     as_object,
@@ -142,6 +143,8 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
                 and last["type"] == "tool_use"
                 and last.get("id") == started.get("id")
             )
+            if index in blocks and not (same_call and blocks[index] is last):
+                raise Unsettled(f"a second content block started at index {index}")
             if same_call and last is not None:  # LiteLLM: one call in several blocks
                 blocks[index] = last
                 continue
@@ -150,9 +153,10 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             entry["name"] = as_text(started.get("name"), "name") or ""
             entry["input"] = started.get("input")
             entry["signature"] = [_signature(started)] if entry["type"] == "thinking" else []
-            if entry["type"] in ("text", "thinking", "redacted_thinking"):
-                key = _CONTENT.get(entry["type"], "text")
-                entry["text"] = [as_text(started.get(key), key) or ""]
+            if entry["type"] in ("text", "thinking"):
+                entry["text"] = [as_text(started.get(entry["type"]), entry["type"]) or ""]
+            if entry["type"] == "redacted_thinking":  # whole in its start: no delta adds to it
+                entry["data"] = as_text(started.get("data"), "data") or ""
         elif kind == "content_block_delta":
             index = _index(payload, -1)
             delta = as_object(payload.get("delta"), "delta")
@@ -185,7 +189,7 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     text_out = "".join("".join(e["text"]) for e in unique if e["type"] == "text")
     thinking = "".join("".join(e["text"]) for e in unique if e["type"] == "thinking")
     items = [
-        _kept(e["type"], "".join(e["text"]), "".join(e.get("signature", [])))
+        _kept(e["type"], e.get("data", "".join(e["text"])), "".join(e.get("signature", [])))
         for e in unique
         if e["type"] in _CONTENT
     ]
