@@ -821,3 +821,14 @@ async def test_random_streams_are_never_read_two_ways(capsys: pytest.CaptureFixt
     with capsys.disabled():
         print(f"\nrandom streams tried: {judged + unjudged} ({unjudged} unjudged)")
     assert judged > 150
+
+
+async def test_a_cassette_with_a_tag_the_safe_loader_does_not_know_is_read(
+    tmp_path: Path,
+) -> None:
+    """Old vcrpy under Python 2 wrote ``!!python/unicode`` strings: read as the text."""
+    path = _cassette(tmp_path, "PLACEHOLDER", _JSON)
+    text = path.read_text("utf-8").replace("string: PLACEHOLDER", "string: !!python/unicode 'BODY'")
+    path.write_text(text.replace("BODY", json.dumps(_LEGACY).replace("'", "''")), "utf-8")
+    assert len(_reading(path).outcome.calls) == 1
+    assert (await _one(tmp_path)).outcome == "exact"
