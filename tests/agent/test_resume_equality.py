@@ -16,8 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from agentfsm import (
+    Agent,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from agentfsm.adapters.sessions import SessionHandle
+from agentfsm.agent import is_preamble_message
 from agentfsm.engine._compression import COMPRESSION_SYSTEM_PROMPT
 from agentfsm.engine._reminders import RETRY_TURN
 from agentfsm.policies import prune_tool_results, require, text_matches, wrap_up
@@ -201,3 +210,64 @@ async def test_reminders_never_stack_two_user_messages(turns: int) -> None:
     last = chat.requests[-1].messages
     assert_alternates(last)
     assert "last turn" in last[-1].content
+
+
+class FrozenContext:
+    def render(self) -> str:
+        return "project: demo\nfiles: a.py b.py"
+
+
+async def test_the_session_context_survives_a_compression(tmp_path: Path) -> None:
+    """Every request of the session, after compressions, live and resumed, opens with the
+    same session-context message, byte for byte; the summarizer is not sent it."""
+
+    def work(request: ChatRequest) -> ScriptItem:
+        calls = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        return tool_reply(("read", {"path": f"f{calls}"})) if calls < 14 else "done"
+
+    def build(chat: ScriptedChat) -> Agent:
+        return Agent(
+            chat,
+            reader(),
+            system_prompt="sys",
+            session_dir=tmp_path,
+            context_budget_tokens=2_000,
+            preamble=FrozenContext(),
+        )
+
+    first_chat = ScriptedChat(answering(work))
+    live, resumed = await both_ways(build, first_chat)
+    summaries = [
+        r for r in first_chat.requests if r.messages[0].content == COMPRESSION_SYSTEM_PROMPT
+    ]
+    turns = [r for r in first_chat.requests if r.messages[0].content != COMPRESSION_SYSTEM_PROMPT]
+    assert summaries  # it compressed
+    preamble = turns[0].messages[1]
+    assert is_preamble_message(preamble)
+    for request in [*turns, live, resumed]:
+        assert request.messages[0] == SystemMessage("sys")
+        assert request.messages[1] == preamble  # the same prefix, every time
+        assert sum(is_preamble_message(m) for m in request.messages) == 1
+    assert any("summary of the early turns" in m.content for m in live.messages)
+    assert live.messages[2].content.startswith("[context summary")  # right after it
+    for request in summaries:  # what the summarizer reads leaves it out
+        assert "<session-context>" not in request.messages[1].content
+    assert live.messages == resumed.messages
+    assert_alternates(live.messages[2:])  # the context, then the summary: two user messages
+
+
+async def test_the_core_loop_summarizes_all_but_the_system_prompt(tmp_path: Path) -> None:
+    """``run_conversation`` keeps the seed's shape: ``[*system, summary, *recent]``."""
+    from agentfsm import LoopParams, run_conversation
+
+    def work(request: ChatRequest) -> ScriptItem:
+        calls = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        return tool_reply(("read", {"path": f"f{calls}"})) if calls < 14 else "done"
+
+    chat = ScriptedChat(answering(work))
+    opening = [UserMessage("<session-context>\nx\n</session-context>"), UserMessage("task")]
+    params = LoopParams(max_turns=30, system_prompt="sys", context_budget_tokens=2_000)
+    outcome = await run_conversation(chat, reader(), opening, params)
+    assert outcome.messages[0] == SystemMessage("sys")
+    assert outcome.messages[1].content.startswith("[context summary")
+    assert not any(is_preamble_message(m) for m in outcome.messages)

@@ -240,12 +240,23 @@ def test_resume_reuses_the_sessions_provider_and_model(
         first = [f"--base-url={server.base_url}/v1", "--model=fake-a", "--api-key-env=FAKE_KEY"]
         assert main(["run", "first", *common, *first]) == 0
         assert main(["run", "second", *common, "--resume", "latest"]) == 0
-        assert main(["run", "third", *common, "--resume", "latest", "--model", "fake-b"]) == 0
+        again = ["--model", "fake-b", "--api-key-env", "FAKE_KEY"]
+        assert main(["run", "third", *common, "--resume", "latest", *again]) == 0
         bodies = [request.json() for request in server.requests]
         keys = [request.headers.get("authorization") for request in server.requests]
-    assert capsys.readouterr().out.split() == ["first", "second", "third"]
+    out, err = capsys.readouterr()
+    assert out.split() == ["first", "second", "third"]
     assert [body["model"] for body in bodies] == ["fake-a", "fake-a", "fake-b"]
-    assert keys == ["Bearer sk-never-written-1234"] * 3
+    # the key variable is never taken from the file: named again, it is sent again
+    assert keys == ["Bearer sk-never-written-1234", None, "Bearer sk-never-written-1234"]
+    host = server.base_url.removeprefix("http://")
+    assert err.splitlines() == [
+        "agentfsm run: the resumed session used --api-key-env FAKE_KEY; pass it to use it again",
+        f"agentfsm run: resuming with provider openai-compatible at {host}, model fake-a, "
+        "no API key sent",
+        f"agentfsm run: resuming with provider openai-compatible at {host}, model fake-b, "
+        "key from FAKE_KEY",
+    ]
     sessions = list((Path(os.environ["XDG_STATE_HOME"])).rglob("*.jsonl"))
     assert len(sessions) == 3
     for session in sessions:

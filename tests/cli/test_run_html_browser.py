@@ -191,3 +191,65 @@ async def test_every_label_sits_on_its_own_edge_clear_of_the_states(
     ]
     assert budget == ["has_tool_calls, last_turn"]  # taken on the last turn only
     print(f"labels checked: {len(labels)}")
+
+
+def test_the_header_counts_as_trace_and_sessions_list_do(
+    tmp_path: Path, browser: Chromium, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose last reply asked for calls the budget closed (not run), then a run
+    aborted before its reply: the picture's header, ``trace --json`` and ``sessions list
+    --json`` count the same turns (replies) and tool calls (that ran)."""
+    import json
+
+    from agentfsm.cli import main
+
+    def line(kind: str, payload: object) -> str:
+        return json.dumps({"ts": "2026-01-01T00:00:00.000Z", "kind": kind, kind: payload}) + "\n"
+
+    def asks(*ids: str) -> str:
+        calls = [{"id": i, "name": "read_file", "arguments": {}} for i in ids]
+        return line("message", {"role": "assistant", "content": "", "tool_calls": calls})
+
+    def result(call_id: str) -> str:
+        return line("message", {"role": "tool", "tool_call_id": call_id, "content": "x"})
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    text = "".join(
+        [
+            line("meta", {"event": "run_start"}),
+            line("message", {"role": "user", "content": "go"}),
+            asks("a", "b"),
+            line("meta", {"event": "tool_call_start", "call_id": "a", "turn": 1}),
+            line("meta", {"event": "tool_call_start", "call_id": "b", "turn": 1}),
+            result("a"),
+            result("b"),
+            asks("c", "d", "e"),  # the last turn: closed by the budget, never run
+            line("meta", {"event": "budget_exhausted", "turns_used": 2}),
+            line("message", {"role": "tool", "tool_call_id": "c", "content": "x"}),
+            line("meta", {"event": "run_end", "stopped_reason": "budget"}),
+            line("meta", {"event": "run_start"}),
+            line("message", {"role": "user", "content": "again"}),
+            line(
+                "meta", {"event": "run_end", "stopped_reason": "aborted", "last_state": "llm_start"}
+            ),
+        ]
+    )
+    session = folder / "20260101T000000Z-0001.jsonl"
+    session.write_text(text, "utf-8")
+    assert main(["trace", "latest", "--json", "--session-dir", str(folder)]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert main(["sessions", "list", "--json", "--session-dir", str(folder)]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    page = tmp_path / "run.html"
+    render_run(session, page)
+    browser.open(page)
+    header = browser.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#summary dt')]"
+        ".map(dt => [dt.textContent, dt.nextElementSibling.textContent]))"
+    )
+    turns = sum(run["turns"] for run in runs)
+    calls = sum(sum(run["tool_calls"].values()) for run in runs)
+    assert (turns, calls) == (2, 2)
+    assert (listed["turns"], listed["tool_calls"]) == (turns, calls)
+    assert (header["turns"], header["tool calls"]) == (str(turns), str(calls))

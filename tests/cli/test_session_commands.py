@@ -285,3 +285,150 @@ async def test_a_partial_verdict_without_a_verdict_line_says_so(tmp_path: Path) 
         assert run.notes == [
             f"verifier(max_turns=15): VERDICT: PARTIAL (review 1 of at most 3): {why}"
         ]
+
+
+def test_sessions_show_prints_what_a_resume_sends_after_a_compression(tmp_path: Path) -> None:
+    """The second reading: the messages the resumed run really sent to a server."""
+    from agentfsm.testing import scenario_handler
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+
+    def user(text: str) -> str:
+        return record("message", {"role": "user", "content": text})
+
+    def reply(text: str) -> str:
+        return record("message", {"role": "assistant", "content": text})
+
+    summary = {"role": "user", "content": "[context summary of earlier turns]\nS\n[end summary]"}
+    kept = [{"role": "assistant", "content": "answer 5"}, {"role": "user", "content": "ask 6"}]
+    lines = [record("meta", {"event": "run_start"}), user("ask 0")]
+    for n in range(5):
+        lines += [reply(f"answer {n}"), user(f"ask {n + 1}")]
+    lines.append(
+        record("meta", {"event": "compress_end", "summary_chars": 1, "history": [summary, *kept]})
+    )
+    lines += [reply("answer 6"), record("meta", {"event": "run_end", "stopped_reason": "final"})]
+    (folder / "20260101T000000Z-0001.jsonl").write_text("".join(lines), "utf-8")
+    where = ["--session-dir", str(folder)]
+    shown = agentfsm(tmp_path, "sessions", "show", "latest", *where)
+    assert shown.returncode == 0, shown.stderr
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        options = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--quiet"]
+        workspace = tmp_path / "w"
+        workspace.mkdir()
+        resumed = agentfsm(
+            tmp_path,
+            "run",
+            "--resume",
+            "20260101T000000Z-0001",
+            "next",
+            "--workspace",
+            str(workspace),
+            *where,
+            *options,
+            *sandbox_options(),
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        sent = server.requests[0].json()["messages"]
+    history = [m for m in sent if m["role"] != "system"][:-1]  # less the new prompt
+    printed = [
+        line for line in shown.stdout.splitlines() if re.match(r"\[(user|assistant)\]", line)
+    ]
+    assert printed == [f"[{m['role']}] {m['content']}".split("\n")[0] for m in history]
+    assert shown.stdout.startswith("(the history was compressed")
+    assert "ask 0" not in shown.stdout  # summarized: no longer sent
+
+
+def test_edge_cases_of_crafted_sessions(tmp_path: Path) -> None:
+    """A byte order mark before ``run_start``, a ``policy_stop`` with no policy or reason, a
+    number for ``stopped_reason``, a run ending before it started, a bidi override."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    text = (
+        "\ufeff"
+        + json.dumps({"ts": "9999-01-01T00:00:00Z", "kind": "meta", "meta": {"event": "run_start"}})
+        + "\n"
+        + record("message", {"role": "user", "content": "before \u202eevil"})
+        + record("message", {"role": "assistant", "content": "reply"})
+        + record("meta", {"event": "policy_warn", "code": None, "policy": None, "turn": 1})
+        + record("meta", {"event": "policy_stop", "policy": None, "reason": None, "turn": 2})
+        + json.dumps(
+            {
+                "ts": "0001-01-01T00:00:00Z",
+                "kind": "meta",
+                "meta": {"event": "run_end", "stopped_reason": 7},
+            }
+        )
+        + "\n"
+    )
+    (folder / "20260101T000000Z-0001.jsonl").write_text(text, "utf-8")
+    where = ["--session-dir", str(folder)]
+    traced = agentfsm(tmp_path, "trace", "latest", *where)
+    assert traced.returncode == 0, traced.stderr
+    assert "run 1: ended (no reason recorded) after 1 turn(s)\n" in traced.stdout
+    assert " in -" not in traced.stdout  # no negative duration
+    assert "stopped by an unnamed policy: no reason recorded" in traced.stdout
+    assert "health warnings: {'unnamed': 1}" in traced.stdout
+    assert "None" not in traced.stdout
+    shown = agentfsm(tmp_path, "sessions", "show", "latest", *where)
+    assert "[user] before <U+202E>evil" in shown.stdout
+    listed = agentfsm(tmp_path, "sessions", "list", "--json", *where)
+    (row,) = json.loads(listed.stdout)
+    assert (row["prompt"], row["turns"], row["last_ending"]) == (
+        "before \u202eevil",
+        1,
+        "ended (no reason recorded)",
+    )
+    page = tmp_path / "p.html"
+    assert agentfsm(tmp_path, "trace", "latest", "--html", str(page), *where).returncode == 0
+    html = page.read_text("utf-8")
+    assert "\\u202e" not in html.lower()
+    assert "\u202e" not in html
+    assert "U+202E" in html
+
+
+def test_latest_is_the_newest_readable_session(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = (
+        record("meta", {"event": "run_start"})
+        + record("message", {"role": "user", "content": "mine"})
+        + record("message", {"role": "assistant", "content": "ok"})
+    )
+    mine = folder / "20260101T000000Z-0002.jsonl"
+    mine.write_text(lines, "utf-8")
+    future = folder / "20260101T000000Z-0003.jsonl"
+    future.write_text(lines.replace("mine", "copied"), "utf-8")
+    os.utime(future, (4_000_000_000, 4_000_000_000))  # the year 2096
+    huge = folder / "20260101T000000Z-0004.jsonl"
+    with huge.open("wb") as sparse:
+        sparse.truncate(513 * 1024 * 1024)
+    traced = agentfsm(tmp_path, "sessions", "show", "latest", "--session-dir", str(folder))
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == "[user] mine\n[assistant] ok\n"
+    listed = agentfsm(tmp_path, "sessions", "list", "--json", "--session-dir", str(folder))
+    ids = [row["id"] for row in json.loads(listed.stdout)]
+    assert ids == [huge.stem, mine.stem, future.stem]  # the future-dated one last
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    lines = [record("meta", {"event": "run_start"})]
+    for n in range(5000):
+        lines.append(record("message", {"role": "user", "content": f"ask {n}"}))
+        lines.append(record("message", {"role": "assistant", "content": f"answer {n}"}))
+    (folder / "20260101T000000Z-0001.jsonl").write_text("".join(lines), "utf-8")
+    script = Path(sys.executable).with_name("agentfsm")
+    for argv in (["trace", "latest"], ["sessions", "show", "latest"]):
+        pipeline = f"{script} {' '.join(argv)} --session-dir {folder} | head -1"
+        done = subprocess.run(
+            ["bash", "-c", pipeline + "; echo rc=${PIPESTATUS[0]}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.stderr == "", done.stderr
+        assert done.stdout.splitlines()[-1] in ("rc=141", "rc=0"), done.stdout

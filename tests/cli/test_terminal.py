@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm.cli._terminal import StreamSanitizer, json_safe, sanitize
+from agentfsm.cli._terminal import StreamSanitizer, cells, json_safe, sanitize
 
 FORBIDDEN = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {
     chr(c) for c in range(0x7F, 0xA0)
@@ -20,7 +20,8 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 
 def clean(text: str) -> bool:
-    return not (set(text) & (FORBIDDEN | set(BIDI)))
+    surrogates = any(0xD800 <= ord(char) <= 0xDFFF for char in text)
+    return not surrogates and not (set(text) & (FORBIDDEN | set(BIDI)))
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,7 @@ def clean(text: str) -> bool:
         ("esc at the end \x1b", "esc at the end "),
         ("\u202eevil\u202c", "<U+202E>evil<U+202C>"),
         ("\u2066iso\u2069", "<U+2066>iso<U+2069>"),
-        ("caf\udcff \u2028 é", "caf\udcff \u2028 é"),
+        ("caf\udcff \u2028 é", "caf\\udcff \u2028 é"),  # a surrogate as its escape
         ("plain text", "plain text"),
     ],
 )
@@ -128,3 +129,15 @@ def test_pieces_give_the_same_text_as_the_whole(text: str, cuts: list[int]) -> N
 @given(st.text(st.characters(codec=None, exclude_categories=("Cc", "Cf", "Cs")), max_size=100))
 def test_ordinary_text_is_unchanged(text: str) -> None:
     assert sanitize(text) == text
+
+
+@pytest.mark.parametrize("errors", ["surrogateescape", "surrogatepass", "strict"])
+def test_every_lone_surrogate_is_an_escape_whatever_the_stream(errors: str) -> None:
+    hidden = "".join(chr(0xDC00 + b) if b >= 0x80 else chr(b) for b in "\u009b2J\u202e".encode())
+    text = f"a{hidden}\ud800b"
+    shown = sanitize(text)
+    assert shown == "a\\udcc2\\udc9b2J\\udce2\\udc80\\udcae\\ud800b"
+    assert shown.encode("utf-8", errors).decode("utf-8") == shown  # plain ASCII on any stream
+    assert cells(shown) == len(shown)  # the escape's width is counted
+    stream = StreamSanitizer()
+    assert "".join(stream.feed(c) for c in text) == shown

@@ -64,6 +64,21 @@ def _call_change(number: int, what: Callable[[ToolCall], dict[str, Any]]) -> Per
     return _answer(change)
 
 
+def _item_change(number: int) -> Callable[[ChatResult], ChatResult | None]:
+    """The item's opaque part changed: a thinking block's signature, a redacted block's
+    data, a Responses item's encrypted content (what the next request sends back)."""
+
+    def change(result: ChatResult) -> ChatResult | None:
+        items = list(result.message.reasoning_items)
+        if len(items) <= number:
+            return None
+        key = next(k for k in ("signature", "data", "encrypted_content") if k in items[number])
+        items[number] = {**items[number], key: items[number][key] + "~"}
+        return _message(result, reasoning_items=items)
+
+    return change
+
+
 def _usage(name: str) -> Perturb:
     def change(result: ChatResult) -> ChatResult | None:
         if result.usage is None:
@@ -122,6 +137,8 @@ def perturbations() -> Iterator[tuple[str, Perturb]]:
         "reasoning items",
         _answer(lambda r: _message(r, reasoning_items=(*r.message.reasoning_items, {"type": "x"}))),
     )
+    for number in (0, 1):
+        yield f"reasoning item {number}", _answer(_item_change(number))
     yield (
         "calls",
         _answer(
@@ -221,6 +238,6 @@ async def test_every_perturbed_field_is_reported(
     with capsys.disabled():
         print(f"\nreplay-vcr mutations caught: {len(caught)}/{len(caught) + len(missed)}")
     assert not missed
-    assert len(caught) >= 80
+    assert len(caught) >= 140
     fields = {where.split(" of ")[0] for where in caught}
     assert fields == {field for field, _ in perturbations()}

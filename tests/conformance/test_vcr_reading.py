@@ -4,6 +4,9 @@ specification says, and what a recording cannot settle left unjudged."""
 from __future__ import annotations
 
 import json
+import random
+
+import pytest
 
 from agentfsm.adapters.providers._replay import RecordedResponse
 from agentfsm.conformance._reading import Answer, Call, Failure, read_recorded, sse_events
@@ -83,8 +86,7 @@ def test_an_error_after_text_is_not_retryable() -> None:
 def test_what_a_recording_cannot_settle_is_unjudged() -> None:
     stream = _chat({"choices": [{"index": 0, "delta": {"content": "Hi"}}]})
     headerless = read_recorded(RecordedResponse(200, (), stream), "openai-chat")
-    assert headerless.outcome is None
-    assert headerless.unjudged.startswith("an event stream recorded without its content-type")
+    assert (headerless.streamed, headerless.outcome) == (True, Answer("Hi"))  # by its bytes
     moved = read_recorded(RecordedResponse(302, (("location", "/x"),), b""), "anthropic")
     assert (moved.outcome, moved.unjudged) == (None, "a 302 redirect, not an answer")
     body = json.dumps({"choices": [{"index": 0, "message": {"content": "Hi"}}]}).encode()
@@ -131,3 +133,49 @@ def test_many_small_pieces_are_read_in_linear_time() -> None:
     assert reading.outcome.text == "t" * 50_000
     (call,) = reading.outcome.calls
     assert call.raw_arguments == '{"a": "' + "{" * 50_000
+
+
+def _jsonish(rng: random.Random, depth: int = 0) -> str:
+    """Text near JSON: values, strings with escapes and brackets, and some breakage."""
+    roll = rng.random()
+    if depth > 3 or roll < 0.3:
+        return rng.choice(['"a}"', '"\\\\"', '"\\""', '"{["', "1", "true", "null", '"x\\u0041"'])
+    if roll < 0.7:
+        items = [f'"k{i}": {_jsonish(rng, depth + 1)}' for i in range(rng.randint(0, 3))]
+        return "{" + ", ".join(items) + "}"
+    if roll < 0.9:
+        return "[" + ", ".join(_jsonish(rng, depth + 1) for _ in range(rng.randint(0, 3))) + "]"
+    return rng.choice(["{", "}", '"', "\\", "{}}", '{"a": "b}'])
+
+
+def test_both_readers_tell_where_arguments_end_as_json_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The adapters' and this reading's own way to tell whether argument text, piece by
+    piece, is one whole JSON object: both against ``json.loads`` of the whole text."""
+    from agentfsm.adapters.providers._json_end import JsonEnd
+    from agentfsm.conformance._reading._chat import _Shape
+
+    rng = random.Random(20_260)
+    tried = 0
+    for _ in range(3000):
+        text = _jsonish(rng) + rng.choice(["", " ", "\n", " {}", "x", '"s"'])
+        if rng.random() < 0.2:
+            text = json.dumps(text)  # doubly encoded
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        try:
+            value = json.loads(text)
+            value = json.loads(value) if isinstance(value, str) else value
+            truth = isinstance(value, dict) and text.lstrip()[:1] in ("{", '"')
+        except ValueError:
+            truth = False
+        ours, theirs = JsonEnd(), _Shape()
+        for piece in pieces:
+            ours.feed(piece)
+            theirs.add(piece)
+        assert ours.whole(text) == truth, (text, pieces)
+        assert theirs.whole(text) == truth, (text, pieces)
+        tried += 1
+    with capsys.disabled():
+        print(f"\nargument ends tried: {tried}")

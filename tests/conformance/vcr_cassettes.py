@@ -233,7 +233,7 @@ def _rich_result() -> ChatResult:
 
 def rich_scenarios() -> list[tuple[str, Reply]]:
     """Replies that between them carry every field an answer has: reasoning and reasoning
-    items, several calls (ids given and missing, arguments that are not JSON), an unknown
+    items (Responses items, Anthropic's signed and redacted thinking), several calls (ids given and missing, arguments that are not JSON), an unknown
     finish reason (kept raw), every usage count, and errors retryable and not, from an
     HTTP status and inside a 200 stream after some text."""
     usage = {
@@ -297,16 +297,21 @@ def rich_scenarios() -> list[tuple[str, Reply]]:
             ),
             event("content_block_stop", {"index": 0}),
             event(
-                "content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}
-            ),
-            event(
-                "content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": ANSWER}}
+                "content_block_start",
+                {"index": 1, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"}},
             ),
             event("content_block_stop", {"index": 1}),
             event(
+                "content_block_start", {"index": 2, "content_block": {"type": "text", "text": ""}}
+            ),
+            event(
+                "content_block_delta", {"index": 2, "delta": {"type": "text_delta", "text": ANSWER}}
+            ),
+            event("content_block_stop", {"index": 2}),
+            event(
                 "content_block_start",
                 {
-                    "index": 2,
+                    "index": 3,
                     "content_block": {
                         "type": "tool_use",
                         "id": "toolu_9",
@@ -317,13 +322,13 @@ def rich_scenarios() -> list[tuple[str, Reply]]:
             ),
             event(
                 "content_block_delta",
-                {"index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"tz":'}},
+                {"index": 3, "delta": {"type": "input_json_delta", "partial_json": '{"tz":'}},
             ),
             event(
                 "content_block_delta",
-                {"index": 2, "delta": {"type": "input_json_delta", "partial_json": ' "UTC"}'}},
+                {"index": 3, "delta": {"type": "input_json_delta", "partial_json": ' "UTC"}'}},
             ),
-            event("content_block_stop", {"index": 2}),
+            event("content_block_stop", {"index": 3}),
             event(
                 "message_delta",
                 {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 33}},

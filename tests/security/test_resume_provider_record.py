@@ -1,5 +1,6 @@
 """The ``provider`` record ``agentfsm run`` writes for ``--resume``: never a key, wherever
-the key was put on the command line, and a resumed run reads it again from its variable."""
+the key was put on the command line, and a resumed run reads it again from the variable the
+command line names."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_no_key_reaches_the_provider_record(
             options = ["--base-url", url, "--model", "m", "--api-key-env", "RECORD_TEST_KEY"]
             base = ["--workspace", str(workspace), "--quiet", *sandbox_options()]
             assert main(["run", name, *base, *options]) == 0
-            resumed = main(["run", "again", *base, "--resume", "latest"])
+            again = ["--api-key-env", "RECORD_TEST_KEY"]  # a key variable is named again
+            resumed = main(["run", "again", *base, "--resume", "latest", *again])
             sessions = sorted(default_session_dir(workspace).glob("*.jsonl"))
             leaked = [s.name for s in sessions if KEY in s.read_text("utf-8")]
             attacks.record(KIND, bool(leaked), f"{name}: {leaked}")

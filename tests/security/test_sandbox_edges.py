@@ -265,7 +265,6 @@ async def test_widened_paths_do_not_uncover_what_is_hidden(
     widenings: list[dict[str, list[str | Path]]] = [
         {"read_paths": ["/etc"]},
         {"read_paths": ["/etc/ssl", f"/etc/{CANARY}-dir"]},
-        {"write_paths": ["/etc"]},
         {"read_paths": [f"/etc/{CANARY}-secret"]},
         {"write_paths": [tmp_path]},
         {"read_paths": [root / ".agentfsm"], "write_paths": [root / ".agentfsm"]},
@@ -289,6 +288,11 @@ async def test_widened_paths_do_not_uncover_what_is_hidden(
         with pytest.raises(ValueError, match="cannot hold /"):
             BubblewrapSandbox(root, **paths)  # type: ignore[arg-type]
         attacks.record("sandbox mount order", False, f"{paths} refused")
+    # A write path holding hidden entries: the model could rename the folders above them.
+    for folder in ("/etc", f"/etc/{CANARY}-dir/.."):
+        with pytest.raises(ValueError, match="cannot be /etc: it holds"):
+            BubblewrapSandbox(root, write_paths=[folder])
+        attacks.record("sandbox mount order", False, f"write path {folder} refused")
 
 
 def fake_bwrap(tmp_path: Path, version: str) -> Path:

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,8 @@ def test_sessions_list_and_trace_of_hostile_files(
         listed = record("meta", meta={"event": "run_start", "resumed_from": {"id": name}})
         (folder / f"{name}.jsonl").write_text(listed, "utf-8")
     (folder / "zz-hostile.jsonl").write_text("".join(lines), "utf-8")
-    os.utime(folder / "zz-hostile.jsonl", (2_000_000_000, 2_000_000_000))  # the latest
+    later = time.time() + 5  # the latest (within the slack a future date is given)
+    os.utime(folder / "zz-hostile.jsonl", (later, later))
 
     listed_out = agentfsm(tmp_path, "sessions", "list", "--workspace", str(workspace))
     assert listed_out.returncode == 0, listed_out.stderr

@@ -361,12 +361,13 @@ def test_what_the_sandbox_shows_of_the_home(home: Home, monkeypatch: pytest.Monk
     assert "CARGO_HOME" in described["environment"]
 
 
-async def test_secrets_in_a_workspace_or_read_path_stay_hidden(
+async def test_secrets_in_a_read_path_stay_hidden(
     home: Home, monkeypatch: pytest.MonkeyPatch, attacks: AttackTally
 ) -> None:
-    """The hidden list as the second layer: a workspace (``~/.local``) and a read path
-    (``~/.config``) that hold secrets (keyrings, the agent's own state and settings, gh's
-    token, git's credentials) show none of them. The home itself is refused."""
+    """The hidden list as the second layer: read paths (``~/.local``, ``~/.config``) that
+    hold secrets (keyrings, the agent's own state and settings, gh's token, git's
+    credentials) show none of them; as a workspace, where the model could rename the
+    folders above them, they are refused, as the home itself is."""
     set_path(monkeypatch)
     h = home.home
     for refused in (h, h.parent):
@@ -374,8 +375,12 @@ async def test_secrets_in_a_workspace_or_read_path_stay_hidden(
             BubblewrapSandbox(refused)
         with pytest.raises(ValueError, match="home folder"):
             BubblewrapSandbox(home.root, read_paths=[refused])
-    sandbox = BubblewrapSandbox(h / ".local", read_paths=[h / ".config"])
-    box = workspace_tools(h / ".local", sandbox=sandbox)
+    for holder in (h / ".local", h / ".config"):
+        with pytest.raises(ValueError, match="it holds"):
+            BubblewrapSandbox(holder)
+        attacks.record("toolchains: secret inside the workspace", False, f"{holder} refused")
+    sandbox = BubblewrapSandbox(home.root, read_paths=[h / ".local", h / ".config"])
+    box = workspace_tools(home.root, sandbox=sandbox)
     inside = [
         p for p in home.secrets if p.is_relative_to(h / ".local") or p.is_relative_to(h / ".config")
     ]
@@ -384,11 +389,11 @@ async def test_secrets_in_a_workspace_or_read_path_stay_hidden(
         command = f"cat {path}; ls -a {path.parent}"
         text = shown(await shell(box, command))
         attacks.record("toolchains: secret inside the workspace", CANARY in text, text[:200])
-    text = shown(await shell(box, f"grep -rs {CANARY} . {h}/.config /tmp"))
+    text = shown(await shell(box, f"grep -rs {CANARY} . {h}/.config {h}/.local /tmp"))
     attacks.record("toolchains: secret inside the workspace", CANARY in text, text[:200])
-    listed = await shell(box, "ls -a share/keyrings")
+    listed = await shell(box, f"ls -a {h}/.local/share/keyrings")
     assert listed.output.split() == [".", ".."], shown(listed)
-    planted = await shell(box, "echo new > state/agentfsm/planted")
+    planted = await shell(box, f"echo new > {h}/.local/state/agentfsm/planted")
     assert "Read-only file system" in planted.output
     assert not (h / ".local" / "state" / "agentfsm" / "planted").exists()
 

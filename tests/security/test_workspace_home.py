@@ -3,17 +3,17 @@
 A fake home in a temporary folder (``HOME`` and the ``XDG_*`` variables of this process
 point into it; the real home is not touched) holds keys, credentials, the agent's own
 user-level settings, its trust record and session folder. The CLI, the path tools and the
-sandbox refuse a workspace that is the home, holds it, is ``/`` or lies in a hidden folder;
-in a workspace that holds the agent's configuration and state and the home's secret folders
-(``~/.config``, ``~/.local``), every path tool is turned against them: plain paths, ``..``,
-symlinks made inside the workspace, other cases, absolute paths, searches. An attack got
-through when a canary shows in a result, or a file of the agent changed or appeared.
+sandbox refuse a workspace that is the home, holds it, is ``/``, lies in a hidden folder or
+holds one (``test_hidden_escapes.py``); in workspaces beside the agent's configuration and
+the home's secret folders (``~/.config/nvim``, a project), every path tool is turned against
+them: ``..``, symlinks made inside the workspace, other cases, absolute paths, searches. An
+attack got through when a canary shows in a result, or a file of the agent changed or
+appeared.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -22,51 +22,18 @@ from agentfsm import Agent, ToolCall, ToolMessage, ToolResult
 from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.cli import main
 from agentfsm.sandbox import BubblewrapSandbox, hidden_beneath
-from agentfsm.sandbox._hidden import HOME_SECRET_DIRS, HOME_SECRET_FILES, home_secrets
+from agentfsm.sandbox._hidden import hidden_in
 from agentfsm.testing import ScriptedChat, tool_reply
 
+from .homes import CANARY, FakeHome, use_home
 from .tally import AttackTally
 
 pytestmark = pytest.mark.usefixtures("bubblewrap")
 
-CANARY = f"agentfsm-canary-{time.monotonic_ns()}"
-
-
-class FakeHome:
-    """A home holding every listed secret, the agent's own files and a project."""
-
-    def __init__(self, base: Path) -> None:
-        self.home = base / "home"
-        self.secrets: list[Path] = []
-        for name in HOME_SECRET_DIRS:
-            self._plant(self.home / name / "key")
-        for name in HOME_SECRET_FILES:
-            self._plant(self.home / name)
-        self.settings = self.home / ".config" / "agentfsm" / "settings.json"
-        self.trust = self.home / ".local" / "state" / "agentfsm" / "trusted-settings.json"
-        self.session = self.home / ".local" / "state" / "agentfsm" / "sessions" / "p-1" / "s.jsonl"
-        for path in (self.settings, self.trust, self.session):
-            self._plant(path)
-        self.project = self.home / "src" / "project"
-        self.project.mkdir(parents=True)
-
-    def _plant(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f'{{"canary": "{CANARY}-{path.name}"}}\n', "utf-8")
-        self.secrets.append(path)
-
-    def untouched(self) -> bool:
-        return all(CANARY in path.read_text("utf-8") for path in self.secrets)
-
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHome:
-    fake = FakeHome(tmp_path)
-    monkeypatch.setenv("HOME", str(fake.home))
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("HISTFILE", raising=False)
-    return fake
+    return use_home(FakeHome(tmp_path), monkeypatch)
 
 
 def test_the_cli_refuses_the_home_as_workspace(
@@ -162,42 +129,44 @@ async def _turn_against(
     attacks.record(kind, bool(created), f"created {sorted(map(str, created))[:5]}")
 
 
-async def test_path_tools_hide_the_agents_files_and_the_homes_secrets(
+async def test_path_tools_beside_the_agents_files_and_the_homes_secrets(
     fake: FakeHome, attacks: AttackTally
 ) -> None:
-    """Workspaces that hold the agent's configuration (``~/.config``) and state, trust record
-    and session folder (``~/.local``), and secret folders and files of the home."""
-    for root, targets in (
-        (
-            fake.home / ".config",
-            ["agentfsm/settings.json", "gh/key", "git/credentials", "pip/pip.conf"],
-        ),
-        (
-            fake.home / ".local",
-            [
-                "state/agentfsm/trusted-settings.json",
-                "state/agentfsm/sessions/p-1/s.jsonl",
-                "share/keyrings/key",
-            ],
-        ),
-    ):
+    """Workspaces next to the agent's configuration (``~/.config/nvim``) and a project in
+    the home: every path tool and the shell turned against the agent's settings, trust
+    record and sessions and the home's secrets (``..``, absolute paths, symlinks made in the
+    workspace, other cases, searches). Workspaces that hold them are refused (below)."""
+    nvim = fake.home / ".config" / "nvim"
+    nvim.mkdir()
+    targets = [
+        "../agentfsm/settings.json",
+        "../gh/key",
+        "../git/credentials",
+        "../../.local/state/agentfsm/trusted-settings.json",
+        "../../.local/state/agentfsm/sessions/p-1/s.jsonl",
+        "../../.ssh/key",
+    ]
+    home = [f"../../.config/{t.removeprefix('../')}" for t in targets[:3]] + targets[3:]
+    for root, goals in ((nvim, targets), (fake.project, home)):
         box = workspace_tools(root, sandbox=BubblewrapSandbox(root))
-        await _turn_against(box, root, targets, fake, attacks, "path tools: hidden file")
-        # The shell sees none of it either: one list, two readers.
-        for target in targets:
+        await _turn_against(box, root, goals, fake, attacks, "path tools: hidden file")
+        for target in goals:  # the shell sees none of it either
             result = await box.run(ToolCall("c", "shell", {"command": f"cat {target}"}))
             attacks.record("path tools: hidden file", CANARY in result.output, target)
 
 
 def test_one_hidden_list_for_the_sandbox_and_the_path_tools(fake: FakeHome) -> None:
-    """Every secret the sandbox hides beneath a workspace, the path tools hide too."""
-    for root in (fake.home / ".config", fake.home / ".local", fake.home / ".m2"):
-        hidden = {root / p for p in hidden_beneath(root)}
-        beneath = [p for p, _ in home_secrets({"HOME": str(fake.home)}) if p.is_relative_to(root)]
-        assert beneath
-        assert set(beneath) <= hidden
-        sandbox = BubblewrapSandbox(root)
-        assert {p for p, _ in sandbox.home_secrets} <= hidden
+    """Every secret planted beneath a folder (an independent list) is hidden there by the
+    path tools' list and, for a read path, by the sandbox's mounts."""
+    for folder in (fake.home / ".config", fake.home / ".local", fake.home / ".m2"):
+        hidden = [folder / p for p in hidden_beneath(folder)]
+        mounted = [p for p, _ in BubblewrapSandbox(fake.project, read_paths=[folder]).home_secrets]
+        planted = [p for p in fake.secrets if p.is_relative_to(folder)]
+        assert planted
+        for secret in planted:
+            assert any(secret.is_relative_to(h) for h in hidden), secret
+            assert any(secret.is_relative_to(m) for m in mounted), secret
+        assert set(hidden_in([folder], {"HOME": str(fake.home)})) <= set(hidden)
 
 
 async def test_an_agents_session_folder_in_the_workspace_is_out_of_reach(

@@ -28,6 +28,7 @@ from agentfsm.sandbox import BubblewrapSandbox
 from agentfsm.testing import FakeProviderServer, Reply
 
 from .commands import provider_options, run_argv
+from .sandboxing import require_bubblewrap
 from .tally import AttackTally
 
 KIND = "workspace settings"
@@ -42,6 +43,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     return tmp_path
+
+
+@pytest.fixture
+def bubblewrap(tmp_path_factory: pytest.TempPathFactory) -> BubblewrapSandbox:
+    """The OS sandbox, for a folder of its own: this module's ``tmp_path`` holds the user's
+    XDG folders, which no workspace may hold."""
+    return require_bubblewrap(tmp_path_factory.mktemp("bubblewrap"))
 
 
 @pytest.fixture

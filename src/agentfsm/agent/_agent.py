@@ -37,6 +37,7 @@ from agentfsm.engine import (
     Message,
     Policy,
     SupportsAbort,
+    SystemMessage,
     ToolRunner,
     Usage,
     UserMessage,
@@ -316,6 +317,7 @@ class Agent:
                 policy_state=policy_state,
                 sandbox=self.sandbox,
                 protected_paths=self._protected_paths,
+                pinned=_pinned([*messages, *new_input]),
             )
             ctx = runner.ctx
             if handle is not None:
@@ -552,6 +554,14 @@ def _warn_incomplete(handle: SessionHandle) -> str | None:
         "agentfsm: session %s is incomplete (%s); it holds the run up to there", handle.id, why
     )
     return why
+
+
+def _pinned(messages: Sequence[Message]) -> int:
+    """1 when the conversation opens with the frozen session context (its first message
+    after the system prompt): compression keeps it, so every request's prefix stays the
+    same bytes and a provider's prompt cache keeps matching."""
+    first = next((m for m in messages if not isinstance(m, SystemMessage)), None)
+    return 1 if first is not None and is_preamble_message(first) else 0
 
 
 def _link(signal: SupportsAbort | None, controller: AbortController) -> Callable[[], None]:

@@ -53,6 +53,8 @@ def _sessions(args: argparse.Namespace) -> int:
         if args.action == "list":
             return sessions_cmd.list_sessions(folder, args.json)
         return sessions_cmd.show_session(folder, args.ref)
+    except BrokenPipeError:
+        raise  # not a session problem: main ends quietly
     except (SessionNotFound, OSError, ValueError) as error:
         print(f"agentfsm {command}: {sanitize(sessions_cmd.describe(error))}", file=sys.stderr)
         return 2
@@ -117,12 +119,30 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     from ._terminal import sanitized_logging
 
     with sanitized_logging():
-        code = _dispatch(args, chat)
+        try:
+            code = _dispatch(args, chat)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _closed_pipe()
     if argv is None and args.command in ("batch", "worker", "runs"):
         from ._database_wait import end_process
 
         end_process(code)  # the agentfsm process itself: done, it need not tear DBOS down
     return code
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``agentfsm trace latest | head -1``): end quietly,
+    as other command-line tools do, with the exit code of a process SIGPIPE ended (141).
+    stdout is pointed at the null device so that nothing complains at exit."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    return 141
 
 
 def _run(args: argparse.Namespace, chat: ChatFn | None) -> int:

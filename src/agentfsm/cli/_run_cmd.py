@@ -53,7 +53,7 @@ from ._parser import add_run_arguments as add_arguments
 from ._render import HumanRenderer, JsonRenderer, QuietRenderer, Renderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
-from ._session_provider import adopt_session_provider, record_provider, recordable_url
+from ._session_provider import SERVICES, adopt_session_provider, record_provider, recordable_url
 from ._settings_trust import (
     RunSettings,
     SettingsRefused,
@@ -65,7 +65,6 @@ from ._shown_once import ShownOnce
 from ._terminal import one_line
 
 __all__ = [
-    "DEFAULT_BASE_URLS",
     "DEFAULT_MODELS",
     "KEY_ENVS",
     "SYSTEM_PROMPT",
@@ -89,10 +88,6 @@ DEFAULT_MODELS = {
 }
 """Each hosted provider's model when ``--model`` is not given; an OpenAI-compatible server
 has none (``--model`` is required)."""
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-}
 KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """Where each hosted provider's key is read from unless ``--api-key-env`` says."""
 WIRES: dict[str, WireName] = {
@@ -132,8 +127,12 @@ def _provider(args: argparse.Namespace) -> str:
 
 
 def _key_env(args: argparse.Namespace) -> str | None:
-    """The environment variable the API key is read from (``None``: no key is sent)."""
-    return args.api_key_env or KEY_ENVS.get(_provider(args))
+    """The environment variable the API key is read from (``None``: no key is sent). A
+    hosted provider's standard variable is not read for a base URL a resumed session
+    chose (``withhold_key``, set by :func:`adopt_session_provider`)."""
+    if args.api_key_env or getattr(args, "withhold_key", False):
+        return args.api_key_env or None
+    return KEY_ENVS.get(_provider(args))
 
 
 def _key(args: argparse.Namespace) -> str | None:
@@ -152,7 +151,7 @@ def _endpoint(args: argparse.Namespace) -> Endpoint:
     env = _key_env(args)
     return Endpoint(
         provider,
-        args.base_url or DEFAULT_BASE_URLS.get(provider),
+        args.base_url or SERVICES.get(provider),
         env,
         key_sent=env is not None and bool(os.environ.get(env)),
     )
@@ -213,7 +212,7 @@ async def _chat(
     elif provider not in DEFAULT_MODELS:
         raise UsageError(f"unknown provider {provider!r}")
     model = args.model or DEFAULT_MODELS[provider]
-    base_url = args.base_url or DEFAULT_BASE_URLS[provider]
+    base_url = args.base_url or SERVICES[provider]
     adapter: OpenAIChat | AnthropicChat | OpenAIResponses
     wire = run_wire(args)
     if wire == "anthropic":
@@ -497,6 +496,16 @@ def check_prompt(prompt: str) -> None:
         raise UsageError("the prompt must be a non-empty string, e.g. agentfsm run 'fix the tests'")
 
 
+def _resumed_provider_line(args: argparse.Namespace) -> str:
+    """What a resumed run talks to, and which variable's key it sends (said before any
+    request: the session file chose some of it)."""
+    endpoint = _endpoint(args)
+    where = f" at {endpoint.address()}" if endpoint.address() else ""
+    model = f", model {args.model[:100]}" if args.model else ""
+    key = f"key from {endpoint.key_env}" if endpoint.key_sent else "no API key sent"
+    return f"resuming with provider {endpoint.provider}{where}{model}, {key}"
+
+
 def _check_inputs(
     args: argparse.Namespace, session_dir: Path, chat_override: ChatFn | None
 ) -> Path | None:
@@ -511,9 +520,11 @@ def _check_inputs(
             raise UsageError(str(error)) from None
         if chat_override is None:  # the resumed session's provider, unless given
             try:
-                adopt_session_provider(args, parent)
+                said = adopt_session_provider(args, parent)
             except (ValueError, SessionNotFound) as error:  # e.g. a file over the size bound
                 raise UsageError(str(error)) from None
+            for line in [*said, _resumed_provider_line(args)]:
+                print(f"agentfsm run: {one_line(line)}", file=sys.stderr)
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise UsageError(f"the environment variable {args.api_key_env[:100]!r} is not set")
     if args.provider == "openai-compatible" and not args.base_url:

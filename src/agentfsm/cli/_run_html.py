@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ._output_file import write_whole
 from ._run_svg import machine_svg
 from ._run_view import read_run_view
 
@@ -33,10 +35,26 @@ def _asset(name: str) -> str:
     return resources.files("agentfsm.cli").joinpath(name).read_text("utf-8")
 
 
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+"""The bidirectional embedding, override and isolate controls: shown, never obeyed."""
+
+
+def _bidi_shown(data: Any) -> Any:
+    """``data`` with every bidirectional control in its strings written as ``<U+202E>`` (as
+    the terminal shows them): model text cannot reorder what the page shows."""
+    if isinstance(data, str):
+        return _BIDI.sub(lambda match: f"<U+{ord(match.group()):04X}>", data)
+    if isinstance(data, dict):
+        return {key: _bidi_shown(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_bidi_shown(value) for value in data]
+    return data
+
+
 def _json_block(data: Any) -> str:
     """``data`` as JSON that cannot end the ``<script>`` element holding it (ASCII only, so
-    lone surrogates and U+2028/U+2029 are escapes too)."""
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    lone surrogates and U+2028/U+2029 are escapes too), bidi controls made visible."""
+    text = json.dumps(_bidi_shown(data), ensure_ascii=True, separators=(",", ":"))
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -76,21 +94,15 @@ def render_run(session_path: str | Path, out: str | Path | None = None) -> str:
     with the sessions it continued, as one timeline. It needs no network when viewed and
     runs nothing from the session: model text shows as text.
 
-    Returns the HTML; with ``out``, also writes it there (UTF-8). Raises like
+    Returns the HTML; with ``out``, also writes it there (UTF-8), whole or not at all: a
+    symlink is written through to its target; a device, FIFO, socket or folder is refused
+    with an ``OSError`` naming ``out``. Raises like
     :func:`~agentfsm.adapters.sessions.read_session_messages` when ``session_path`` cannot
     be read (``FileNotFoundError``, :class:`~agentfsm.adapters.sessions.SessionNotFound`).
     """
     page = page_html(read_run_view(session_path))
     if out is not None:
-        target = Path(out)
-        # Whole or not at all: a full disk leaves no empty or cut picture behind.
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            temporary.write_text(page, "utf-8")
-            os.replace(temporary, target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+        write_whole(out, page)  # a full disk leaves no empty or cut picture behind
     return page
 
 
@@ -105,7 +117,7 @@ def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool
         return
     if not out and end.get("session_error"):
         return  # the session folder just refused a write: no second complaint about it
-    target = Path(out if out else Path(session).with_suffix(".html")).resolve()
+    target = os.path.abspath(out if out else Path(session).with_suffix(".html"))
     try:
         render_run(session, target)
     except (OSError, ValueError) as error:
@@ -113,9 +125,9 @@ def attach_picture(end: dict[str, Any], out: str | None, *, beside_session: bool
         from ._terminal import sanitize
 
         print(
-            f"agentfsm: picture not written to {sanitize(str(target))[:200]!r}: "
+            f"agentfsm: picture not written to {sanitize(target)[:200]!r}: "
             f"{sanitize(str(reason))[:300]}",
             file=sys.stderr,
         )
         return
-    end["html_path"] = str(target)
+    end["html_path"] = target

@@ -84,21 +84,22 @@
     var runs = data.runs;
     var last = runs.length ? runs[runs.length - 1] : null;
     var usage = { input_tokens: 0, output_tokens: 0 };
+    var replies = 0;
+    var calls = 0;
     each(runs, function (run) {
+      // the reader's counts: turns that got a reply, tool calls that ran
+      replies += run.counts.turns;
+      calls += run.counts.tool_calls;
       if (!run.usage) return;
       usage.input_tokens += run.usage.input_tokens || 0;
       usage.output_tokens += run.usage.output_tokens || 0;
-    });
-    var calls = 0;
-    each(turns, function (turn) {
-      calls += turn.tool_calls.length;
     });
     var rows = [["session", data.session]];
     // a resumed session: the files it continued, oldest first (the session is the last)
     if (data.files.length > 1) rows.push(["resumed from", data.files.slice(0, -1).join(" \u2192 ")]);
     rows = rows.concat([
       ["runs", runs.length],
-      ["turns", turns.length],
+      ["turns", replies],
       ["tool calls", calls],
       ["tokens", num(usage.input_tokens) + " in, " + num(usage.output_tokens) + " out"],
       ["ended", last ? (last.stopped_reason || "unfinished (no run_end)") : "no run recorded"],

@@ -88,6 +88,8 @@ class _View:
             "last_state": run.last_state,
             "ended": run.ended,
             "usage": run.usage,
+            # counted as trace and sessions list count them: replies, and calls that ran
+            "counts": {"turns": run.turns, "tool_calls": sum(run.tool_calls.values())},
         }
         if run.error is not None:
             data["error"] = " ".join(

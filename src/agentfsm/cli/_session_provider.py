@@ -4,8 +4,9 @@
 starts: the provider, the base URL and model given (or the provider's default model), and
 the *name* of the variable given with ``--api-key-env``. Never a key, never a header; a
 base URL with a user, password, query or fragment (where keys hide) is left out.
-``--resume`` reads the last such record of the session it continues and fills in each of
-those options the command line leaves out.
+``--resume`` reads the last such record of the session it continues and fills in the
+provider, base URL and model the command line leaves out, never the key variable (see
+:func:`adopt_session_provider`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from agentfsm.engine import AgentEmitter, TurnStartEvent
 __all__ = ["adopt_session_provider", "record_provider", "recordable_url"]
 
 _PROVIDERS = ("openai", "anthropic", "openai-compatible", "local")
+SERVICES = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+"""Each hosted provider's own service (its default base URL), where its standard key goes."""
 
 
 def recordable_url(url: str | None) -> str | None:
@@ -71,8 +74,14 @@ def _text(value: object) -> str | None:
 
 def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]:
     """Fill ``args``'s provider options from the session ``--resume`` continues: the
-    provider and base URL unless either is given, the model and ``--api-key-env`` unless
-    given (and only for the same provider). Returns the options filled in.
+    provider and base URL unless either is given, the model unless given (and only for the
+    same provider). Returns what to tell the user before any request.
+
+    A session file may come from elsewhere, so it never chooses a secret nor where one goes:
+    its ``--api-key-env`` is never adopted (the user names it again; the returned line says
+    so), and a hosted provider's standard key (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``)
+    is withheld (``args.withhold_key``) when the session, not the command line, chose a base
+    URL other than that provider's own service.
 
     Raises:
         ValueError: the session's server is not known (its URL was not recorded), and the
@@ -84,7 +93,7 @@ def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]
         return []
     if recorded is None:
         return []
-    filled: list[str] = []
+    said: list[str] = []
     if args.provider is None and args.base_url is None:
         url = _text(recorded.get("base_url"))
         if url is None or not url.startswith(("http://", "https://")) or not recordable_url(url):
@@ -95,16 +104,19 @@ def adopt_session_provider(args: argparse.Namespace, session: Path) -> list[str]
                     "not recorded (it may have held a key): give --base-url and --model"
                 )
         args.provider = recorded["provider"]
-        filled.append("--provider")
         if url is not None:
             args.base_url = url
-            filled.append("--base-url")
+            if url.rstrip("/") != SERVICES.get(args.provider, url).rstrip("/"):
+                args.withhold_key = True  # the file chose the host: no key unless named
     provider = args.provider or ("openai-compatible" if args.base_url else None)
     if provider != recorded["provider"]:
-        return filled
-    for option, name in (("--model", "model"), ("--api-key-env", "api_key_env")):
-        value = _text(recorded.get(name))
-        if getattr(args, name) is None and value is not None:
-            setattr(args, name, value)
-            filled.append(option)
-    return filled
+        return said
+    model = _text(recorded.get("model"))
+    if args.model is None and model is not None:
+        args.model = model
+    key_env = _text(recorded.get("api_key_env"))
+    if args.api_key_env is None and key_env is not None:
+        said.append(
+            f"the resumed session used --api-key-env {key_env[:100]}; pass it to use it again"
+        )
+    return said

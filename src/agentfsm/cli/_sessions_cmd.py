@@ -16,6 +16,7 @@ from agentfsm.adapters.sessions import (
     tool_outcome,
     trace_session,
 )
+from agentfsm.agent import is_preamble_message
 from agentfsm.engine import AssistantMessage, ToolMessage, encodable, printable
 
 from ._terminal import cells, fit, sanitize
@@ -53,6 +54,8 @@ def _reason(run: RunTrace) -> str | None:
     return None
 
 
+LIST_READ_BYTES = 64 * 1024 * 1024
+"""How much of each session file ``sessions list`` reads (``trace`` reads it whole)."""
 _WIDTHS = (60, 20, 20, 20, 24, 40)
 """The widest each column of ``sessions list`` is shown; the last column, why the last
 run ended, is not padded."""
@@ -64,11 +67,12 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
     rows: list[dict[str, Any]] = []
     for path in reversed(session_files(session_dir)):
         try:
-            runs = trace_session(path)
+            log = read_session(path, max_bytes=LIST_READ_BYTES)
         except (SessionNotFound, OSError) as error:
             rows.append({"id": path.stem, "error": describe(error)})
             continue
-        last = runs[-1] if runs else None
+        runs = log.runs
+        last = runs[-1] if runs and log.complete else None
         rows.append(
             {
                 "id": path.stem,
@@ -76,9 +80,11 @@ def list_sessions(session_dir: Path, as_json: bool) -> int:
                 "turns": sum(r.turns for r in runs),
                 "tool_calls": sum(sum(r.tool_calls.values()) for r in runs),
                 "last_stop": last.stopped_reason if last else None,
+                "last_ending": last.ending if last else None,
                 "resumed_from": runs[0].resumed_from if runs else None,
                 "prompt": next((r.prompt[:500] for r in runs if r.prompt is not None), None),
                 "reason": _reason(last) if last else None,
+                "complete": log.complete,
             }
         )
     if as_json:
@@ -105,25 +111,35 @@ def _columns(row: dict[str, Any]) -> list[str]:
     why = [
         row["reason"] or "",
         f"resumed from {row['resumed_from']}" if row["resumed_from"] else "",
+        "" if row["complete"] else f"only its first {LIST_READ_BYTES >> 20} MiB read: see trace",
     ]
     return [
         _cell(row["id"]),
         f"runs={row['runs']}",
         f"turns={row['turns']}",
         f"tool_calls={row['tool_calls']}",
-        _cell(f"last={row['last_stop'] or 'unfinished'}"),
+        _cell(
+            f"last={(row['last_ending'] or 'unfinished').split(' (')[0]}"
+            if row["complete"]
+            else "last=?"
+        ),
         _cell(row["prompt"] or "-"),
         _cell("; ".join(filter(None, why))),
     ]
 
 
 def show_session(session_dir: Path, ref: str) -> int:
-    """``sessions show``: the transcript a resume would continue, one message a paragraph;
+    """``sessions show``: the transcript a resume sends (after a compression, the history it
+    left, marked), one message a paragraph;
     a failed tool result shows its error (and what the tool printed), marked with how it
     failed."""
     path = resolve_session(session_dir, ref)
     names: dict[str, str] = {}
-    for message in read_session(path).transcript():
+    log = read_session(path)
+    messages = log.transcript(keep=is_preamble_message, compressed=True)
+    if log.compacted != log.messages:
+        _say("(the history was compressed: a resume sends the summary below, not what it replaced)")
+    for message in messages:
         if isinstance(message, AssistantMessage):
             _say(f"[assistant] {message.content}")
             for call in message.tool_calls:
@@ -183,7 +199,7 @@ def trace(session_dir: Path, ref: str, as_json: bool) -> int:
         data = run.as_dict()
         usage = data["usage"] or {}
         _say(
-            f"run {run.index}: {data['stopped_reason'] or 'unfinished (no run_end)'} after "
+            f"run {run.index}: {run.ending} after "
             f"{data['turns']} turn(s)"
             + (f" in {data['duration_s']:.1f} s" if data["duration_s"] is not None else "")
         )

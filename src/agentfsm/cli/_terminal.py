@@ -15,8 +15,12 @@ remains holds no character a terminal acts on:
   the rest of the text with it;
 * the bidirectional embedding, override and isolate controls (U+202A to U+202E,
   U+2066 to U+2069), which reorder what is shown, are made visible as ``<U+202E>``;
-* nothing else changes: the line separator U+2028 and other printable text are kept, and
-  lone surrogates too (the printing helpers write them as backslash escapes).
+* every lone surrogate (U+D800 to U+DFFF, which a session or a model can hand back) is
+  written as its backslash escape (``\\udc9b``): a stream with the ``surrogateescape``
+  error handler (``LC_ALL=C.UTF-8``, ``PYTHONUTF8=1``) would write U+DC80 to U+DCFF as raw
+  bytes, and such bytes side by side spell any UTF-8 character, a C1 control or a
+  bidirectional control included;
+* nothing else changes: the line separator U+2028 and other printable text are kept.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ _CANCEL = "\x18\x1a"
 """CAN and SUB end any sequence."""
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
-_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 """A character :func:`sanitize` changes (a text without one passes through unchanged)."""
 _JSON_ESCAPED = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -144,13 +148,16 @@ class StreamSanitizer:
             return _STRING
         if (code < 0x20 and char not in _KEPT_CONTROLS) or 0x7F <= code <= 0x9F:
             return _GROUND
-        out.append(_visible(char) if char in _BIDI else char)
+        if 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")  # never a byte on the stream, whatever its errors
+        else:
+            out.append(_visible(char) if char in _BIDI else char)
         return _GROUND
 
 
 def sanitize(text: str) -> str:
     """``text`` without the characters and sequences a terminal acts on (see the module's
-    documentation); newlines and tabs are kept, lone surrogates too."""
+    documentation); newlines and tabs are kept, lone surrogates written as escapes."""
     if _SPECIAL.search(text) is None:
         return text
     return StreamSanitizer().feed(text)

@@ -14,18 +14,27 @@ delivery's answer:
   retryability;
 - ``differing``: each difference names the field, what was expected and what came, and in
   which delivery;
-- ``unjudged``: the recording cannot settle what the server sent (an event stream recorded
-  without its ``content-type``, a body cut by its recorder, a redirect): the reason is
-  given, and only the three deliveries' agreement is checked;
+- ``unjudged``: the recording cannot settle what the server sent (a redirect, a coding the
+  reading does not undo, tool-call fragments the wire's rules part more than one way), or
+  the replay cannot send it as recorded (a header HTTP does not allow, an interim 1xx
+  response, a 204 with a body): the reason is given, and only the deliveries' agreement
+  is checked (none is made when the replay cannot send the response);
 - ``crashed``: the adapter raised something other than a
-  :class:`~agentfsm.adapters.providers.ProviderError`, or hung.
+  :class:`~agentfsm.adapters.providers.ProviderError`, or hung (see :func:`_bounded`), or
+  the second reading itself failed; the exchange's detail says which.
+
+Nothing one exchange does reaches another: whatever is raised while it is judged is that
+exchange's verdict, and a file that cannot be read is reported and passed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -42,13 +51,13 @@ from agentfsm.adapters.providers import (
     RecordedResponse,
     RetryPolicy,
 )
-from agentfsm.engine import ChatDelta, ChatFn, ChatResult, Usage
+from agentfsm.engine import ChatDelta, ChatFn, ChatResult, Usage, UserMessage
 from agentfsm.testing import FakeProviderServer
 
-from ._corpus import replay_call, served_reply
+from ._corpus import served_reply
 from ._exchange import CallOutcome
 from ._reading import Answer, Failure, Reading, read_recorded
-from ._vcr import VcrExchange, cassette_files, read_cassette
+from ._vcr import Cassette, VcrExchange, cassette_files, read_cassette
 
 __all__ = [
     "ADAPTERS",
@@ -73,8 +82,17 @@ PIECE = 7
 """Bytes per read in the ``pieces`` delivery, for a body of up to :data:`MAX_PIECES`
 times that."""
 MAX_PIECES = 2048
-"""Reads of one body at most in the ``pieces`` delivery: a larger body comes in larger
-pieces, so a multi-megabyte reply replays in well under a second."""
+"""Reads of one body at most in the ``pieces`` delivery, and frames at most over loopback:
+a larger body comes in larger pieces (whole events over loopback), so what a delivery costs
+grows with the body, never with the number of its pieces."""
+IDLE_SECONDS = 10.0
+"""A delivery is hung when the process spends no CPU time at all for this long: the
+adapter waits for what never comes (the body served has ended)."""
+CPU_SECONDS = 20.0
+CPU_SECONDS_PER_MIB = 4.0
+"""A delivery is hung, too, once it has spent this much CPU time plus
+:data:`CPU_SECONDS_PER_MIB` per MiB of body: many times what reading a body costs. CPU
+time, unlike a clock, does not run faster when the machine is busy."""
 OUTCOMES: tuple[VcrOutcome, ...] = (
     "exact",
     "differing",
@@ -88,6 +106,7 @@ FAILING: tuple[VcrOutcome, ...] = ("differing", "crashed", "unreadable")
 
 _ONCE = RetryPolicy(max_attempts=1)
 _OWN_ID = "(an id of the adapter's own)"
+_TICK = 0.25
 
 
 def piece_size(body_length: int) -> int:
@@ -127,8 +146,10 @@ class VcrDifference:
     """One field where an answer is not what it should be."""
 
     field: str
-    """``text``, ``reasoning``, ``reasoning items``, ``calls`` (their number), ``call 0
-    id`` / ``name`` / ``arguments``, ``finish reason``, ``finish reason raw``, ``usage``
+    """``text``, ``reasoning``, ``reasoning items`` (their number), ``reasoning item 0`` (what
+    the next request sends back: a Responses item's encrypted content, a thinking block's
+    text and signature, a redacted block's data), ``calls`` (their number), ``call 0 id`` /
+    ``name`` / ``arguments``, ``finish reason``, ``finish reason raw``, ``usage``
     (present or not), ``usage input_tokens`` … ``usage reasoning_tokens``, ``response
     id``, ``model``, ``outcome`` (an answer or an error), ``error kind``, ``error status``,
     ``error retryable``, ``streamed text`` (the deltas against the text); across
@@ -254,33 +275,127 @@ class _Pieces(httpx.AsyncByteStream):
 
 class _Serve(httpx.AsyncBaseTransport):
     """Serves one recorded response to every request (a retry gets it again too), its body
-    whole or in pieces of ``size`` bytes."""
+    whole or in pieces of ``size`` bytes; what goes wrong in serving it is kept in
+    :attr:`failed` (the replay's fault, never the adapter's)."""
 
     def __init__(self, response: RecordedResponse, size: int | None) -> None:
         self.response, self.size = response, size
+        self.failed = ""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            self.response.status,
-            headers=list(self.response.headers),
-            stream=_Pieces(self.response.body, self.size),
-            request=request,
-        )
+        try:
+            headers = [(k.encode("ascii"), v.encode("utf-8")) for k, v in self.response.headers]
+            return httpx.Response(
+                self.response.status,
+                headers=headers,
+                stream=_Pieces(self.response.body, self.size),
+                request=request,
+            )
+        except Exception as error:
+            self.failed = type(error).__name__
+            raise
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_NOT_IN_VALUES = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _unservable(response: RecordedResponse) -> str:
+    """Why the replay cannot send ``response`` as recorded (empty when it can): what is
+    said holds no header's name or value."""
+    if response.status < 200:
+        return f"an interim {response.status} response was recorded, not the answer"
+    if response.status in (204, 304) and response.body:
+        return f"a {response.status} response with a body, which HTTP never sends"
+    for name, value in response.headers:
+        if not _TOKEN.fullmatch(name) or _NOT_IN_VALUES.search(value):
+            return "a response header the replay cannot send as recorded (its name or value)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a response header the replay cannot send as recorded (its value)"
+    return ""
+
+
+_EVENT_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)|(?<=\r\r)")
+
+
+def _loopback_reply(response: RecordedResponse, streamed: bool) -> Any:
+    """How the loopback server sends ``response``: a stream event by event, consecutive
+    events sent together once there are more than :data:`MAX_PIECES` of them (a body
+    still in its coding in pieces), any other body whole."""
+    reply = served_reply(response, streamed)
+    if not streamed:
+        return attrs.evolve(reply, frames=None)
+    size = piece_size(len(response.body))
+    encoded = any(k.lower() == "content-encoding" for k, _ in response.headers)
+    if encoded:
+        parts = [response.body[i : i + size] for i in range(0, len(response.body), size)]
+    else:
+        parts = [e for e in _EVENT_END.split(response.body) if e]
+    frames: list[bytes] = []
+    for part in parts:
+        if frames and len(frames[-1]) < size:
+            frames[-1] += part
+        else:
+            frames.append(part)
+    return attrs.evolve(reply, frames=tuple(frames))
+
+
+async def _bounded(chat: ChatFn, deltas: list[ChatDelta], size: int) -> CallOutcome:
+    """One call of ``chat`` (the streamed pieces into ``deltas``), closed after: what it gave,
+    what it raised, or ``None`` when it hung: no CPU time spent by the process for
+    :data:`IDLE_SECONDS`, or more spent than its budget (:data:`CPU_SECONDS` and
+    :data:`CPU_SECONDS_PER_MIB`). Both count work done, not time passed, so a busy machine
+    makes no delivery hang."""
+    budget = CPU_SECONDS + CPU_SECONDS_PER_MIB * size / (1024 * 1024)
+    call = asyncio.ensure_future(
+        chat([UserMessage("replay")], [], max_tokens=None, on_delta=deltas.append)
+    )
+    begun = last = time.process_time()
+    idle = 0.0
+    try:
+        while not call.done():
+            await asyncio.wait({call}, timeout=_TICK)
+            spent = time.process_time()
+            idle = idle + _TICK if spent - last < _TICK / 50 else 0.0
+            last = spent
+            if not call.done() and (idle >= IDLE_SECONDS or spent - begun > budget):
+                call.cancel()
+                await asyncio.wait({call}, timeout=IDLE_SECONDS)
+                return None
+        error = call.exception()
+        return error if isinstance(error, Exception) else call.result()
+    finally:
+        with suppress(Exception):  # adapters without ``aclose`` included
+            await asyncio.wait_for(chat.aclose(), IDLE_SECONDS)  # type: ignore[attr-defined]
 
 
 async def _deliver(
     how: Delivery, response: RecordedResponse, streamed: bool, wire: str
-) -> tuple[CallOutcome, list[ChatDelta]]:
+) -> tuple[CallOutcome, list[ChatDelta], str]:
+    """One delivery: what the adapter gave, its deltas, and what went wrong in the replay
+    itself, outside the adapter (the error's type; empty when nothing did)."""
     path, factory = ADAPTERS[wire]
     deltas: list[ChatDelta] = []
     if how == "loopback":
-        served = served_reply(response, streamed)
-        with FakeProviderServer() as server:
+        try:
+            served = _loopback_reply(response, streamed)
+            server = FakeProviderServer().start()
+        except Exception as error:
+            return None, deltas, type(error).__name__
+        try:
             server.handler = lambda _request: served  # a retry gets it again too
-            return await replay_call(factory(server.base_url + path, None), deltas), deltas
-    size = piece_size(len(response.body)) if how == "pieces" else None
-    async with httpx.AsyncClient(transport=_Serve(response, size)) as client:
-        return await replay_call(factory(f"http://replay.invalid{path}", client), deltas), deltas
+            chat = factory(server.base_url + path, None)
+            return await _bounded(chat, deltas, len(response.body)), deltas, ""
+        finally:
+            with suppress(RuntimeError):  # a server thread slow to end: nothing to judge
+                await asyncio.to_thread(server.stop)
+    transport = _Serve(response, piece_size(len(response.body)) if how == "pieces" else None)
+    async with httpx.AsyncClient(transport=transport) as client:
+        chat = factory(f"http://replay.invalid{path}", client)
+        outcome = await _bounded(chat, deltas, len(response.body))
+    return outcome, deltas, transport.failed
 
 
 def _brief(value: object) -> str:
@@ -297,13 +412,19 @@ def _usage_fields(usage: Usage | None) -> dict[str, Any]:
     return {"usage": "reported"} | {f"usage {n}": getattr(usage, n) for n in _USAGE_FIELDS}
 
 
+def _items(items: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    return {"reasoning items": len(items)} | {
+        f"reasoning item {n}": item for n, item in enumerate(items)
+    }
+
+
 def _answer_fields(answer: Answer) -> dict[str, Any]:
     """The expected answer, field by field."""
     out: dict[str, Any] = {
         "outcome": "an answer",
         "text": answer.text,
         "reasoning": answer.reasoning,
-        "reasoning items": list(answer.reasoning_items),
+        **_items(answer.reasoning_items),
         "calls": len(answer.calls),
     }
     for n, call in enumerate(answer.calls):
@@ -345,7 +466,7 @@ def _view(
         "outcome": "an answer",
         "text": message.content,
         "reasoning": message.reasoning,
-        "reasoning items": list(message.reasoning_items),
+        **_items(message.reasoning_items),
         "calls": len(message.tool_calls),
     }
     ids = [c.id for c in message.tool_calls]
@@ -393,6 +514,10 @@ def _compare(
             continue
         if name.startswith("call ") and expected.get("calls") != got.get("calls"):
             continue
+        if name.startswith("reasoning item ") and expected.get("reasoning items") != got.get(
+            "reasoning items"
+        ):
+            continue
         if name.startswith("usage ") and (got.get("usage") is None or expected["usage"] is None):
             continue
         if got.get(name) != want:
@@ -402,9 +527,13 @@ def _compare(
 
 async def _replay(exchange: VcrExchange, root: Path) -> VcrResult:
     started = time.monotonic()
-    result = await _judge(
-        exchange, (_name(exchange.file, root), exchange.index, exchange.host, exchange.wire)
-    )
+    base = (_name(exchange.file, root), exchange.index, exchange.host, exchange.wire)
+    try:
+        result = await _judge(exchange, base)
+    except Exception as error:  # the kit's own fault: this exchange's verdict, no other's
+        # Only the type: the message of an error in serving could hold a header's value.
+        what = f"the replay itself failed ({type(error).__name__})"
+        result = VcrResult(*base, "crashed", detail=what)
     return attrs.evolve(result, seconds=round(time.monotonic() - started, 3))
 
 
@@ -413,7 +542,14 @@ async def _judge(exchange: VcrExchange, base: tuple[str, int, str, str]) -> VcrR
         return VcrResult(*base, "unreadable", detail=exchange.problem)
     if exchange.wire not in ADAPTERS:
         return VcrResult(*base, "no adapter", detail=f"no adapter on the {exchange.wire} wire")
-    reading = read_recorded(exchange.response, exchange.wire)  # type: ignore[arg-type]
+    unservable = _unservable(exchange.response)
+    if unservable:
+        return VcrResult(*base, "unjudged", detail=unservable)
+    try:
+        reading = read_recorded(exchange.response, exchange.wire)  # type: ignore[arg-type]
+    except Exception as error:
+        what = f"second reading: {type(error).__name__}: {error}"
+        return VcrResult(*base, "crashed", detail=_brief(what)[1:-1])
     expected = _expected(reading)
     given = (
         {c.id for c in reading.outcome.calls if c.id}
@@ -423,7 +559,12 @@ async def _judge(exchange: VcrExchange, base: tuple[str, int, str, str]) -> VcrR
     views: dict[Delivery, dict[str, Any]] = {}
     found: list[VcrDifference] = []
     for how in DELIVERIES:
-        outcome, deltas = await _deliver(how, exchange.response, reading.streamed, exchange.wire)
+        outcome, deltas, failed = await _deliver(
+            how, exchange.response, reading.streamed, exchange.wire
+        )
+        if failed:
+            why = f"the replay could not serve the response as recorded ({failed})"
+            return VcrResult(*base, "unjudged", detail=why)
         if not isinstance(outcome, ChatResult | ProviderError):
             what = "hung" if outcome is None else f"{type(outcome).__name__}: {outcome}"
             return VcrResult(*base, "crashed", detail=f"{how}: {_brief(what)[1:-1]}")
@@ -459,12 +600,15 @@ async def replay_vcr(
     ``crashed``, ``no adapter`` (a wire the project has no adapter for) or ``unreadable``
     (its response cannot be decoded); a file that cannot be read at all is in
     ``unreadable``, one that is not a cassette in ``skipped``. Nothing is raised for a bad
-    cassette, and no header of a cassette is ever put in the report. ``progress`` gets each
-    result."""
+    cassette, or by one exchange (its verdict says what went wrong), and no header of a
+    cassette is ever put in the report. ``progress`` gets each result."""
     root = Path(folder)
     report = VcrReport(str(root), datetime.now(UTC).isoformat(timespec="seconds"))
     for file in cassette_files(root):
-        cassette = read_cassette(file)
+        try:
+            cassette = read_cassette(file)
+        except Exception as error:  # the kit's own fault: this file is reported, not the run
+            cassette = Cassette(file, problem=f"could not be read ({type(error).__name__})")
         if cassette.skipped:
             report.skipped.append((_name(file, root), cassette.skipped))
             continue

@@ -3,15 +3,20 @@
 Two formats. A VCR.py cassette is YAML (``interactions: [{request: {method, uri, body,
 headers}, response: {status: {code, message}, headers, body: {string: …}}}]``), the format
 vcrpy writes and pydantic-ai, LangChain, Mirascope and LiteLLM record with. A response body
-may be a string, bytes (``!!binary``, base64 in the file), gzip- or deflate-encoded per its
-``content-encoding`` header, Ruby VCR's ``base64_string``, or pydantic-ai's ``parsed_body``
-(the JSON body, parsed); older vcrpy versions wrote httpx responses as ``{status_code,
-headers, content}``, the content decoded. A body stored as text was decoded by its recorder: a
-``content-encoding`` header beside it is not applied again. A HAR file (``*.har``: ``{"log":
-{"entries": [{request: {method, url}, response: {status, headers: [{name, value}], content:
-{mimeType, text, encoding}}}]}}``) is what Polly.JS records with (Mirascope's TypeScript
-tests); its ``content.text`` is the body decoded (``encoding: base64`` for bytes), and its
-``mimeType`` stands for a ``content-type`` header the entry lacks.
+may be a string, bytes (``!!binary``, base64 in the file), Ruby VCR's ``base64_string``, or
+pydantic-ai's ``parsed_body`` (the JSON body, parsed); older vcrpy versions wrote httpx
+responses as ``{status_code, headers, content}``, the content decoded. A HAR file
+(``*.har``: ``{"log": {"entries": [{request: {method, url}, response: {status, headers:
+[{name, value}], content: {mimeType, text, encoding}}}]}}``) is what Polly.JS records with
+(Mirascope's TypeScript tests); its ``content.text`` is the body (``encoding: base64`` for
+bytes), and its ``mimeType`` stands for a ``content-type`` header the entry lacks.
+
+Bodies are kept as the server sent them: stored as bytes (``!!binary``, ``base64_string``,
+HAR's base64) and still in the coding their ``content-encoding`` header names (gzip bytes
+open with its magic number; a deflate body does not read as JSON or an event stream), they
+keep the header, and each reader undoes the coding itself. A body stored as text, or bytes
+no longer in their coding, was decoded by its recorder: the header is dropped, the bytes
+replayed as they are.
 
 Exchanges are picked by the path of their request (:data:`VCR_WIRES`). Request headers
 (where keys live) are never read; response headers are kept for the replay only, and
@@ -22,8 +27,11 @@ error. A recorded body that disagrees with its own ``content-length`` is marked 
 lost part of it).
 
 Everything here is bounded: a file over :data:`MAX_FILE` bytes is not read, YAML is loaded
-with the safe loader, a structure that expands (YAML aliases) past :data:`MAX_NODES` nodes
-is refused, and a decoded body stops at :data:`MAX_BODY` bytes.
+with the safe loader, and a structure that expands (YAML aliases) past :data:`MAX_NODES`
+nodes is refused. A YAML file is only built into values once its shape says it is a
+cassette (a mapping with ``interactions``): any other (several documents, tags of other
+tools such as CloudFormation's ``!Ref``, dates that do not exist) is skipped, not an error.
+No message here holds a header's value.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import zlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +51,6 @@ from attrs import frozen
 from agentfsm.adapters.providers import RecordedResponse
 
 __all__ = [
-    "MAX_BODY",
     "MAX_FILE",
     "MAX_NODES",
     "SUFFIXES",
@@ -66,12 +73,10 @@ VCR_WIRES: tuple[tuple[str, str], ...] = (
 
 MAX_FILE = 32 * 1024 * 1024
 """Bytes of one cassette file; a larger file is reported, not read."""
-MAX_BODY = 64 * 1024 * 1024
-"""Bytes of one decoded (gunzipped) response body."""
 MAX_NODES = 2_000_000
 """Nodes one cassette may hold once its YAML aliases are expanded."""
 
-_DROP = {"content-encoding", "content-length", "transfer-encoding", "connection"}
+_DROP = {"content-length", "transfer-encoding", "connection"}
 
 
 class CassetteError(ValueError):
@@ -194,36 +199,16 @@ def _raw_body(response: dict[str, Any]) -> tuple[bytes, bool]:
     raise CassetteError(f"a body of type {type(body).__name__}")
 
 
-def _inflate(data: bytes, wbits: int) -> bytes | None:
-    """``data`` inflated (at most :data:`MAX_BODY` bytes), or ``None`` when it is not in
-    the format ``wbits`` names."""
-    inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(data, MAX_BODY)
-    except zlib.error:
-        return None
-    if inflater.unconsumed_tail:
-        raise CassetteError(f"a body larger than {MAX_BODY} bytes once decoded")
-    return out
+_DECODED = re.compile(rb"\A(\xef\xbb\xbf)?\s*([{\[]|(data|event|id|retry)?:)")
+"""The opening of a body already out of its coding: JSON, or an event stream."""
 
 
-def _decoded(data: bytes, encoding: str) -> bytes:
-    """``data`` without its content encoding (gzip, deflate), at most :data:`MAX_BODY`
-    bytes. Bytes without the gzip magic under a gzip header (a recorder that decoded the
-    body and kept the header) are kept as they are."""
-    if encoding in ("", "identity"):
-        return data
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise CassetteError(f"a body in the {encoding[:40]!r} content encoding")
-    if encoding != "deflate" and not data.startswith(b"\x1f\x8b"):
-        return data
-    # 47: a gzip or zlib header; deflate is zlib-wrapped, or raw (-15) from some servers
-    tries = (47,) if encoding != "deflate" else (15, -15)
-    for wbits in tries:
-        out = _inflate(data, wbits)
-        if out is not None:
-            return out
-    raise CassetteError(f"a {encoding} body that does not decode")
+def _still_encoded(data: bytes, codings: list[str]) -> bool:
+    """Whether stored bytes are still in the coding applied last: gzip bytes open with its
+    magic number; those of another coding do not read as a JSON body or an event stream."""
+    if codings[-1] in ("gzip", "x-gzip"):
+        return data.startswith(b"\x1f\x8b")
+    return _DECODED.match(data[:64]) is None
 
 
 def _status(code: Any) -> int:
@@ -241,13 +226,22 @@ def _status(code: Any) -> int:
 def _recorded(
     status: int, pairs: list[tuple[str, str]], body: bytes, as_sent: bool
 ) -> RecordedResponse:
-    """The response to replay: the body out of its content encoding when it was stored as
-    sent (a body stored as text was decoded by its recorder)."""
-    encoding = ",".join(v for k, v in pairs if k.lower() == "content-encoding").strip().lower()
-    body = _decoded(body, encoding) if as_sent else body
-    if len(body) > MAX_BODY:
-        raise CassetteError(f"a body larger than {MAX_BODY} bytes")
-    kept = tuple((k, v) for k, v in pairs if k.lower() not in _DROP)
+    """The response to replay. Its ``content-encoding`` stays only beside bytes still in
+    that coding: a body stored as text (``as_sent`` false), or bytes a recorder decoded
+    and left under the header, are replayed without it."""
+    codings = [
+        c.strip().lower()
+        for k, v in pairs
+        if k.lower() == "content-encoding"
+        for c in v.split(",")
+        if c.strip() and c.strip().lower() != "identity"
+    ]
+    keep = as_sent and bool(codings) and _still_encoded(body, codings)
+    kept = tuple(
+        (k, v)
+        for k, v in pairs
+        if k.lower() not in _DROP and (keep or k.lower() != "content-encoding")
+    )
     return RecordedResponse(status, kept, body)
 
 
@@ -288,7 +282,9 @@ def _har_response(raw: Any) -> RecordedResponse:
             raise CassetteError(f"a base64 body that does not decode: {error}") from None
     else:
         body = _text_bytes(text)
-    return _recorded(number, pairs, body, False)  # HAR bodies are stored decoded
+    # Base64 holds the bytes (Polly's node-http adapter keeps gzip bodies as sent); text is
+    # the body decoded.
+    return _recorded(number, pairs, body, content.get("encoding") == "base64")
 
 
 def _load(file: Path) -> Any:
@@ -311,17 +307,59 @@ def _load(file: Path) -> Any:
         except RecursionError:
             raise CassetteError("JSON nested too deeply") from None
         return data
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return _yaml(text)
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader, reading a tag it does not know as the plain value under it and a
+    timestamp as its text (a cassette has neither; other YAML files do)."""
+
+
+def _plain(loader: Any, node: Any) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_scalar(node)
+
+
+_Loader.add_constructor(None, _plain)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _plain)
+
+
+def _yaml(text: str) -> Any:
+    """A YAML cassette's values; :class:`NotACassette` for a file whose shape is no
+    cassette's (nothing in it is built), :class:`CassetteError` for one that is not YAML
+    or whose values cannot be built."""
+    loader = _Loader(text)
     try:
-        data = yaml.load(text, Loader=loader)  # a safe loader
+        if not loader.check_node():
+            raise NotACassette("an empty YAML file, not a VCR cassette")
+        node = loader.get_node()
+        if loader.check_node():
+            raise NotACassette("several YAML documents, not a VCR cassette")
+        if not _has_interactions(node):
+            raise NotACassette("not a VCR cassette: no list of interactions")
+        data = loader.construct_document(node)
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         raise CassetteError(f"not valid YAML{line}") from None
     except RecursionError:
         raise CassetteError("YAML nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as error:
+        raise CassetteError(f"a YAML value that cannot be built ({type(error).__name__})") from None
+    finally:
+        loader.dispose()
     _nodes(data, [MAX_NODES])
     return data
+
+
+def _has_interactions(node: Any) -> bool:
+    """Whether a YAML document is a mapping with an ``interactions`` key."""
+    return isinstance(node, yaml.MappingNode) and any(
+        isinstance(key, yaml.ScalarNode) and key.value == "interactions" for key, _ in node.value
+    )
 
 
 Entry = tuple[Any, Callable[[Any], RecordedResponse], Any]

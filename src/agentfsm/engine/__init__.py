@@ -106,7 +106,7 @@ from ._reminders import retry_message as retry_message
 from ._runner import LoopRunner as LoopRunner
 from ._serialization import converter
 from ._serialization import dumps as dumps
-from ._serialization import nests_deeper_than as nests_deeper_than
+from ._serialization import json_shape as json_shape
 from ._serialization import structure_message as structure_message
 from ._serialization import to_jsonable as to_jsonable
 from ._steps import StepRunner, current_step_runner, run_step

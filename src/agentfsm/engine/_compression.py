@@ -121,17 +121,20 @@ async def compress_messages(
     messages: Sequence[Message],
     *,
     signal: SupportsAbort | None = None,
+    pinned: int = 0,
 ) -> CompressionResult:
     """Summarize all but the last :data:`KEEP_RECENT_TURNS` non-system messages.
 
     The older slice goes to ``chat`` with :data:`COMPRESSION_SYSTEM_PROMPT`; its answer
     becomes one user message between the system messages and the recent ones; a recent
     tool result whose call was in the older slice becomes a user message (see
-    :func:`detach_orphaned_results`). Any error (or an empty summary) is logged as a warning
-    and the input comes back unchanged.
+    :func:`detach_orphaned_results`). The first ``pinned`` non-system messages are kept as
+    they are, between the system messages and the summary (``RunContext.pinned``). Any
+    error (or an empty summary) is logged as a warning and the input comes back unchanged.
     """
     system = [m for m in messages if isinstance(m, SystemMessage)]
     rest = [m for m in messages if not isinstance(m, SystemMessage)]
+    kept_first, rest = rest[:pinned], rest[pinned:]
     if len(rest) <= KEEP_RECENT_TURNS:
         return CompressionResult(list(messages), 0)
     older, recent = rest[:-KEEP_RECENT_TURNS], rest[-KEEP_RECENT_TURNS:]
@@ -150,7 +153,9 @@ async def compress_messages(
         return CompressionResult(list(messages), 0, result.usage)
     summary_message = UserMessage(f"{SUMMARY_PREFIX}{summary}{SUMMARY_SUFFIX}")
     kept = detach_orphaned_results(recent)
-    return CompressionResult([*system, summary_message, *kept], len(summary), result.usage)
+    return CompressionResult(
+        [*system, *kept_first, summary_message, *kept], len(summary), result.usage
+    )
 
 
 class Compression:
@@ -199,8 +204,10 @@ class Compression:
         return should_compress(tokens, ctx.non_system_count, self.budget_tokens, self.threshold)
 
     async def compress(self, ctx: RunContext, chat: ChatFn) -> CompressionResult:
-        """:func:`compress_messages` of the run's history."""
-        return await compress_messages(chat, ctx.history, signal=ctx.params.signal)
+        """:func:`compress_messages` of the run's history (its pinned messages kept)."""
+        return await compress_messages(
+            chat, ctx.history, signal=ctx.params.signal, pinned=ctx.pinned
+        )
 
     def __repr__(self) -> str:
         return f"compress({self.budget_tokens}, threshold={self.threshold})"

@@ -133,6 +133,11 @@ class RunContext:
     """Absolute paths of the agent's own that the run's commands must neither read nor
     change (``Agent``: its session folder). A verify gate that finds a sandbox itself hides
     those inside its workspace, as the workspace tools do, besides ``.agentfsm``."""
+    pinned: int = 0
+    """How many of the history's first non-system messages a compression keeps verbatim,
+    ahead of its summary (``Agent``: its frozen session context, so that the conversation's
+    prefix stays byte for byte the same). ``0`` in the core loop: everything but the system
+    messages and the recent ones is summarized."""
     interruptible: bool = False
     """An aborted signal cuts the in-flight chat call and tools at once (``Agent``), instead
     of being noticed only at the next turn's top (``run_conversation``)."""

@@ -71,12 +71,13 @@ def build_run(
     policy_state: dict[str, Any] | None = None,
     sandbox: CommandSandbox | None = None,
     protected_paths: Sequence[str] = (),
+    pinned: int = 0,
 ) -> LoopRunner:
     """Build one run of the loop: the one path behind :func:`run_conversation` and ``Agent``.
 
     Seeds the system prompt into a copy of ``messages``, offers the tools' specs, builds the
-    run's :class:`RunContext` and its runner (``run()`` it once). ``sandbox`` and
-    ``protected_paths`` (absolute) are the run's (see :class:`RunContext`).
+    run's :class:`RunContext` and its runner (``run()`` it once). ``sandbox``,
+    ``protected_paths`` (absolute) and ``pinned`` are the run's (see :class:`RunContext`).
     """
     history = seed_system_prompt(messages, params.system_prompt)
     specs = tuple(tools.specs()) if tools is not None else ()
@@ -88,6 +89,7 @@ def build_run(
         policy_state=policy_state if policy_state is not None else {},
         sandbox=sandbox,
         protected_paths=tuple(protected_paths),
+        pinned=pinned,
     )
     return LoopRunner(chat, tools, ctx, emitter=emitter, policies=policies, deltas=deltas)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
+import re
 from typing import Any, TypeVar, get_args
 
 from cattrs.gen import make_dict_unstructure_fn, override
@@ -15,8 +18,8 @@ from ._text import escape_surrogates
 
 __all__ = [
     "converter",
-    "nests_deeper_than",
     "dumps",
+    "json_shape",
     "loads",
     "structure_event",
     "structure_message",
@@ -89,24 +92,28 @@ def to_jsonable(obj: Any) -> Any:
     return converter.unstructure(obj)
 
 
-def nests_deeper_than(value: Any, limit: int) -> bool:
-    """Whether parsed JSON ``value`` nests arrays/objects deeper than ``limit``.
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string (escapes included): what :func:`json_shape` leaves out."""
+_NOT_BRACKETS = bytes(code for code in range(256) if code not in b"[]{}")
+_SIGNS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")
+"""An opening bracket as +1, a closing one as -1 (signed bytes)."""
 
-    Iterative, so it costs one step per container and never recurses.
+
+def json_shape(text: str | bytes) -> tuple[int, int]:
+    """``(depth, containers)`` of JSON text: how deep its arrays and objects nest, and how
+    many there are.
+
+    Read from the brackets outside strings, at C speed and in linear time, before any
+    parsing (a parser's recursion never decides, and a hostile line costs a fraction of
+    ``json.loads``). For text that is not JSON, the figures are those of its brackets.
     """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    containers = brackets.count(b"[") + brackets.count(b"{")
+    if containers <= 1:
+        return containers, containers
+    depth = max(itertools.accumulate(array.array("b", brackets.translate(_SIGNS))))
+    return depth, containers
 
 
 def dumps(obj: Any) -> str:

@@ -14,6 +14,7 @@ from ._bubblewrap import PROTECTED_DIR as PROTECTED_DIR
 from ._bubblewrap import BubblewrapSandbox, detect_sandbox
 from ._errors import RunRefused
 from ._hidden import check_workspace, hidden_beneath
+from ._hidden import hidden_identities as hidden_identities
 from ._install_paths import agent_install_paths as agent_install_paths
 from ._limits import ResourceLimits
 from ._limits import explain_limit as explain_limit

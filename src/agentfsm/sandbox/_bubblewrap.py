@@ -14,8 +14,11 @@ no other project, no ``/run``), except the user's toolchains, read-only: the fol
 (:mod:`~agentfsm.sandbox._hidden`: the home's secrets beneath anything shown, the root-only
 entries of ``/etc``) and the protected paths of the root (``.agentfsm``…) lie behind empty
 read-only mounts, even when a protected path does not exist yet; every hiding mount comes
-after the paths the settings open, so widening reads or writes never uncovers it. The root
-is never ``/``, a home or a folder holding one.
+after the paths the settings open, so widening reads or writes never uncovers it. What the
+model can write (the root, the write paths) is never ``/``, a home or a folder holding one,
+and never holds or lies in anything hidden (:func:`~agentfsm.sandbox._hidden.reach`), so it
+can neither rename the folders above a hidden entry nor create one; the folders above the
+agent's own code and the protected paths in it are mount points, which cannot be renamed.
 No network namespace is shared unless ``allow_network``; capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
@@ -52,15 +55,17 @@ from attrs import frozen
 
 from ._hidden import (
     check_workspace,
+    hidden_in,
     hidden_system,
-    home_secrets,
     homes,
+    reach,
     readable_without_capabilities,
 )
 from ._install_paths import agent_install_paths
 from ._limits import Cgroups, ResourceLimits, command_cgroups
 from ._missing import not_found_note
 from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
+from ._places import Places
 from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
 from ._seccomp import setuid_filter, setuid_filter_fd, setuid_filter_path
 from ._toolchains import TOOLCHAIN_ENV, ToolchainView, toolchain_view, venv_signature
@@ -124,22 +129,33 @@ def _older(version: str | None) -> bool:
     return version is not None and tuple(map(int, version.split(".")[:2])) < MIN_BWRAP
 
 
-def _absolute(paths: Iterable[str | Path], what: str) -> tuple[Path, ...]:
+def _absolute(paths: Iterable[str | Path], what: str, *, writable: bool) -> tuple[Path, ...]:
+    """``paths`` normalized; refused: a relative path, ``/``, a folder holding a home (by
+    any name) and, for a writable one, whatever may not be a workspace
+    (:func:`~agentfsm.sandbox._hidden.reach`: the model could rename what it holds)."""
     resolved = []
+    places = Places()
     for path in paths:
         if not Path(path).is_absolute():
             raise ValueError(f"{what} must be absolute paths, not {str(path)!r}")
         normal = Path(os.path.normpath(path))
         if normal.parent == normal:
             raise ValueError(f"{what} cannot hold / (it would open the whole machine)")
+        why = reach(normal, os.environ) if writable else None
+        if why is not None:
+            raise ValueError(f"{what} cannot be {why}; name the folders you need")
         for home in homes(os.environ):
-            if home.is_relative_to(normal) or home.is_relative_to(os.path.realpath(normal)):
+            if places.holds(normal, [places.place(home)]):
                 raise ValueError(
                     f"{what} cannot hold the home folder {home} (it would show all of it: "
                     "keys, credentials, the agent's own settings); name the folders you need"
                 )
         resolved.append(normal)
     return tuple(resolved)
+
+
+def _present(paths: Iterable[Path]) -> tuple[bool, ...]:
+    return tuple(os.path.exists(p) for p in paths)
 
 
 @frozen
@@ -149,8 +165,14 @@ class _Plan:
     key: tuple[object, ...]
     """The settings, variables and workspace state it was worked out from."""
     toolchains: ToolchainView
+    watched: tuple[Path, ...]
+    """Where the home's secrets are or would be beneath something shown (not beneath
+    another of them; :func:`~agentfsm.sandbox._hidden.hidden_in`)."""
+    present: tuple[bool, ...]
+    """Which of :attr:`watched` existed: one that appears (a secret the user's program
+    writes into a folder shown) makes the plan worked out again."""
     home_secrets: tuple[tuple[Path, bool], ...]
-    """The home's secrets beneath something shown (not beneath another of them)."""
+    """The home's secrets that exist beneath something shown, as (path, is a folder)."""
     system: tuple[tuple[str, bool], ...]
     """The machine's hidden entries (:func:`~agentfsm.sandbox._hidden.hidden_system`)."""
     mounts: tuple[str, ...]
@@ -161,9 +183,10 @@ class BubblewrapSandbox:
     """Runs commands under ``bwrap`` (what it shows, hides and bounds: docs/security.md,
     "The OS sandbox").
 
-    ``root`` must be a workspace (not ``/``, a home, a folder holding one or a hidden
-    folder: :func:`~agentfsm.sandbox.check_workspace`). ``read_paths`` and
-    ``write_paths`` (absolute; not ``/``, a home or a folder holding one) widen it;
+    ``root`` must be a workspace (not ``/``, a home, a folder holding one, nor a folder
+    holding or lying in a hidden entry: :func:`~agentfsm.sandbox.check_workspace`).
+    ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
+    a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
     change; ``env`` names more variables the command gets (an allow-list); ``limits``
     bounds each command; ``install_paths`` are the folders of the agent's own code
@@ -175,7 +198,8 @@ class BubblewrapSandbox:
 
     The mounts are worked out at the first command and kept: they are worked out again
     when an attribute above, ``PATH``, ``HOME``, the ``XDG_*`` folders or a toolchain's
-    variable, or the workspace's virtual environments change.
+    variable, or the workspace's virtual environments change, or when a home secret
+    appears or goes beneath something shown.
 
     Raises:
         ValueError: ``root``, a read or a write path is refused (the message says why).
@@ -201,8 +225,8 @@ class BubblewrapSandbox:
     ) -> None:
         self.root = check_workspace(Path(root).resolve())
         self.allow_network = allow_network
-        self.read_paths = _absolute(read_paths, "read paths (sandbox.read)")
-        self.write_paths = _absolute(write_paths, "write paths (sandbox.write)")
+        self.read_paths = _absolute(read_paths, "read paths (sandbox.read)", writable=False)
+        self.write_paths = _absolute(write_paths, "write paths (sandbox.write)", writable=True)
         self.protected = tuple(self._protected_path(p) for p in dict.fromkeys(protected))
         self.env = env_names(env)
         self.limits = ResourceLimits() if limits is None else limits
@@ -272,10 +296,10 @@ class BubblewrapSandbox:
         """The mounts and what they show and hide, for the state of now."""
         key = self._key()
         plan = self._plan
-        if plan is None or plan.key != key:
+        if plan is None or plan.key != key or plan.present != _present(plan.watched):
             with self._lock:
                 plan = self._plan
-                if plan is None or plan.key != key:
+                if plan is None or plan.key != key or plan.present != _present(plan.watched):
                     plan = self._plan = self._work_out(key)
         return plan
 
@@ -284,7 +308,9 @@ class BubblewrapSandbox:
         if self.show_toolchains:
             shown: list[str | Path] = [*SYSTEM_DIRS, *self._interpreter]
             toolchains = toolchain_view(self.root, shown, writable=self.write_paths)
-        secrets = self._home_secrets(toolchains)
+        watched = tuple(hidden_in(self._shown(toolchains), os.environ))
+        present = _present(watched)
+        secrets = tuple((p, p.is_dir()) for p, there in zip(watched, present, strict=True) if there)
         system = tuple(hidden_system())
         # What the command could not read anyway needs no mount (a mount costs each call).
         hidden = [e for e in system if readable_without_capabilities(e[0])]
@@ -298,7 +324,7 @@ class BubblewrapSandbox:
             protected=self.protected,
             network=self.allow_network,
         )
-        return _Plan(key, toolchains, secrets, system, tuple(mounts))
+        return _Plan(key, toolchains, watched, present, secrets, system, tuple(mounts))
 
     @property
     def toolchains(self) -> ToolchainView:
@@ -319,22 +345,6 @@ class BubblewrapSandbox:
             *toolchains.read,
             *self._interpreter,
         ]
-
-    def _home_secrets(self, toolchains: ToolchainView) -> tuple[tuple[Path, bool], ...]:
-        """The home's secrets that lie beneath something shown (one named itself as a read
-        or write path stays shown), without those beneath another of them."""
-        shown = self._shown(toolchains)
-        found = [
-            (path, folder)
-            for path, folder in home_secrets(os.environ)
-            if any(path != f and path.is_relative_to(f) for f in shown)
-        ]
-        folders = [path for path, folder in found if folder]
-        return tuple(
-            (path, folder)
-            for path, folder in found
-            if not any(path != f and path.is_relative_to(f) for f in folders)
-        )
 
     def shows(self, path: str | Path) -> bool:
         """Whether a command in the sandbox sees ``path`` (resolved on this machine)."""
@@ -456,15 +466,21 @@ class BubblewrapSandbox:
         cgroups = self.cgroups
         each = f"{self.limits.memory_mb} MiB of data per process (RLIMIT_DATA)"
         if cgroups is not None and "memory" in cgroups.controllers:
+            tcp = (
+                f"socket buffers (TCP, UDP) at most {self.limits.memory_mb} MiB too"
+                if cgroups.tcp
+                else "NOT BOUNDED: socket buffers (this memory cgroup cannot count them)"
+            )
             return (
                 f"{self.limits.memory_mb} MiB for the processes of the commands running at "
                 f"once together, shared memory, tmpfs files and page cache included (a memory "
-                f"cgroup shared by this process's commands); {each}"
+                f"cgroup shared by this process's commands); {tcp}; {each}"
             )
         return (
             f"{each} only: NOT BOUNDED is memory shared between processes (MAP_SHARED "
-            "mappings, System V shared memory) and the processes' total, as no memory cgroup "
-            f"could be made; /tmp and /dev/shm hold at most {self.limits.tmp_mb} MiB each"
+            "mappings, System V shared memory), socket buffers and the processes' total, as no "
+            f"memory cgroup could be made; /tmp and /dev/shm hold at most {self.limits.tmp_mb} "
+            "MiB each"
         )
 
     def describe(self) -> dict[str, Any]:

@@ -6,12 +6,20 @@
   the XDG folders (``$XDG_CONFIG_HOME/agentfsm``…), and the file ``HISTFILE`` names.
 - The machine's: the entries of ``/etc`` others may not read and :data:`SYSTEM_SECRETS`.
 
-The sandbox hides each one that exists beneath what it mounts, after every other mount
-(:func:`home_secrets`, :func:`hidden_system`); the path tools refuse every path leading into
-one, existing or not (:func:`hidden_beneath`). No closed list of names wins alone: the
-sandbox shows no home (only toolchain folders in it, :mod:`~agentfsm.sandbox._toolchains`)
-and :func:`check_workspace` refuses a workspace that is ``/``, a home, holds a home or lies
-in a hidden folder; the list is the second layer.
+A hidden entry has many names (symlinks, bind mounts, the folders above it renamed) and
+may not exist yet, so a list of paths checked by name loses wherever the model can write:
+it renames the folder above a secret, or creates the agent's own settings folder before the
+next run reads it. So the model never writes where anything hidden is:
+:func:`check_workspace` (and the sandbox, for its write paths) refuses a folder that is
+``/``, a home or holds one, or that holds or lies in a hidden entry, compared by where
+things really are (:mod:`~agentfsm.sandbox._places`: the same for every name, existing or
+not). What is shown read-only may hold secrets (a toolchain folder, a read path): the
+sandbox hides each one that exists there after every other mount (:func:`hidden_in`,
+:func:`hidden_system`) and looks again when one appears. The path tools refuse every path
+leading into one by name, existing or not (:func:`hidden_beneath`), and by identity
+(:func:`hidden_identities`). No closed list of names wins alone: the sandbox shows no home
+(only toolchain folders in it, :mod:`~agentfsm.sandbox._toolchains`); the list is the
+second layer.
 """
 
 from __future__ import annotations
@@ -25,15 +33,20 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ._places import Place, Places
+
 __all__ = [
     "HOME_SECRET_DIRS",
     "HOME_SECRET_FILES",
     "SYSTEM_SECRETS",
     "check_workspace",
     "hidden_beneath",
+    "hidden_identities",
+    "hidden_in",
     "hidden_system",
-    "home_secrets",
+    "home_hidden",
     "homes",
+    "reach",
     "readable_without_capabilities",
     "xdg_folders",
 ]
@@ -163,25 +176,44 @@ def secret_paths(environ: Mapping[str, str], names: Iterable[str]) -> list[Path]
         base = environ.get(variable, "")
         if os.path.isabs(base):
             paths += [
-                Path(base) / n.removeprefix(folder + "/")
+                Path(os.path.normpath(base)) / n.removeprefix(folder + "/")
                 for n in names
                 if n.startswith(folder + "/")
             ]
-    history = environ.get("HISTFILE", "")
-    if os.path.isabs(history):
-        paths.append(Path(os.path.normpath(history)))
     return paths
 
 
-def home_secrets(environ: Mapping[str, str]) -> tuple[tuple[Path, bool], ...]:
-    """The home's secrets that exist, where they really are, as (path, is a folder)."""
-    found: dict[Path, bool] = {}
-    for path in secret_paths(environ, HOME_SECRET_DIRS + HOME_SECRET_FILES):
-        if os.path.lexists(path):
-            real = Path(os.path.realpath(path))
-            if real.exists():
-                found[real] = real.is_dir()
-    return tuple(sorted(found.items()))
+def home_hidden(environ: Mapping[str, str]) -> tuple[tuple[Path, bool], ...]:
+    """Where the home's secrets are or would be, as written, existing or not: (path, listed
+    as a folder); the file ``HISTFILE`` names among them."""
+    found = dict.fromkeys(secret_paths(environ, HOME_SECRET_DIRS), True)
+    found.update(dict.fromkeys(secret_paths(environ, HOME_SECRET_FILES), False))
+    history = environ.get("HISTFILE", "")
+    if os.path.isabs(history):
+        found.setdefault(Path(os.path.normpath(history)), False)
+    return tuple(found.items())
+
+
+def hidden_in(
+    folders: Iterable[str | Path],
+    environ: Mapping[str, str],
+    places: Places | None = None,
+) -> list[Path]:
+    """The home's secrets, existing or not, beneath ``folders``: the paths they have there,
+    through each folder or a mount below it (other names of a secret folder too), but not
+    a folder that is named itself (a read path naming a secret shows it), nor what lies in
+    another of them."""
+    places = Places() if places is None else places
+    hidden = [(places.place(path), folder) for path, folder in home_hidden(environ)]
+    found: dict[Path, None] = {}
+    for given in folders:
+        top = Path(given)
+        for path in places.holds(top, [place for place, _ in hidden]):
+            found[path] = None
+        for place, folder in hidden:
+            found.update(dict.fromkeys(places.inside(top, place) if folder else ()))
+        found.pop(top, None)
+    return [p for p in found if not any(p != o and p.is_relative_to(o) for o in found)]
 
 
 @functools.lru_cache(maxsize=1)
@@ -255,26 +287,69 @@ def _below(path: Path, root: Path) -> str | None:
 
 def hidden_beneath(root: str | Path, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """What lies hidden beneath ``root`` (resolved), relative to it: every home secret,
-    as written and where it really is, whether it exists or not, and the hidden entries of
-    the machine."""
+    as written and wherever it really is (:func:`hidden_in`), whether it exists or not, and
+    the hidden entries of the machine."""
     source = os.environ if environ is None else environ
     base = Path(os.path.realpath(root))
-    paths = secret_paths(source, HOME_SECRET_DIRS + HOME_SECRET_FILES)
-    paths += [Path(os.path.realpath(p)) for p in paths if os.path.lexists(p)]
+    paths = [*hidden_in([base], source), *(path for path, _ in home_hidden(source))]
     paths += [Path(p) for p, _ in hidden_system()]
     found = (_below(Path(os.path.normpath(p)), base) for p in paths)
     return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
-def _same(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` are one folder: the same path, or the same folder by another
-    path (a bind mount, another spelling on a case-insensitive file system)."""
-    if a == b:
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+def hidden_identities(environ: Mapping[str, str] | None = None) -> frozenset[tuple[int, int]]:
+    """The (device, inode) of every hidden entry that exists: a home secret (by any name)
+    or a hidden entry of the machine."""
+    source = os.environ if environ is None else environ
+    found = set()
+    paths: list[str | Path] = [p for p, _ in home_hidden(source)]
+    for path in [*paths, *(p for p, _ in hidden_system())]:
+        with contextlib.suppress(OSError, ValueError):
+            info = os.stat(path)
+            found.add((info.st_dev, info.st_ino))
+    return frozenset(found)
+
+
+def _spots(places: Places, path: Path) -> list[Place]:
+    """Where ``path`` is, and each symlink on its way: whoever may replace one of them
+    decides what ``path`` is."""
+    spots = [places.place(path)]
+    for step in (path, *path.parents[:-1]):
+        if step.is_symlink():
+            spots.append(places.place(step, follow=False))
+    return spots
+
+
+def reach(path: Path, environ: Mapping[str, str]) -> str | None:
+    """Why a folder the agent may change (a workspace, a write path) cannot be ``path``:
+    it is or holds a home, or it holds or lies in something hidden (a home secret, the
+    agent's own configuration or state, a hidden entry of the machine), by any of its names
+    (symlinks, bind mounts, a mount below it) and whether that exists yet or not; ``None``
+    when it may be. The model could rename, replace or create anything in it."""
+    places = Places()
+    mine = places.place(path)
+    for home in homes(environ):
+        if mine in _spots(places, home):
+            return (
+                f"your home folder {path}: the agent would reach your keys, credentials and "
+                "its own settings"
+            )
+        if places.holds(path, _spots(places, home)):
+            return (
+                f"{path}: it holds the home folder {home}, and the agent would reach your "
+                "keys, credentials and its own settings"
+            )
+    hidden = [*home_hidden(environ), *((Path(p), f) for p, f in hidden_system())]
+    why = "(secrets, or the agent's own settings and state)"
+    for secret, folder in hidden:
+        place = places.place(secret)
+        inside = places.inside(path, place) if folder else []
+        if inside and inside[0] == path:
+            return f"{path}: it lies in {secret}, which the agent never reads {why}"
+        held = inside + places.holds(path, _spots(places, secret))
+        if held:
+            return f"{path}: it holds {held[0]}, which the agent never reads or changes {why}"
+    return None
 
 
 def check_workspace(root: str | Path, environ: Mapping[str, str] | None = None) -> Path:
@@ -282,8 +357,10 @@ def check_workspace(root: str | Path, environ: Mapping[str, str] | None = None) 
 
     Raises:
         ValueError: (one line, with what to do) ``root`` is ``/``, a home folder or a
-            folder holding one, or it is or lies in a hidden folder (a home secret, the
-            agent's own configuration or state): the agent's tools would reach it all.
+            folder holding one, or it holds or lies in a hidden entry (a home secret, the
+            agent's own configuration or state, a hidden entry of the machine), by any name
+            and whether that exists yet or not (:func:`reach`): the agent's tools would
+            reach it, and could rename, replace or create it.
     """
     source = os.environ if environ is None else environ
     path = Path(os.path.realpath(root))
@@ -292,22 +369,7 @@ def check_workspace(root: str | Path, environ: Mapping[str, str] | None = None) 
         raise ValueError(
             f"the workspace cannot be {path}: the agent would reach the whole machine; {use}"
         )
-    for home in homes(source):
-        if _same(home, path):
-            raise ValueError(
-                f"the workspace cannot be your home folder {path}: the agent would reach "
-                f"your keys, credentials and its own settings; {use}"
-            )
-        if any(_same(above, path) for above in home.parents):
-            raise ValueError(
-                f"the workspace cannot be {path}: it holds the home folder {home}, and the "
-                f"agent would reach your keys, credentials and its own settings; {use}"
-            )
-    for secret in secret_paths(source, HOME_SECRET_DIRS):
-        for where in dict.fromkeys((secret, Path(os.path.realpath(secret)))):
-            if path.is_relative_to(where):
-                raise ValueError(
-                    f"the workspace cannot be {path}: it lies in {where}, which the agent "
-                    f"never reads (secrets, or its own settings and state); {use}"
-                )
+    why = reach(path, source)
+    if why is not None:
+        raise ValueError(f"the workspace cannot be {why}; {use}")
     return path

@@ -9,11 +9,11 @@ Where the machine lets this process make cgroups (root, usually), :func:`command
 makes them once per process and pair of values and the commands run in them: a ``pids``
 cgroup bounds the processes (``RLIMIT_NPROC`` never applies to root) and a ``memory``
 cgroup everything the command's processes use together, which ``RLIMIT_DATA`` does not
-see (``MAP_SHARED`` mappings, System V shared memory, tmpfs files, page cache); past it the
-kernel kills a process of the command. Where none can be made, processes are bounded by
-``RLIMIT_NPROC`` (not under root: the sandbox's description then says NOT BOUNDED), and
-memory shared between processes is not bounded beyond the two tmpfs sizes (the sandbox's
-description says so).
+see (``MAP_SHARED`` mappings, System V shared memory, tmpfs files, page cache, socket
+buffers); past it the kernel kills a process of the command. Where none can be made,
+processes are bounded by ``RLIMIT_NPROC`` (not under root: the sandbox's description then
+says NOT BOUNDED), and memory shared between processes and socket buffers are not bounded
+beyond the two tmpfs sizes (the sandbox's description says so).
 """
 
 from __future__ import annotations
@@ -178,14 +178,21 @@ class Cgroups:
     controllers: frozenset[str]
     """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
     commands' processes together: heap, shared memory, tmpfs files, page cache)."""
+    tcp: bool = False
+    """Whether the memory cgroup bounds socket buffers (TCP, UDP) too: always in cgroup v2;
+    in v1 only by a limit of their own (``memory.kmem.tcp.limit_in_bytes``, as large
+    again, which counts UDP's too)."""
 
 
+_TCP_V1 = "memory.kmem.tcp.limit_in_bytes"
 _MEMORY_FILES = {
     # (v1, v2): the limit, then swap (memory and swap together in v1, swap alone in v2)
     "memory.limit_in_bytes": "{bytes}",
     "memory.memsw.limit_in_bytes": "{bytes}",
     "memory.max": "{bytes}",
     "memory.swap.max": "0",
+    # v1 counts socket buffers (TCP, UDP, loopback ones too) only under a limit of their own
+    _TCP_V1: "{bytes}",
 }
 _CGROUPS: dict[tuple[int, int, int], Cgroups | None] = {}
 
@@ -195,9 +202,18 @@ def _remove(folder: Path) -> None:
         folder.rmdir()
 
 
-def _make(folder: Path, controllers: frozenset[str], limits: ResourceLimits) -> Path | None:
-    """Make ``folder`` (a cgroup) and set its limits; the file to join it by, ``None`` when
-    this is not allowed."""
+def _took(folder: Path, name: str, value: int) -> bool:
+    with contextlib.suppress(OSError):
+        return (folder / name).read_text().strip() == str(value)
+    return False
+
+
+def _make(
+    folder: Path, controllers: frozenset[str], limits: ResourceLimits
+) -> tuple[Path, bool] | None:
+    """Make ``folder`` (a cgroup) and set its limits; the file to join it by and whether
+    socket buffers are bounded, ``None`` when this is not allowed."""
+    tcp = False
     try:
         folder.mkdir(exist_ok=True)
         if "pids" in controllers:
@@ -207,17 +223,16 @@ def _make(folder: Path, controllers: frozenset[str], limits: ResourceLimits) -> 
                 if (folder / name).exists():
                     with contextlib.suppress(OSError):  # swap not accounted here: no file
                         (folder / name).write_text(value.format(bytes=limits.memory_mb << 20))
-            if not any(
-                (folder / name).read_text().strip() == str(limits.memory_mb << 20)
-                for name in ("memory.limit_in_bytes", "memory.max")
-                if (folder / name).exists()
-            ):
+            size = limits.memory_mb << 20
+            if not any(_took(folder, n, size) for n in ("memory.limit_in_bytes", "memory.max")):
                 raise OSError("the memory limit did not take")
+            tcp = any(_took(folder, n, size) for n in ("memory.max", _TCP_V1))
     except OSError:
         _remove(folder)
         return None
     atexit.register(_remove, folder)
-    return folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
+    join = folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
+    return join, tcp
 
 
 def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
@@ -230,12 +245,14 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
     if key not in _CGROUPS:
         files: list[Path] = []
         bound: set[str] = set()
+        tcp = False
         for mount, controllers in _cgroup_mounts():
             if controllers <= bound:
                 continue
-            join = _make(mount / f"agentfsm-{key[0]}-{key[1]}-{key[2]}", controllers, limits)
-            if join is not None:
-                files.append(join)
+            made = _make(mount / f"agentfsm-{key[0]}-{key[1]}-{key[2]}", controllers, limits)
+            if made is not None:
+                files.append(made[0])
                 bound |= controllers
-        _CGROUPS[key] = Cgroups(tuple(files), frozenset(bound)) if files else None
+                tcp = tcp or made[1]
+        _CGROUPS[key] = Cgroups(tuple(files), frozenset(bound), tcp) if files else None
     return _CGROUPS[key]

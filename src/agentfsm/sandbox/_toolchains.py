@@ -26,8 +26,11 @@ finds, without settings, exactly the folders those programs need to run:
 A folder is never shown when it is ``/``, a home folder, an XDG base folder (``~/.config``,
 ``~/.local``, ``~/.local/share``, ``~/.local/state``, ``~/.cache``), the workspace, a write
 path or a folder above one of them, or when it is, contains or lies in one of the home's
-secret folders; no secret file is shown. The hidden list of :mod:`~agentfsm.sandbox._hidden`
-is the second layer: the sandbox hides each secret that lies beneath anything it shows.
+secret folders; no secret file is shown. Folders are compared by where they really are
+(:mod:`~agentfsm.sandbox._places`), so a bind mount of the home is the home. A
+``pyvenv.cfg`` or a script is read only when it is a regular file, without blocking. The
+hidden list of :mod:`~agentfsm.sandbox._hidden` is the second layer: the sandbox hides each
+secret that lies beneath anything it shows.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from attrs import frozen
 
-from ._hidden import HOME_SECRET_DIRS, HOME_SECRET_FILES, homes, secret_paths, xdg_folders
+from ._hidden import home_hidden, homes, xdg_folders
+from ._places import Place, Places, within
 
 __all__ = ["TOOLCHAIN_ENV", "ToolchainView", "toolchain_view", "venv_signature"]
 
@@ -103,9 +108,16 @@ class _Finder:
         self.visible = visible
         self.environ = environ
         self.homes = homes(environ)
-        self.xdg = xdg_folders(environ)
-        self.secret_dirs = _with_real(secret_paths(environ, HOME_SECRET_DIRS))
-        self.secret_files = _with_real(secret_paths(environ, HOME_SECRET_FILES))
+        # Compared by place (every name of a folder, existing or not: a bind mount of the
+        # home is the home), never by the path as written.
+        self.places = Places()
+        place = self.places.place
+        self.home_places = [place(h) for h in self.homes]
+        hidden = home_hidden(environ)
+        self.secret_dirs = [place(p) for p, folder in hidden if folder]
+        self.secret_files = {place(p) for p, folder in hidden if not folder}
+        self.held = [*self.home_places, *map(place, (*xdg_folders(environ), *writable))]
+        self.writable_places = [place(w) for w in writable]
         self.prefixes = tuple(str(f) for f in (*visible, *writable))
         self.found: dict[Path, None] = {}
         self.prefixed: set[Path] = set()
@@ -138,22 +150,21 @@ class _Finder:
         return current
 
     def writable_path(self, path: Path) -> bool:
-        return any(path.is_relative_to(folder) for folder in self.writable)
+        """Whether ``path`` (a symlink not followed) lies in a writable folder, by any name."""
+        return _inside(self.places.place(path, follow=False), self.writable_places)
 
     def refused(self, path: Path) -> bool:
-        """``/``, a home, an XDG base folder, the workspace or a write path or a folder above
-        one of them, a secret folder, inside one or above one, or a secret file."""
-        if path.parent == path or path in self.secret_files:
+        """``/``, a home, an XDG base folder, the workspace or a write path or a folder
+        holding one of them, a secret folder, inside one or holding one, or a secret file:
+        through any name of ``path`` or a mount below it."""
+        if path.parent == path or self.places.place(path) in self.secret_files:
             return True
-        if any(f.is_relative_to(path) for f in (*self.homes, *self.xdg, *self.writable)):
+        if self.places.holds(path, [*self.held, *self.secret_dirs]):
             return True
-        return any(
-            secret.is_relative_to(path) or path.is_relative_to(secret)
-            for secret in self.secret_dirs
-        )
+        return any(self.places.inside(path, secret) for secret in self.secret_dirs)
 
     def in_home(self, path: Path) -> bool:
-        return any(path.is_relative_to(home) for home in self.homes)
+        return _inside(self.places.place(path), self.home_places)
 
     def shown(self, path: Path) -> bool:
         return any(path.is_relative_to(folder) for folder in (*self.visible, *self.writable))
@@ -206,11 +217,7 @@ class _Finder:
     def add_venv_base(self, config: Path) -> None:
         """Show the install prefix of the interpreter a ``pyvenv.cfg`` names (``home``,
         ``executable``), when it holds a Python standard library."""
-        try:
-            with open(config, encoding="utf-8", errors="replace") as file:
-                text = file.read(SCRIPT_HEAD * 16)
-        except OSError:
-            return
+        text = _head(config, SCRIPT_HEAD * 16).decode("utf-8", "replace")
         for line in text.splitlines():
             key, _, value = line.partition("=")
             key, value = key.strip().lower(), value.strip()
@@ -346,10 +353,23 @@ def venv_signature(root: Path, environ: Mapping[str, str]) -> tuple[int, ...]:
     return tuple(signature)
 
 
-def _with_real(paths: list[Path]) -> tuple[Path, ...]:
-    """``paths`` as written and, for those that exist, resolved."""
-    real = [Path(os.path.realpath(p)) for p in paths if os.path.lexists(p)]
-    return tuple(dict.fromkeys([*paths, *real]))
+def _inside(place: Place, folders: Iterable[Place]) -> bool:
+    return any(within(place, folder) is not None for folder in folders)
+
+
+def _head(path: str | Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` when it is a regular file (opened without
+    blocking: a FIFO the model made there neither hangs nor is read); else nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _configs_below(root: Path, depth: int) -> list[Path]:
@@ -401,11 +421,7 @@ def _python_prefix(prefix: Path) -> bool:
 
 def _shebang(path: str) -> Path | None:
     """The absolute interpreter a script's ``#!`` line names."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(SCRIPT_HEAD)
-    except OSError:
-        return None
+    head = _head(path, SCRIPT_HEAD)
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].split()

@@ -244,7 +244,11 @@ async def test_non_streamed_message_and_history_shape(server: FakeProviderServer
     model = chat(server, stream=False)
     result = await model(history, TOOLS, max_tokens=100, temperature=0)
     await model.aclose()
-    assert result.message == AssistantMessage("Both done.", reasoning="hmm")
+    assert result.message == AssistantMessage(
+        "Both done.",
+        reasoning="hmm",
+        reasoning_items=({"type": "thinking", "thinking": "hmm", "signature": "s"},),
+    )
     assert result.usage == Usage(10, 4, cache_read_tokens=7)
     assert result.finish_reason == "stop"
     body = server.requests[0].json()

@@ -51,6 +51,10 @@ def test_the_vocabulary() -> None:
         ("function_call", False, ("tool_calls", None)),
         ("tool_use", True, ("tool_calls", None)),
         ("stop", True, ("tool_calls", None)),  # Ollama says stop with calls
+        ("length", True, ("length", None)),  # a call cut by max_tokens: the cut shows
+        ("max_output_tokens", True, ("length", None)),
+        ("content_filter", True, ("content_filter", None)),
+        ("refusal", True, ("content_filter", None)),
         ("content_filter", False, ("content_filter", None)),
         ("refusal", False, ("content_filter", None)),
         ("SAFETY", False, ("content_filter", None)),

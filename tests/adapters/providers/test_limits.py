@@ -6,7 +6,7 @@ import pytest
 
 from agentfsm.adapters.providers import Limits, ProviderError
 from agentfsm.adapters.providers._errors import parse_retry_after
-from agentfsm.adapters.providers._limits import BadShape, TooLarge, check_depth, loads_bounded
+from agentfsm.adapters.providers._limits import BadShape, TooLarge, loads_bounded
 from agentfsm.adapters.providers._sse import SSEDecoder
 
 STREAM = (
@@ -58,9 +58,9 @@ def test_a_large_event_is_too_large() -> None:
 
 
 def test_depth() -> None:
-    check_depth({"a": [1, {"b": []}]}, 4)
+    assert loads_bounded('{"a": [1, {"b": []}]}', 4) == {"a": [1, {"b": []}]}
     with pytest.raises(BadShape):
-        check_depth({"a": [1, {"b": []}]}, 3)
+        loads_bounded('{"a": [1, {"b": []}]}', 3)
     with pytest.raises(BadShape):
         loads_bounded("[" * 100_000 + "]" * 100_000, Limits().max_json_depth)
     with pytest.raises(ValueError, match="Expecting"):

@@ -239,12 +239,14 @@ def _continued(body: dict[str, Any], paused: list[dict[str, Any]]) -> dict[str, 
 
 def _merged(results: list[ChatResult]) -> ChatResult:
     """One result for a turn answered in several replies (``pause_turn`` continuations):
-    their text, reasoning and calls in order, their usage summed, the last one's finish."""
+    their text, reasoning (and reasoning items) and calls in order, their usage summed, the
+    last one's finish."""
     reasoning = "".join(r.message.reasoning or "" for r in results)
     message = AssistantMessage(
         "".join(r.message.content for r in results),
         tool_calls=[call for r in results for call in r.message.tool_calls],
         reasoning=reasoning or None,
+        reasoning_items=[item for r in results for item in r.message.reasoning_items],
     )
     usages = [r.usage for r in results if r.usage is not None]
     last = results[-1]

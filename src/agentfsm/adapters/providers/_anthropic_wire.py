@@ -32,11 +32,13 @@ from ._usage import anthropic_usage, merge_usage_fields
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "MAX_TOOL_USE_ID",
+    "REASONING_BLOCKS",
     "AnthropicQuirks",
     "EventAccumulator",
     "build_request",
     "normalize_stop_reason",
     "parse_message",
+    "reasoning_item",
     "wire_tool_id",
 ]
 
@@ -164,7 +166,9 @@ def build_request(
             )
             _merge(turns, "user", user_blocks)
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = [
+                dict(item) for item in message.reasoning_items if _sent_back(item)
+            ]
             if message.content:
                 blocks.append({"type": "text", "text": message.content})
             open_calls = {}
@@ -227,12 +231,38 @@ def _too_many(what: str, limit: str, bound: int) -> TooLarge:
     return TooLarge(limit, f"the reply holds more than {bound} {what}")
 
 
+REASONING_BLOCKS = ("thinking", "redacted_thinking")
+"""The Messages blocks a reply's :attr:`~agentfsm.engine._messages.AssistantMessage.
+reasoning_items` keep, to be sent back unchanged with the next request (the API requires
+a tool-use turn's thinking blocks back when thinking is on)."""
+
+
+def reasoning_item(kind: str, content: str, signature: str = "") -> dict[str, Any] | None:
+    """The reasoning item a ``thinking`` block (its text and signature) or a
+    ``redacted_thinking`` block (its ``data``) keeps: ``None`` for a thinking block
+    without a signature, which the API would not take back."""
+    if kind == "redacted_thinking":
+        return {"type": kind, "data": content}
+    if not signature:
+        return None
+    return {"type": kind, "thinking": content, "signature": signature}
+
+
+def _sent_back(item: Mapping[str, Any]) -> bool:
+    """Whether a kept reasoning item goes back to the Messages API: a signed thinking
+    block, or a redacted one (another wire's items, and unsigned thinking, do not)."""
+    if item.get("type") == "redacted_thinking":
+        return bool(item.get("data"))
+    return item.get("type") == "thinking" and bool(item.get("signature"))
+
+
 def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
     """A non-streamed Messages response (``BadShape``/``TooLarge`` when it breaks the format
     or the bounds)."""
     limits = limits if limits is not None else Limits()
     text: list[str] = []
     thinking: list[str] = []
+    kept: list[dict[str, Any]] = []
     calls: list[ToolCall] = []
     seen: set[str] = set()
     blocks = opt_list(data.get("content"), "content")
@@ -249,6 +279,13 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
             text.append(_str(block.get("text"), "content[].text"))
         elif kind == "thinking":
             thinking.append(_str(block.get("thinking"), "content[].thinking"))
+            item = reasoning_item(
+                kind, thinking[-1], _str(block.get("signature") or None, "signature")
+            )
+            kept += [item] if item is not None else []
+        elif kind == "redacted_thinking":
+            item = reasoning_item(kind, _str(block.get("data"), "content[].data"))
+            kept += [item] if item is not None else []
         elif kind == "tool_use":
             if len(calls) >= limits.max_tool_calls:
                 raise _too_many("tool calls", "max_tool_calls", limits.max_tool_calls)
@@ -261,7 +298,12 @@ def parse_message(data: Mapping[str, Any], limits: Limits | None = None) -> Chat
                 _str(block.get("id"), "content[].id"), len(calls), name, args, seen
             )
             calls.append(ToolCall(call_id, name, arguments, raw_arguments=bad))
-    reply = AssistantMessage("".join(text), tool_calls=calls, reasoning="".join(thinking) or None)
+    reply = AssistantMessage(
+        "".join(text),
+        tool_calls=calls,
+        reasoning="".join(thinking) or None,
+        reasoning_items=kept,
+    )
     finish, raw_reason = normalize_finish(
         opt_str(data.get("stop_reason"), "stop_reason"), bool(calls)
     )
@@ -372,19 +414,22 @@ class EventAccumulator:
                 entry.text.append(_str(block["text"], "content_block.text"))
             if entry.kind == "thinking" and block.get("thinking"):
                 entry.text.append(_str(block["thinking"], "content_block.thinking"))
+            if entry.kind == "thinking" and block.get("signature"):
+                entry.signature = Buffer(self.budget)
+                entry.signature.append(_str(block["signature"], "content_block.signature"))
         elif kind == "content_block_delta":
             index = _index(data.get("index"), -1)
             delta = opt_dict(data.get("delta"), "delta")
             entry = self.blocks.get(index) or self._new_block(index, "text")
             delta_type = delta.get("type")
-            if delta_type == "text_delta":
-                piece = _str(delta.get("text"), "delta.text")
+            if delta_type in ("text_delta", "thinking_delta"):
+                key = "text" if delta_type == "text_delta" else "thinking"
+                piece = _str(delta.get(key), f"delta.{key}")
                 entry.text.append(piece)
-                return piece, ""
-            if delta_type == "thinking_delta":
-                piece = _str(delta.get("thinking"), "delta.thinking")
-                entry.text.append(piece)
-                return "", piece
+                # Streamed as what its block is: the deltas add up to the answer's parts.
+                if entry.kind == "text":
+                    return piece, ""
+                return ("", piece) if entry.kind == "thinking" else ("", "")
             if delta_type == "signature_delta":
                 if entry.signature is None:
                     entry.signature = Buffer(self.budget)
@@ -419,6 +464,7 @@ class EventAccumulator:
         """The accumulated answer."""
         text: list[str] = []
         thinking: list[str] = []
+        kept: list[dict[str, Any]] = []
         calls: list[ToolCall] = []
         seen: set[str] = set()
         limits = self.limits
@@ -426,8 +472,14 @@ class EventAccumulator:
             block = self.blocks[index]
             if block.kind == "text":
                 text.append(block.text.text())
-            elif block.kind == "thinking":
-                thinking.append(block.text.text())
+            elif block.kind in REASONING_BLOCKS:
+                if block.kind == "thinking":
+                    thinking.append(block.text.text())
+                    signature = block.signature.text() if block.signature is not None else ""
+                    item = reasoning_item(block.kind, thinking[-1], signature)
+                else:
+                    item = reasoning_item(block.kind, _str(block.start.get("data"), "data"))
+                kept += [item] if item is not None else []
             elif block.kind == "tool_use":
                 raw = block.json_parts.text() if block.json_parts is not None else ""
                 source: Any = raw if raw.strip() else block.initial_input
@@ -438,7 +490,10 @@ class EventAccumulator:
                 call_id = unique_call_id(block.id, len(calls), block.name, args, seen)
                 calls.append(ToolCall(call_id, block.name, arguments, raw_arguments=bad))
         reply = AssistantMessage(
-            "".join(text), tool_calls=calls, reasoning="".join(thinking) or None
+            "".join(text),
+            tool_calls=calls,
+            reasoning="".join(thinking) or None,
+            reasoning_items=kept,
         )
         finish, raw_reason = normalize_finish(self.stop_reason, bool(calls))
         return ChatResult(

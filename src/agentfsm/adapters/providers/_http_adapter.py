@@ -15,6 +15,7 @@ from httpx_sse import ServerSentEvent
 
 from agentfsm.engine import ChatDelta, ChatResult, DeltaHandler, Message, SupportsAbort, ToolSpec
 
+from ._decoding import ACCEPT_ENCODING, is_event_stream, looks_like_events
 from ._endpoints import WireName, endpoint_url, missing_endpoint
 from ._errors import ProviderError, classify_error_body
 from ._keys import SENSITIVE_HEADERS, KeyAuth, Secret, register
@@ -45,6 +46,31 @@ __all__ = [
 
 NOT_JSON: Any = object()
 """What :meth:`HttpAdapter._read_json_body` returns for a body that is not JSON."""
+
+
+class _EventsInBody(Exception):
+    """A body read as JSON that is a server-sent event stream: the body, to be read as one."""
+
+    def __init__(self, response: httpx.Response, text: str) -> None:
+        super().__init__("an event stream under another content type")
+        headers = [(k, v) for k, v in response.headers.multi_items() if k != "content-encoding"]
+        self.response = httpx.Response(
+            response.status_code,
+            headers=headers,
+            content=text.encode("utf-8", "surrogatepass"),
+            request=response.request,
+        )
+
+
+async def _json_or_events(
+    response: httpx.Response,
+    read_json: Callable[[httpx.Response], Awaitable[ChatResult]],
+    read_stream: Callable[[httpx.Response], Awaitable[ChatResult]],
+) -> ChatResult:
+    try:
+        return await read_json(response)
+    except _EventsInBody as body:
+        return await read_stream(body.response)
 
 
 class _Quirks(Protocol):
@@ -257,6 +283,7 @@ class HttpAdapter(Generic[Q]):
         """The HTTP request carrying ``body`` (the extra ``headers`` win over the wire's)."""
         headers = {
             "content-type": "application/json",
+            "accept-encoding": ACCEPT_ENCODING,
             **self.wire_headers,
             "accept": "text/event-stream" if body.get("stream") else "application/json",
             **self._headers,
@@ -331,8 +358,10 @@ class HttpAdapter(Generic[Q]):
         read_json: Callable[[httpx.Response], Awaitable[ChatResult]],
     ) -> ChatResult:
         """Send one request and read its reply: an HTTP error status becomes the
-        :class:`ProviderError` of its kind, a ``text/event-stream`` body goes to
-        ``read_stream`` and any other to ``read_json``; the response is closed either way."""
+        :class:`ProviderError` of its kind, a ``text/event-stream`` body (the media type in
+        any case) goes to ``read_stream`` and any other to ``read_json``, which hands a body
+        that is an event stream whatever its label back to ``read_stream`` (as the SDKs read
+        the stream they asked for); the response is closed either way."""
         response = await send(
             self.client,
             request,
@@ -349,9 +378,9 @@ class HttpAdapter(Generic[Q]):
                 error.message = f"{missing_endpoint(self.base_url, self.wire)} ({error.message})"
             raise error
         try:
-            if "text/event-stream" in response.headers.get("content-type", ""):
+            if is_event_stream(response.headers.get("content-type", "")):
                 return await read_stream(response)
-            return await read_json(response)
+            return await _json_or_events(response, read_json, read_stream)
         except ProviderError as error:
             # The reader's frames hold the raw events and body (a server may echo the key
             # in any of them): the error leaves without them.
@@ -393,6 +422,8 @@ class HttpAdapter(Generic[Q]):
         data, text = await self._read_json_body(response, signal, deadline)
         if isinstance(data, dict):
             return data
+        if data is NOT_JSON and looks_like_events(text):
+            raise _EventsInBody(response, text)
         if data is not NOT_JSON:
             raise bad_response(
                 self._ctx,

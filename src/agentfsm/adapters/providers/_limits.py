@@ -14,9 +14,9 @@ from typing import Any
 
 from attrs import frozen
 
-from agentfsm.engine import nests_deeper_than
+from agentfsm.engine import json_shape
 
-__all__ = ["MiB", "BadShape", "Deadline", "Limits", "TooLarge", "check_depth", "loads_bounded"]
+__all__ = ["MiB", "BadShape", "Deadline", "Limits", "TooLarge", "loads_bounded"]
 
 MiB = 1024 * 1024
 
@@ -66,30 +66,20 @@ class BadShape(Exception):
         self.code = code
 
 
-def check_depth(value: Any, max_depth: int) -> None:
-    """Raise :class:`BadShape` when ``value`` nests arrays/objects deeper than ``max_depth``."""
-    if nests_deeper_than(value, max_depth):
-        raise BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth")
-
-
 def loads_bounded(text: str | bytes, max_depth: int) -> Any:
-    """``json.loads`` that never raises ``RecursionError``: too deep is :class:`BadShape`.
+    """``json.loads`` that never raises ``RecursionError``: deeper than ``max_depth`` is
+    :class:`BadShape` (judged on the text's brackets, in linear time).
 
     Other malformed text raises ``ValueError`` as ``json.loads`` does.
     """
+    too_deep = BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth")
     try:
         value = json.loads(text)
     except RecursionError:
-        raise BadShape(f"JSON nested deeper than {max_depth} levels", "max_json_depth") from None
-    if _openings(text) > max_depth:  # fewer openings than the bound cannot nest past it
-        check_depth(value, max_depth)
+        raise too_deep from None
+    if json_shape(text)[0] > max_depth:
+        raise too_deep
     return value
-
-
-def _openings(text: str | bytes) -> int:
-    if isinstance(text, str):
-        return text.count("{") + text.count("[")
-    return text.count(b"{") + text.count(b"[")
 
 
 class Deadline:

@@ -2,10 +2,12 @@
 
 The stream accumulator survives the deviations real servers show (see
 ``CONFORMANCE-NOTES.md`` §2): tool-call deltas without ``index``, ``id``/``name`` repeated
-in every chunk, empty ids, arguments as an object or a whole string or many fragments, a
-first fragment ``""``, no-argument tools, trailing empty deltas, ``choices: []`` chunks,
-``finish_reason: "stop"`` with tool calls, usage on every chunk, on the last one or under
-``x_groq``, and ``content: null`` versus ``""``.
+in every chunk, a name split over fragments, empty ids, arguments as an object or a whole
+string or many fragments, a first fragment ``""``, no-argument tools, trailing empty deltas,
+``choices: []`` chunks, ``finish_reason: "stop"`` with tool calls, usage on every chunk, on
+the last one or under ``x_groq``, ``content: null`` versus ``""``, and the deprecated
+single ``function_call`` (a body's ``message.function_call``, a stream's
+``delta.function_call``), read as a tool call when no ``tool_calls`` come with it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agentfsm.engine import (
 )
 
 from ._finish import normalize_finish
+from ._json_end import JsonEnd
 from ._limits import BadShape, Limits, TooLarge, loads_bounded
 from ._shapes import Buffer, as_dict, opt_dict, opt_list, opt_str
 from ._think import ThinkSplitter, split_think
@@ -301,24 +304,32 @@ def parse_completion(
     limits = limits if limits is not None else Limits()
     choice = _first_choice(opt_list(data.get("choices"), "choices"))
     message = opt_dict(choice.get("message"), "choices[0].message")
-    raw_calls = opt_list(message.get("tool_calls"), "message.tool_calls")
-    if len(raw_calls) > limits.max_tool_calls:
-        raise TooLarge(
-            "max_tool_calls", f"the reply holds more than {limits.max_tool_calls} tool calls"
-        )
-    calls = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw_calls):
+    found: list[tuple[Any, str, Any]] = []
+    for item in opt_list(message.get("tool_calls"), "message.tool_calls"):
         raw = as_dict(item, "message.tool_calls[]")
         function = opt_dict(raw.get("function"), "tool_calls[].function")
         name = opt_str(function.get("name"), "function.name") or ""
+        found.append((raw.get("id"), name, function.get("arguments")))
+        if len(found) > limits.max_tool_calls:
+            raise TooLarge(
+                "max_tool_calls", f"the reply holds more than {limits.max_tool_calls} tool calls"
+            )
+    legacy = opt_dict(message.get("function_call"), "message.function_call")
+    name = opt_str(legacy.get("name"), "function_call.name") or ""
+    if not found and (name or legacy.get("arguments")):
+        # The deprecated single call (gpt-4-0613 …); beside tool calls, only their mirror
+        # (llama.cpp sends both).
+        found.append((None, name, legacy.get("arguments")))
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for index, (raw_id, name, raw_arguments) in enumerate(found):
         arguments, bad = decode_arguments(
-            function.get("arguments"), limits.max_json_depth, limits.max_argument_bytes
+            raw_arguments, limits.max_json_depth, limits.max_argument_bytes
         )
         text = bad if bad is not None else json.dumps(arguments, sort_keys=True)
         calls.append(
             ToolCall(
-                unique_call_id(raw.get("id"), index, name, text, seen),
+                unique_call_id(raw_id, index, name, text, seen),
                 name,
                 arguments,
                 raw_arguments=bad,
@@ -353,36 +364,79 @@ class _PartialCall:
     name: str = ""
     fragments: Buffer = field(factory=Buffer)
     object_args: dict[str, Any] | None = None
-    last_fragment: str = ""
-    checked_at: int = 0
-    """Size of the arguments when a restart check last found them incomplete."""
+    end: JsonEnd = field(factory=JsonEnd)
+    """Where the argument text's JSON ends (asked only of calls without an index)."""
+
+    @property
+    def given(self) -> bool:
+        """Something of the call came: a name, an id or arguments (a fragment carrying none
+        makes no call)."""
+        return bool(self.name or self.id or self.fragments or self.object_args is not None)
+
+    def complete(self) -> bool:
+        """Its arguments are already one whole JSON object."""
+        return self.object_args is not None or self.end.whole(self.fragments.text())
+
+    def add(self, raw: Mapping[str, Any], limits: Limits) -> None:
+        """One fragment: the first id given is the call's; name and argument pieces are
+        appended (a name equal to the whole name so far is a repeat, as servers that send
+        the name in every fragment do)."""
+        raw_id = raw.get("id")
+        if isinstance(raw_id, str) and raw_id and not self.id:
+            self.id = raw_id
+        function = opt_dict(raw.get("function"), "function")
+        name = opt_str(function.get("name"), "function.name") or ""
+        if name and name != self.name:
+            self.name += name
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):
+            self.object_args = dict(arguments)
+        elif isinstance(arguments, str) and arguments:
+            if len(self.fragments) + len(arguments) > limits.max_argument_bytes:
+                raise TooLarge(
+                    "max_argument_bytes",
+                    f"a tool call's arguments exceed {limits.max_argument_bytes} bytes",
+                )
+            self.fragments.append(arguments)
+            if self.index is None:
+                self.end.feed(arguments)
+        elif arguments is not None and not isinstance(arguments, str):
+            raise BadShape(
+                f"`function.arguments` is a {type(arguments).__name__}, expected a string"
+            )
 
 
-def _restarts(last: _PartialCall, raw: Mapping[str, Any]) -> bool:
-    """Whether a chunk with no index and no id, naming ``last``'s tool again, is a second call:
-    it opens new arguments while ``last``'s already form a whole JSON object (Q1 + Q8).
-
-    The whole text is parsed only when it could be complete (it ends with ``}``) and has at
-    least doubled since the last failed try, so many small fragments cost linear time."""
-    arguments = opt_dict(raw.get("function"), "function").get("arguments")
-    if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
+def _opens_another(last: _PartialCall, raw: Mapping[str, Any]) -> bool:
+    """Whether a fragment without an index belongs to a call after ``last``: it carries an
+    id other than ``last``'s; or, without an id, it names another tool, or names the same
+    tool again with arguments that open a JSON value while ``last``'s are already whole (a
+    second call of that tool: appended, they would no longer be JSON)."""
+    raw_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+    if raw_id:
+        return bool(last.id) and raw_id != last.id
+    function = opt_dict(raw.get("function"), "function")
+    name = opt_str(function.get("name"), "function.name") or ""
+    if not name:
         return False
-    size = len(last.fragments)
-    if not size or not last.last_fragment.rstrip().endswith("}"):
-        return False
-    if last.checked_at and size < 2 * last.checked_at:
-        return False
-    try:
-        return isinstance(json.loads(last.fragments.text()), dict)
-    except (ValueError, RecursionError):
-        last.checked_at = size
-        return False
+    if name != last.name:
+        return bool(last.name)
+    arguments = function.get("arguments")
+    opens = isinstance(arguments, Mapping) or (
+        isinstance(arguments, str) and arguments.lstrip()[:1] in ("{", '"')
+    )
+    return opens and last.complete()
 
 
 @define
 class StreamAccumulator:
     """Folds Chat Completions stream chunks into one :class:`ChatResult`, within ``limits``
-    (``TooLarge``/``BadShape`` when a chunk breaks them)."""
+    (``TooLarge``/``BadShape`` when a chunk breaks them).
+
+    Tool-call fragments are keyed by their ``index``, as the wire documents: each index is
+    one call, its name and argument pieces appended in order, its first id kept; the calls
+    come out in the order of their indexes. A fragment without an index continues the last
+    call unless :func:`_opens_another` says it starts the next one. The deprecated
+    ``delta.function_call`` pieces make one call, when no tool call came beside them."""
 
     limits: Limits = field(factory=Limits)
     think_tags: bool = field(default=False, kw_only=True)
@@ -393,6 +447,8 @@ class StreamAccumulator:
     splitter: ThinkSplitter | None = field(default=None, init=False)
     calls: list[_PartialCall] = field(factory=list, init=False)
     by_index: dict[int, _PartialCall] = field(factory=dict, init=False)
+    legacy: _PartialCall | None = field(default=None, init=False)
+    """The deprecated ``function_call`` being streamed."""
     usage: dict[str, Any] = field(factory=dict, init=False)
     finish_reason: str | None = field(default=None, init=False)
     empty_finish: bool = field(default=False, init=False)
@@ -441,7 +497,13 @@ class StreamAccumulator:
                 self.reasoning.append(thought)
                 new_reasoning += thought
             for raw in opt_list(delta.get("tool_calls"), "delta.tool_calls"):
-                self._add_call(as_dict(raw, "delta.tool_calls[]"))
+                fragment = as_dict(raw, "delta.tool_calls[]")
+                self._slot(fragment).add(fragment, self.limits)
+            legacy = opt_dict(delta.get("function_call"), "delta.function_call")
+            if legacy:
+                if self.legacy is None:
+                    self.legacy = self._new_slot(None, listed=False)
+                self.legacy.add({"function": legacy}, self.limits)
             finish = opt_str(choice.get("finish_reason"), "finish_reason")
             if finish:
                 self.finish_reason = finish
@@ -449,60 +511,29 @@ class StreamAccumulator:
                 self.empty_finish = True
         return new_text, new_reasoning
 
-    def _new_slot(self, index: int | None) -> _PartialCall:
-        if len(self.calls) >= self.limits.max_tool_calls:
+    def _new_slot(self, index: int | None, listed: bool = True) -> _PartialCall:
+        count = len(self.calls) + (self.legacy is not None)
+        if count >= self.limits.max_tool_calls:
             raise TooLarge(
                 "max_tool_calls",
                 f"the reply holds more than {self.limits.max_tool_calls} tool calls",
             )
         slot = _PartialCall(index, fragments=Buffer(self.budget))
-        self.calls.append(slot)
+        if listed:
+            self.calls.append(slot)
         return slot
 
     def _slot(self, raw: Mapping[str, Any]) -> _PartialCall:
         index = raw.get("index")
-        raw_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
-        name = opt_str(opt_dict(raw.get("function"), "function").get("name"), "name") or ""
         if isinstance(index, int) and not isinstance(index, bool):
             slot = self.by_index.get(index)
             if slot is None:
                 slot = self.by_index[index] = self._new_slot(index)
             return slot
         last = self.calls[-1] if self.calls else None
-        starts_new = last is None or (
-            (raw_id and last.id and raw_id != last.id)
-            or (not raw_id and name and last.name and name != last.name)
-            or (name and last.name and name == last.name and last.object_args is not None)
-            or (not raw_id and name and name == last.name and _restarts(last, raw))
-        )
-        if starts_new or last is None:
-            last = self._new_slot(None)
+        if last is None or _opens_another(last, raw):
+            return self._new_slot(None)
         return last
-
-    def _add_call(self, raw: Mapping[str, Any]) -> None:
-        slot = self._slot(raw)
-        raw_id = raw.get("id")
-        if isinstance(raw_id, str) and raw_id and not slot.id:
-            slot.id = raw_id  # later repeats of the same id are ignored, never appended
-        function = opt_dict(raw.get("function"), "function")
-        name = function.get("name")
-        if isinstance(name, str) and name and not slot.name:
-            slot.name = name
-        arguments = function.get("arguments")
-        if isinstance(arguments, Mapping):
-            slot.object_args = dict(arguments)
-        elif isinstance(arguments, str) and arguments:
-            if len(slot.fragments) + len(arguments) > self.limits.max_argument_bytes:
-                raise TooLarge(
-                    "max_argument_bytes",
-                    f"a tool call's arguments exceed {self.limits.max_argument_bytes} bytes",
-                )
-            slot.fragments.append(arguments)
-            slot.last_fragment = arguments
-        elif arguments is not None and not isinstance(arguments, str):
-            raise BadShape(
-                f"`function.arguments` is a {type(arguments).__name__}, expected a string"
-            )
 
     def finish(self) -> tuple[str, str]:
         """The stream ended: the (text, reasoning) held back while a ``<think>`` tag could
@@ -522,9 +553,11 @@ class StreamAccumulator:
         calls: list[ToolCall] = []
         seen: set[str] = set()
         limits = self.limits
-        for index, slot in enumerate(
-            s for s in self.calls if s.name or s.id or s.fragments or s.object_args
-        ):
+        slots = sorted(self.calls, key=lambda s: (s.index is None, s.index or 0))
+        slots = [s for s in slots if s.given]
+        if self.legacy is not None and not slots:  # beside tool calls, only their mirror
+            slots.append(self.legacy)
+        for index, slot in enumerate(s for s in slots if s.given):
             if slot.object_args is not None:
                 arguments, bad = slot.object_args, None
             else:
@@ -556,7 +589,8 @@ class StreamAccumulator:
         """Nothing usable arrived: no text, no calls, no finish."""
         return (
             not self.text
-            and not self.calls
+            and not any(s.given for s in self.calls)
+            and (self.legacy is None or not self.legacy.given)
             and self.finish_reason is None
             and (self.splitter is None or not self.splitter.fed)
         )

@@ -309,6 +309,7 @@ class _Folded:
         elif kind == "function_call":
             call_id = opt_str(item.get("call_id"), "function_call.call_id") or ""
             name = opt_str(item.get("name"), "function_call.name") or ""
+            name = name or (streamed.name if streamed is not None else "")
             arguments = item.get("arguments")
             if streamed is not None and not arguments and streamed.arguments:
                 arguments = streamed.arguments.text()
@@ -339,7 +340,14 @@ class _Folded:
 def parse_response(data: Mapping[str, Any], limits: Limits | None = None) -> ChatResult:
     """A response object (``BadShape``/``TooLarge`` when it breaks the format or the
     bounds). A ``failed`` response is not an answer: check :func:`failure_body` first."""
-    limits = limits if limits is not None else Limits()
+    return _fold_response(data, limits if limits is not None else Limits(), {})
+
+
+def _fold_response(
+    data: Mapping[str, Any], limits: Limits, streamed: Mapping[int, _Item]
+) -> ChatResult:
+    """A response object's output items folded into an answer; ``streamed`` (by position)
+    stands in for a part an item leaves empty."""
     output = opt_list(data.get("output"), "output")
     calls = sum(1 for i in output if isinstance(i, Mapping) and i.get("type") == "function_call")
     if calls > limits.max_tool_calls:
@@ -347,8 +355,8 @@ def parse_response(data: Mapping[str, Any], limits: Limits | None = None) -> Cha
     if len(output) > limits.max_blocks:
         raise TooLarge("max_blocks", f"the reply holds more than {limits.max_blocks} items")
     folded = _Folded(limits)
-    for item in output:
-        folded.item(as_dict(item, "output[]"))
+    for position, item in enumerate(output):
+        folded.item(as_dict(item, "output[]"), streamed.get(position))
     text = data.get("output_text")
     if not folded.text and isinstance(text, str):  # the SDKs' convenience field
         folded.text.append(text)
@@ -368,9 +376,10 @@ def _index(value: Any) -> int | None:
 class ResponseAccumulator:
     """Folds Responses stream events into one :class:`ChatResult`, within ``limits``.
 
-    Each output item is built from its deltas and replaced by the whole item
-    ``response.output_item.done`` carries; when the stream gave no items at all, the
-    terminal event's ``response.output`` is read instead."""
+    The terminal event's ``response.output`` is the answer when it holds items (the item
+    an event stream built at the same position stands in for a part a final item leaves
+    empty); otherwise each output item is built from its deltas and replaced by the whole
+    item ``response.output_item.done`` carries."""
 
     limits: Limits = field(factory=Limits)
     items: dict[int, _Item] = field(factory=dict, init=False)
@@ -383,6 +392,8 @@ class ResponseAccumulator:
     model: str | None = field(default=None, init=False)
     response_id: str | None = field(default=None, init=False)
     calls: int = field(default=0, init=False)
+    next_index: int = field(default=0, init=False)
+    """The index an item without ``output_index`` gets: one past the highest so far."""
     budget: list[int] = field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -407,7 +418,7 @@ class ResponseAccumulator:
         if index is None and isinstance(item_id, str):
             index = self.by_id.get(item_id)
         if index is None:
-            index = self.order[-1] if self.order and not new else max(self.items, default=-1) + 1
+            index = self.order[-1] if self.order and not new else self.next_index
         entry = self.items.get(index)
         if entry is None:
             if len(self.items) >= self.limits.max_blocks:
@@ -418,6 +429,7 @@ class ResponseAccumulator:
             )
             self.items[index] = entry
             self.order.append(index)
+            self.next_index = max(self.next_index, index + 1)
         return index, entry
 
     def _item(self, data: Mapping[str, Any], kind: str = "") -> _Item:
@@ -477,8 +489,10 @@ class ResponseAccumulator:
         """The accumulated answer."""
         folded = _Folded(self.limits)
         final = self.final if self.final is not None else {}
-        if not self.order and opt_list(final.get("output"), "response.output"):
-            return parse_response({**final, "usage": self.usage or final.get("usage")}, self.limits)
+        if opt_list(final.get("output"), "response.output"):
+            data = {**final, "status": self.status, "usage": self.usage or final.get("usage")}
+            data.update({"model": self.model, "id": self.response_id, **_meta(final)})
+            return _fold_response(data, self.limits, self.items)
         for index in sorted(self.order):  # the output's order, whatever the events' order
             entry = self.items[index]
             if entry.done is not None:
@@ -499,9 +513,12 @@ class ResponseAccumulator:
 
 
 def _meta(final: Mapping[str, Any]) -> dict[str, Any]:
+    """What the final response says of itself: its id and model (those of earlier events
+    stand when it gives none), and why it is incomplete."""
     out: dict[str, Any] = {}
     if final.get("incomplete_details") is not None:
         out["incomplete_details"] = final["incomplete_details"]
-    if isinstance(final.get("model"), str):
-        out["model"] = final["model"]
+    for key in ("model", "id"):
+        if isinstance(final.get(key), str) and final[key]:
+            out[key] = final[key]
     return out

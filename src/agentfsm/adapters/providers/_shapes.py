@@ -101,7 +101,7 @@ def shape_guard(
     except ProviderError:
         raise
     except TooLarge as exc:
-        raise too_large(ctx, exc, in_stream=in_stream, started=started) from None
+        raise too_large(ctx, exc, status=status, in_stream=in_stream, started=started) from None
     except BadShape as exc:
         raise bad_response(
             ctx,

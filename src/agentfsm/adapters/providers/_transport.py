@@ -24,6 +24,7 @@ from httpx_sse import ServerSentEvent
 
 from agentfsm.engine import AbortError, SupportsAbort, interrupt
 
+from ._decoding import decode_content
 from ._errors import ProviderError, classify_error_body, redact
 from ._keys import KeyRefused, Secret
 from ._limits import BadShape, Deadline, Limits, TooLarge, loads_bounded
@@ -152,12 +153,19 @@ def expired(
 
 
 def too_large(
-    ctx: TransportContext, exc: TooLarge, *, in_stream: bool = False, started: bool = False
+    ctx: TransportContext,
+    exc: TooLarge,
+    *,
+    status: int | None = None,
+    in_stream: bool = False,
+    started: bool = False,
 ) -> ProviderError:
-    """The ``too_large`` error for an exceeded bound."""
+    """The ``too_large`` error for an exceeded bound (``status``: the response's, for a body
+    read whole)."""
     return ProviderError(
         "too_large",
         str(exc),
+        status=status,
         limit=exc.limit,
         in_stream=in_stream,
         response_started=started,
@@ -213,7 +221,8 @@ async def send(
     ctx: TransportContext,
     deadline: Deadline | None = None,
 ) -> httpx.Response:
-    """Send ``request`` and return the streaming response once its headers arrived.
+    """Send ``request`` and return the streaming response once its headers arrived (its
+    body to be read decoded: :func:`~agentfsm.adapters.providers._decoding.decode_content`).
 
     Same-origin 307/308 redirects are followed (the method and body kept); any other
     redirect is a ``bad_response`` error, and the request never leaves its origin.
@@ -222,7 +231,7 @@ async def send(
         response = await _send_once(client, request, timeouts, signal, ctx, deadline)
         _scrub_headers(response, ctx)
         if not response.is_redirect:
-            return response
+            return decode_content(response)
         await response.aclose()
         location = response.headers.get("location", "")
         try:
@@ -437,6 +446,7 @@ async def read_body(
                     raise too_large(
                         ctx,
                         TooLarge("max_body_bytes", f"the response body exceeds {limit} bytes"),
+                        status=response.status_code,
                     )
                 body += chunk[: limit - len(body)]
                 break

@@ -5,9 +5,11 @@ other agentfsm packages only: it is not public API.
 """
 
 from ._lines import (
+    MAX_JSON_CONTAINERS,
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
     MAX_SESSION_BYTES,
+    MAX_SESSION_CONTAINERS,
 )
 from ._location import default_session_dir
 from ._location import state_home as state_home
@@ -27,9 +29,11 @@ from ._store import SessionHandle, SessionStore
 
 __all__ = [
     "CallTrace",
+    "MAX_JSON_CONTAINERS",
     "MAX_JSON_DEPTH",
     "MAX_LINE_BYTES",
     "MAX_SESSION_BYTES",
+    "MAX_SESSION_CONTAINERS",
     "MetaRecord",
     "RunTrace",
     "SessionHandle",

@@ -5,14 +5,16 @@ The lines come from :mod:`._lines` (bounded; unusable lines skipped). A ``messag
 whose message reads back belongs to its run: the seeded context, the input, or a turn (the
 reply, its calls' results, messages after them). A ``meta`` record is metadata of any
 shape; one whose ``meta`` is an object naming its ``event`` (a string) starts or ends a run
-or marks an event of a turn; other metadata and any other line is passed over. A field of
-the wrong type reads as missing. Strings read back exactly as written, lone surrogates
-included: whatever prints them makes them safe for its medium.
+or marks an event of a turn; other metadata and any other line is passed over. A meta field
+of the wrong type reads as missing; a message with a field of the wrong type is passed over
+(never converted), counted in the file's one warning. Strings read back exactly as written,
+lone surrogates included: whatever prints them makes them safe for its medium.
 """
 
 from __future__ import annotations
 
 import logging
+import stat
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -27,12 +29,13 @@ from agentfsm.engine import (
     ToolMessage,
     UserMessage,
     structure_message,
+    to_jsonable,
     tool_message_from_result,
     unrecorded_result,
 )
 
-from ._lines import iter_session_records
-from ._resolve import SessionNotFound, is_session_file
+from ._lines import ReadBudget, iter_session_records, warn_skipped
+from ._resolve import SessionNotFound
 from ._runs import CallTrace, MetaRecord, RunTrace, TurnTrace, parse_moment, text_of
 
 __all__ = [
@@ -69,11 +72,32 @@ def _ints(value: Any) -> dict[str, int] | None:
 
 
 def _message(data: Any) -> Message | None:
-    """The message ``data`` unstructures, if it is one (of the four roles)."""
+    """The message ``data`` unstructures, if it is one (of the four roles) and every field it
+    gives has the field's type: a wrong-typed field is never converted (``null`` to
+    ``"None"``, ``"no"`` to ``True``), the record is passed over. Checked by reading the
+    message back out: what was given must come back as it was."""
     try:
-        return structure_message(data)
+        message = structure_message(data)
     except Exception:
         return None
+    return message if _as_given(data, to_jsonable(message)) else None
+
+
+def _as_given(given: Any, read: Any) -> bool:
+    """``read`` holds ``given`` unchanged: equal values of the same types, for every key
+    both objects have (a key ``given`` lacks took its default; one ``read`` lacks is not a
+    field)."""
+    if isinstance(given, dict):
+        return isinstance(read, dict) and all(
+            _as_given(given[key], read[key]) for key in given.keys() & read.keys()
+        )
+    if isinstance(given, list):
+        return (
+            isinstance(read, list | tuple)
+            and len(given) == len(read)
+            and all(map(_as_given, given, read))
+        )
+    return type(given) is type(read) and (given == read or given != given)  # NaN is NaN
 
 
 def drop_trailing_user_messages(
@@ -173,6 +197,9 @@ class SessionLog:
     """The policies' durable state, from the last ``run_end`` that recorded one."""
     last: dict[str, MetaRecord] = field(factory=dict)
     """The last record of each meta event (``provider``, ``run_end`` …)."""
+    complete: bool = True
+    """The whole file was read (``False`` when ``read_session(max_bytes=...)`` stopped
+    before its end)."""
 
     @property
     def id(self) -> str:
@@ -213,7 +240,6 @@ class _Fold:
             session=self.log.id,
             sandbox=sandbox if isinstance(sandbox, dict) else None,
             resumed_from=text_of(parent, "id"),
-            resumed_path=text_of(parent, "path"),
             seeded=seeded or 0,
             started=meta.ts,
         )
@@ -258,6 +284,7 @@ class _Fold:
             self.turn_event(run, meta)
 
     def end(self, run: RunTrace, meta: MetaRecord) -> None:
+        run.finished = True
         run.stopped_reason = meta.text("stopped_reason")
         run.usage = _ints(meta.fields.get("usage")) or {}
         run.last_state = meta.text("last_state")
@@ -342,18 +369,27 @@ class _Fold:
             run.timeline[-1].after.append(message)
 
 
-def read_session(path: str | Path) -> SessionLog:
+def read_session(path: str | Path, *, max_bytes: int | None = None) -> SessionLog:
     """The session file ``path`` read back: its runs, turns and transcript.
 
     Lenient: unusable lines are skipped (counted in one logged warning), fields of the
-    wrong type read as missing. A missing file raises ``FileNotFoundError``; a FIFO, device
-    or over-large file :class:`~agentfsm.adapters.sessions.SessionNotFound` (the bounds:
+    wrong type read as missing. With ``max_bytes``, only the lines within about that many
+    bytes from the start are read (:attr:`SessionLog.complete` says whether that was all).
+    A missing file raises ``FileNotFoundError``; a FIFO, device or over-large file
+    :class:`~agentfsm.adapters.sessions.SessionNotFound` (the bounds:
     :data:`~agentfsm.adapters.sessions.MAX_SESSION_BYTES`,
     :data:`~agentfsm.adapters.sessions.MAX_LINE_BYTES`,
     :data:`~agentfsm.adapters.sessions.MAX_JSON_DEPTH`).
     """
-    fold = _Fold(Path(path))
-    for record in iter_session_records(path):
+    budget = ReadBudget() if max_bytes is None else ReadBudget(bytes=max(max_bytes, 1))
+    return _read(Path(path), budget)
+
+
+def _read(path: Path, budget: ReadBudget, *, follow: bool = True) -> SessionLog:
+    fold = _Fold(path)
+    fold.log.complete = _size(path) <= budget.bytes
+    before = budget.skipped
+    for record in iter_session_records(path, follow=follow, budget=budget, warn=False):
         if not isinstance(record, dict):
             continue
         stamp = record.get("ts") if isinstance(record.get("ts"), str) else None
@@ -362,44 +398,60 @@ def read_session(path: str | Path) -> SessionLog:
             message = _message(record.get("message"))
             if message is not None:
                 fold.message(message, record)
+            else:
+                budget.skipped += 1
         elif kind == "meta":
             meta = record.get("meta")
             if isinstance(meta, dict) and isinstance(meta.get("event"), str):
                 fold.meta(MetaRecord(meta["event"], meta, stamp))
+    warn_skipped(path, budget.skipped - before)
     return fold.log
 
 
 def _parent(log: SessionLog) -> Path | None:
-    """The session file the first run of ``log`` resumed, if it names one that exists: the
-    ``.jsonl`` file its ``run_start`` names, else the file of that id beside it."""
-    if not log.runs:
+    """The session file the first run of ``log`` resumed: the file of that id in the same
+    folder, if it is a regular file there (not a symlink). A recorded path is never
+    followed: a file may come from elsewhere and name any file."""
+    ident = log.runs[0].resumed_from if log.runs else None
+    if not ident or ident.startswith(".") or any(c in ident for c in "/\\\0"):
         return None
-    named, ident = log.runs[0].resumed_path, log.runs[0].resumed_from
-    if named is not None and named.endswith(".jsonl") and is_session_file(Path(named)):
-        return Path(named)
-    if ident is not None and "/" not in ident and ident not in ("", ".", ".."):
-        sibling = log.path.parent / f"{ident}.jsonl"
-        if is_session_file(sibling):
-            return sibling
-    return None
+    sibling = log.path.parent / f"{ident}.jsonl"
+    try:
+        return sibling if stat.S_ISREG(sibling.lstat().st_mode) else None
+    except (OSError, ValueError):
+        return None
 
 
 def read_session_chain(path: str | Path) -> list[SessionLog]:
-    """The session file ``path`` and those it was resumed from, read back, oldest first (at
-    most :data:`MAX_CHAIN`; a file seen twice, or one that cannot be read, ends the chain).
+    """The session file ``path`` and those it was resumed from, read back, oldest first.
+
+    Each earlier file is found by the id its successor's first ``run_start`` names
+    (``resumed_from``), in the same folder only, and read only if it is a regular file there
+    (no symlink, opened without following one). The chain ends at a file seen twice, one
+    that cannot be read, after :data:`MAX_CHAIN` files, or before a file that does not fit
+    in what is left of one file's bounds (:data:`MAX_SESSION_BYTES`, and the containers of
+    :class:`~._lines.ReadBudget`): the files of a chain together are read as one would be.
     Raises like :func:`read_session` for ``path`` itself."""
-    chain = [read_session(path)]
+    budget = ReadBudget()  # shared: the chain reads what one file may
+    chain = [_read(Path(path), budget)]
     seen = {Path(path).resolve()}
     while len(chain) < MAX_CHAIN:
         parent = _parent(chain[0])
-        if parent is None or parent.resolve() in seen:
+        if parent is None or parent.resolve() in seen or _size(parent) > budget.bytes:
             break
         try:
-            chain.insert(0, read_session(parent))
+            chain.insert(0, _read(parent, budget, follow=False))
         except (OSError, SessionNotFound):
             break  # an earlier session that cannot be read ends the chain
         seen.add(parent.resolve())
     return chain
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def trace_session(path: str | Path) -> list[RunTrace]:

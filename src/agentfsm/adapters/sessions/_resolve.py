@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 
 __all__ = ["SessionNotFound", "is_session_file", "resolve_session", "session_files"]
@@ -27,18 +28,28 @@ def is_session_file(path: Path) -> bool:
         return False
 
 
-def _mtime(path: Path) -> float:
+FUTURE_SLACK_S = 60.0
+"""How far in the future a modification time may lie and still count (clocks drift)."""
+
+
+def _age_key(path: Path, now: float) -> float:
+    """The file's modification time, for ordering: one in the future (a file copied with its
+    dates, or crafted) counts as the oldest, so it never wins ``latest``."""
     try:
-        return path.stat().st_mtime
+        mtime = path.stat().st_mtime
     except OSError:
         return 0.0
+    return mtime if mtime <= now + FUTURE_SLACK_S else 0.0
 
 
-def _size(path: Path) -> int:
+def _readable(path: Path) -> bool:
+    """Holds something, within the size a session may have."""
+    from ._lines import MAX_SESSION_BYTES
+
     try:
-        return path.stat().st_size
+        return 0 < path.stat().st_size <= MAX_SESSION_BYTES
     except OSError:
-        return 0
+        return False
 
 
 def _present(path: Path) -> bool:
@@ -51,8 +62,9 @@ def _present(path: Path) -> bool:
 
 def session_files(session_dir: str | Path) -> list[Path]:
     """The regular ``*.jsonl`` files of ``session_dir``, oldest first by modification time
-    (FIFOs, devices, sockets and folders with that suffix are left out; a missing folder has
-    none). Raises :class:`SessionNotFound` when ``session_dir`` exists but is not a folder."""
+    (one dated in the future counts as the oldest; FIFOs, devices, sockets and folders with
+    that suffix are left out; a missing folder has none). Raises :class:`SessionNotFound`
+    when ``session_dir`` exists but is not a folder."""
     folder = Path(session_dir)
     if not folder.is_dir():
         if folder.exists():
@@ -62,21 +74,23 @@ def session_files(session_dir: str | Path) -> list[Path]:
         files = [p for p in folder.glob("*.jsonl") if is_session_file(p)]
     except OSError:
         return []
-    return sorted(files, key=lambda p: (_mtime(p), p.name))
+    now = time.time()
+    return sorted(files, key=lambda p: (_age_key(p, now), p.name))
 
 
 def resolve_session(session_dir: str | Path, ref: str) -> Path:
     """The session file ``ref`` names in ``session_dir``.
 
-    ``latest`` is the newest ``.jsonl`` file by modification time that holds something (an
-    empty file is a session whose start was never recorded); anything else is an exact id
-    (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix. Only
+    ``latest`` is the newest ``.jsonl`` file by modification time (none dated in the future
+    wins) that can be read as a session: it holds something (an empty file is a session
+    whose start was never recorded) and is within ``MAX_SESSION_BYTES``; anything else is an
+    exact id (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix. Only
     regular files count: a FIFO or device named like a session is never chosen.
     """
     folder = Path(session_dir)
     files = session_files(folder)
     if ref == "latest":
-        recorded = [p for p in files if _size(p)]
+        recorded = [p for p in files if _readable(p)]
         if not recorded:
             raise SessionNotFound(ref, "there are no sessions")
         return recorded[-1]

@@ -112,10 +112,6 @@ class TurnTrace:
     """A compression ran at its start."""
 
 
-def _clip(text: str | None, limit: int) -> str | None:
-    return None if text is None else text[:limit]
-
-
 @define
 class RunTrace:
     """One run of a session file: how it started and ended, its turns. Its counts leave out
@@ -126,7 +122,10 @@ class RunTrace:
     session: str = ""
     """The id of the session file."""
     stopped_reason: str | None = None
-    """How it ended (``None`` if the file ends before ``run_end``)."""
+    """How it ended (``None`` if the file ends before ``run_end``, or its ``run_end`` gives
+    no readable reason: :attr:`finished` tells them apart)."""
+    finished: bool = False
+    """A ``run_end`` record closed it."""
     usage: dict[str, int] = field(factory=dict)
     """The run's usage as recorded in ``run_end``."""
     error: dict[str, str] | None = None
@@ -137,8 +136,6 @@ class RunTrace:
     """The OS sandbox the run's commands used, as recorded in ``run_start``."""
     resumed_from: str | None = None
     """The id of the session whose history this run continued (``--resume``), if any."""
-    resumed_path: str | None = None
-    """The path of that session's file, as ``run_start`` names it."""
     seeded: int = 0
     """Messages recorded before the run's input (system prompt, a resumed history)."""
     context: list[Message] = field(factory=list)
@@ -158,10 +155,11 @@ class RunTrace:
     def _by(self, event: str, *keys: str) -> dict[str, int]:
         """How many ``event`` records the run has, by the first of their ``keys`` given."""
         found = (next(filter(None, map(meta.text, keys)), None) for meta in self._events(event))
-        return dict(Counter(str(_clip(key, 200)) for key in found))
+        return dict(Counter((key or "unnamed")[:200] for key in found))
 
     def _said(self, meta: MetaRecord) -> str:
-        return f"{_clip(meta.text('policy'), 200)}: {_clip(meta.text('reason'), 2000)}"
+        policy = (meta.text("policy") or "an unnamed policy")[:200]
+        return f"{policy}: {(meta.text('reason') or 'no reason recorded')[:2000]}"
 
     @property
     def turns(self) -> int:
@@ -177,6 +175,14 @@ class RunTrace:
         if any(call.started for call in calls):
             calls = [call for call in calls if call.started]
         return Counter(call.call.name for call in calls)
+
+    @property
+    def ending(self) -> str:
+        """How it ended, for people: the stop reason, else ``ended (no reason recorded)`` or
+        ``unfinished (no run_end)``."""
+        if self.stopped_reason is not None:
+            return self.stopped_reason
+        return "ended (no reason recorded)" if self.finished else "unfinished (no run_end)"
 
     @property
     def policy_stop(self) -> str | None:
@@ -218,7 +224,9 @@ class RunTrace:
             "seeded_messages": self.seeded,
             "error": self.error,
             "notes": self.notes,
-            "duration_s": (ended - started).total_seconds() if started and ended else None,
+            "duration_s": (ended - started).total_seconds()
+            if started and ended and ended >= started
+            else None,  # a clock set back (or a crafted stamp) gives no duration
         }
 
 

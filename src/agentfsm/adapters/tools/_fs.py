@@ -8,7 +8,10 @@ and symlink loops are refused. What the tools then act on is the descriptor that
 checked, so swapping a folder for a symlink between a check and a use leads nowhere.
 
 The resolved components are returned too: permission rules and the protected folders are
-checked on where a path really leads, not on how it was spelled.
+checked on where a path really leads, not on how it was spelled. Every folder the walk
+opens is also compared by identity (device and inode) with the hidden entries and the
+read-only folders, so another name for one of them (a bind mount, a folder renamed since)
+leads into it no more than its own.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm.sandbox import hidden_beneath
+from agentfsm.sandbox import hidden_beneath, hidden_identities
 
 from ._workspace import PROTECTED_DIR, OutsideWorkspace
 
@@ -147,6 +150,14 @@ def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None) -
         raise
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
+
+
 def _fold(part: str) -> str:
     """How a name compares for the protected check (case and width folded, so that
     case-insensitive file systems and look-alike spellings cannot get around it)."""
@@ -164,7 +175,8 @@ class Resolved:
 
     ``name`` is ``None`` when the path is that folder itself. ``pending`` names folders
     that do not exist yet between ``dir_fd`` and ``name`` (only with ``missing_ok``);
-    ``parts`` are all components from the root. Close it (or use ``with``) when done.
+    ``parts`` are all components from the root; ``readonly`` says that a folder on the way
+    is one of the root's read-only folders by identity. Close it (or use ``with``) when done.
     """
 
     def __init__(
@@ -176,12 +188,14 @@ class Resolved:
         pending: tuple[str, ...] = (),
         must_be_dir: bool = False,
         owned: bool = True,
+        readonly: bool = False,
     ) -> None:
         self.dir_fd = dir_fd
         self.name = name
         self.parts = parts
         self.pending = pending
         self.must_be_dir = must_be_dir
+        self.readonly = readonly
         self._owned = owned
 
     @property
@@ -208,10 +222,12 @@ class SafeRoot:
     ones (by default what the OS sandbox hides that lies beneath the root:
     :func:`~agentfsm.sandbox.hidden_beneath`, the home's secrets and the agent's own
     configuration and state among them) are refused wherever a path leads into them,
-    through symlinks too, whether they exist or not. ``readonly`` paths (relative to the
-    root or absolute; those outside it are ignored, the root itself makes everything
-    read-only) may be read but not changed: :meth:`check_writable` refuses where a resolved
-    path leads into one of them.
+    through symlinks too, whether they exist or not, and, by default, wherever a path
+    leads into one of the hidden entries that exist by another name
+    (:func:`~agentfsm.sandbox.hidden_identities`). ``readonly`` paths (relative to the root
+    or absolute; the root itself makes everything read-only) may be read but not changed:
+    :meth:`check_writable` refuses where a resolved path leads into one of them, by name or,
+    for those that exist, by identity.
     """
 
     def __init__(
@@ -248,6 +264,11 @@ class SafeRoot:
                 if parts is not None and ".." not in parts
             )
         )
+        self.hidden_ids = hidden_identities() if hidden is None else frozenset()
+        self.readonly_ids = frozenset(
+            ident for item in readonly if (ident := _identity(self.path / item)) is not None
+        )
+        self._root_readonly = _identity(self.path) in self.readonly_ids
 
     def _relative(self, path: str) -> list[str] | None:
         """``path``'s components below the root (``None`` for an absolute path outside)."""
@@ -306,7 +327,7 @@ class SafeRoot:
         ``resolved.parts`` are where the path really leads (symlinks followed beneath the
         root), and the tools act on the descriptor those parts were resolved to.
         """
-        if self.is_readonly(resolved.parts):
+        if resolved.readonly or self.is_readonly(resolved.parts):
             raise PathRefused(
                 f"{resolved.rel!r} is part of the agent's own installation (its interpreter, "
                 "site-packages or agentfsm package); the agent does not change it"
@@ -360,6 +381,7 @@ class SafeRoot:
         todo = list(reversed(parts))
         names: list[str] = []
         fds: list[int] = []
+        idents: list[tuple[int, int]] = []
         pending: list[str] = []
         hops = retries = 0
         via_symlink = False
@@ -372,6 +394,7 @@ class SafeRoot:
                         pending.pop()
                     elif names:
                         names.pop()
+                        idents.pop()
                         os.close(fds.pop())
                     else:
                         raise self._outside(path, via_symlink=via_symlink)
@@ -409,7 +432,9 @@ class SafeRoot:
                     else:
                         names.append(name)
                         fds.append(fd)
-                        if self.is_protected(names):
+                        info = os.fstat(fd)
+                        idents.append((info.st_dev, info.st_ino))
+                        if self.is_protected(names) or idents[-1] in self.hidden_ids:
                             raise self.protected_error([*names, *reversed(todo)])
                         continue
                 hops += 1
@@ -432,10 +457,15 @@ class SafeRoot:
             raise
         for fd in fds[:-1]:
             os.close(fd)
-        if fds:
-            return Resolved(fds[-1], final, full, pending=tuple(pending), must_be_dir=must_be_dir)
+        readonly = self._root_readonly or any(i in self.readonly_ids for i in idents)
         return Resolved(
-            self.fd, final, full, pending=tuple(pending), must_be_dir=must_be_dir, owned=False
+            fds[-1] if fds else self.fd,
+            final,
+            full,
+            pending=tuple(pending),
+            must_be_dir=must_be_dir,
+            owned=bool(fds),
+            readonly=readonly,
         )
 
     # -- opening ---------------------------------------------------------------------
@@ -458,6 +488,8 @@ class SafeRoot:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), rel)
         if stat.S_ISLNK(seen.st_mode):
             raise PathRefused(f"{rel!r} changed while it was being opened; try again")
+        if self.is_hidden(seen):
+            raise self.protected_error(resolved.parts)
         check_regular(seen, rel)
         fd, st = open_regular(resolved.dir_fd, resolved.name, rel)
         if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
@@ -469,7 +501,19 @@ class SafeRoot:
         """Open the folder ``resolved`` names (a new descriptor; close it)."""
         if resolved.pending:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), resolved.rel)
-        return open_subdir(resolved.dir_fd, resolved.name or ".")
+        fd = open_subdir(resolved.dir_fd, resolved.name or ".")
+        if not self.shows_dir(fd):
+            os.close(fd)
+            raise self.protected_error(resolved.parts)
+        return fd
+
+    def is_hidden(self, info: os.stat_result) -> bool:
+        """Whether ``info`` is one of the hidden entries, by identity."""
+        return (info.st_dev, info.st_ino) in self.hidden_ids
+
+    def shows_dir(self, fd: int) -> bool:
+        """Whether the open folder ``fd`` is not one of the hidden entries, by identity."""
+        return not self.hidden_ids or not self.is_hidden(os.fstat(fd))
 
     def create_parents(self, resolved: Resolved) -> None:
         """Create the ``pending`` folders of ``resolved``; ``dir_fd`` then holds ``name``."""

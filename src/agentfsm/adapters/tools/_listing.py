@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import closing
 from pathlib import Path
 
 from agentfsm.engine import ToolResult, current_run
 
 from ._fs import PathRefused, Resolved, SafeRoot, open_regular
-from ._search import Budget, FileScan, GlobPattern, compile_regex, grep_lines, walk
+from ._search import Budget, Entry, FileScan, GlobPattern, compile_regex, grep_lines, walk
 from ._workspace import Permissions
 
 __all__ = ["MAX_GLOB", "MAX_LIST", "MAX_MATCHES", "SKIPPED_DIRS", "FolderTools"]
@@ -113,6 +113,19 @@ class FolderTools:
 
         return keep
 
+    def _walk(
+        self, fd: int, base: tuple[str, ...], matcher: GlobPattern, budget: Budget
+    ) -> Generator[Entry, None, None]:
+        """The entries a search looks at: not protected or hidden (by name, or by identity
+        for a folder), nor in a skipped folder."""
+        return walk(
+            fd,
+            budget,
+            keep=self._keep(base),
+            descend=matcher.may_descend,
+            enter=self.root.shows_dir,
+        )
+
     def _notes(self, denied: int, budget: Budget, skipped: int = 0) -> str:
         notes = ""
         if denied:
@@ -192,7 +205,7 @@ class FolderTools:
         denied = 0
         full = False
         try:
-            entries = walk(fd, budget, keep=self._keep(base), descend=matcher.may_descend)
+            entries = self._walk(fd, base, matcher, budget)
             with closing(entries):
                 for entry in entries:
                     if not matcher.match(entry.parts):
@@ -268,7 +281,7 @@ class FolderTools:
             if one_file:
                 capped += scan(fd, "/".join(base)).capped
             else:
-                entries = walk(fd, budget, keep=self._keep(base), descend=matcher.may_descend)
+                entries = self._walk(fd, base, matcher, budget)
                 with closing(entries):
                     for entry in entries:
                         if entry.is_dir or entry.is_link or not matcher.match(entry.parts):
@@ -280,7 +293,10 @@ class FolderTools:
                         try:
                             if not entry.is_file:
                                 raise PathRefused(rel)
-                            file_fd, _ = open_regular(entry.dir_fd, entry.name, rel)
+                            file_fd, info = open_regular(entry.dir_fd, entry.name, rel)
+                            if self.root.is_hidden(info):
+                                os.close(file_fd)
+                                continue
                         except PathRefused:
                             skipped += 1
                             continue

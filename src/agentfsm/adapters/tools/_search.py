@@ -152,10 +152,12 @@ def walk(
     *,
     keep: Callable[[tuple[str, ...], bool], bool] = lambda parts, is_dir: True,
     descend: Callable[[tuple[str, ...]], bool] = lambda parts: True,
+    enter: Callable[[int], bool] = lambda fd: True,
 ) -> Generator[Entry, None, None]:
     """Entries below ``top_fd`` in sorted depth-first order. ``keep`` leaves entries out
-    (and their subtrees); ``descend`` prunes folders nothing can match in."""
-    yield from _walk(top_fd, (), budget, keep, descend)
+    (and their subtrees); ``descend`` prunes folders nothing can match in; ``enter`` is
+    asked about each folder opened (its descriptor) before its entries are read."""
+    yield from _walk(top_fd, (), budget, keep, descend, enter)
 
 
 def _walk(
@@ -164,6 +166,7 @@ def _walk(
     budget: Budget,
     keep: Callable[[tuple[str, ...], bool], bool],
     descend: Callable[[tuple[str, ...]], bool],
+    enter: Callable[[int], bool],
 ) -> Generator[Entry, None, None]:
     rows: list[tuple[str, bool, bool, bool]] = []
     try:
@@ -194,7 +197,8 @@ def _walk(
         except OSError:
             continue  # gone, or no longer a real folder (e.g. swapped for a symlink)
         try:
-            yield from _walk(child, parts, budget, keep, descend)
+            if enter(child):
+                yield from _walk(child, parts, budget, keep, descend, enter)
         finally:
             os.close(child)
 

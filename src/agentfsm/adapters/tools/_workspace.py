@@ -36,8 +36,8 @@ class Workspace:
 
     Raises:
         ValueError: ``root`` is not a folder, or may not be a workspace: ``/``, a home
-            folder, a folder holding one, or a folder the agent never reads
-            (:func:`~agentfsm.sandbox.check_workspace`).
+            folder, a folder holding one, or a folder that lies in or holds one the agent
+            never reads (:func:`~agentfsm.sandbox.check_workspace`).
     """
 
     def __init__(self, root: str | Path) -> None:

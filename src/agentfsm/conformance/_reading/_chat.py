@@ -1,9 +1,11 @@
 """The second reading of the Chat Completions wire: a completion body, or a stream of
-chunks (tool-call fragments by ``index``, or by id and name where a server sends none)."""
+chunks (tool-call fragments by ``index``, or by id, name and where their JSON ends where a
+server sends none), and the deprecated single ``function_call``."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from attrs import define, field
@@ -16,6 +18,7 @@ from ._common import (
     Bad,
     Failure,
     Large,
+    Unsettled,
     as_array,
     as_object,
     as_text,
@@ -67,6 +70,10 @@ def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
     return as_object(choices[0], "choices[0]") if choices else {}
 
 
+def _legacy(holder: dict[str, Any]) -> dict[str, Any]:
+    return as_object(holder.get("function_call"), "function_call")
+
+
 def chat_body(response: RecordedResponse, data: dict[str, Any]) -> Answer | Failure:
     if "error" in data and not data.get("choices"):
         return failed(response, data)
@@ -78,6 +85,10 @@ def chat_body(response: RecordedResponse, data: dict[str, Any]) -> Answer | Fail
         found.append(
             (call.get("id"), as_text(function.get("name"), "name") or "", function.get("arguments"))
         )
+    legacy = _legacy(message)
+    name = as_text(legacy.get("name"), "function_call.name") or ""
+    if not found and (name or legacy.get("arguments")):
+        found.append((None, name, legacy.get("arguments")))
     calls = calls_of(found)
     text = _content_text(message.get("content"))
     if not text and isinstance(message.get("refusal"), str):
@@ -97,6 +108,78 @@ def chat_body(response: RecordedResponse, data: dict[str, Any]) -> Answer | Fail
     )
 
 
+class _Shape:
+    """Whether argument text, given piece by piece, is so far one whole JSON object (or a
+    JSON string holding one) and nothing after it but white space. Only brackets, quotes
+    and backslashes are visited, each once; the text is parsed once, when its value
+    closes."""
+
+    def __init__(self) -> None:
+        self.opened = self.closed = self.spoilt = False
+        self.nesting = 0
+        self.quoted = self.escaped = self.quoted_top = False
+        self.verdict: bool | None = None
+
+    def add(self, piece: str) -> None:
+        position = 0
+        while position < len(piece) and not self.spoilt:
+            if not self.opened or self.closed:
+                rest = piece[position:].lstrip()
+                if not rest:
+                    return
+                if self.closed or rest[0] not in '{"':
+                    self.spoilt = True
+                    return
+                self.opened = True
+                self.quoted = self.quoted_top = rest[0] == '"'
+                self.nesting = 0 if self.quoted else 1
+                position = len(piece) - len(rest) + 1
+                continue
+            for mark in _MARKS.finditer(piece, position):
+                at = mark.start()
+                if self.escaped:
+                    self.escaped = False
+                    if at == position:  # the mark is the character escaped
+                        position = at + 1
+                        continue
+                char = mark.group()
+                if self.quoted:
+                    if char == "\\":
+                        self.escaped = True
+                    elif char == '"':
+                        self.quoted = False
+                        self.closed = self.quoted_top
+                elif char == '"':
+                    self.quoted = True
+                elif char in "{[":
+                    self.nesting += 1
+                elif char in "}]":
+                    self.nesting -= 1
+                    self.closed = self.nesting == 0
+                position = at + 1
+                if self.closed:
+                    break
+            else:
+                if self.escaped and position < len(piece):
+                    self.escaped = False  # the character escaped was no mark
+                return
+
+    def whole(self, text: str) -> bool:
+        if not self.closed or self.spoilt:
+            return False
+        if self.verdict is None:
+            try:
+                value = json.loads(text)
+                value = json.loads(value) if isinstance(value, str) else value
+            except (ValueError, RecursionError):
+                value = None
+            self.verdict = isinstance(value, dict)
+        return self.verdict
+
+
+_MARKS = re.compile(r'[{}\[\]"\\]')
+
+
 @define
 class _ChatCall:
     """One tool call as a Chat Completions stream's fragments build it."""
@@ -106,24 +189,102 @@ class _ChatCall:
     name: str = ""
     text: list[str] = field(factory=list)
     size: int = 0
-    """Characters of argument text so far."""
-    checked: int = 0
-    """Its size when it last was not a whole object (re-read only once it doubled, so many
-    fragments cost linear time)."""
     whole: dict[str, Any] | None = None
     """Arguments sent as an object (not JSON text)."""
+    shape: _Shape = field(factory=_Shape)
 
     def complete(self) -> bool:
-        """Whether the argument text forms a whole JSON object."""
-        if not self.size or (self.checked and self.size < 2 * self.checked):
+        return self.whole is not None or self.shape.whole("".join(self.text))
+
+    def given(self) -> bool:
+        return bool(self.name or self.id or self.size or self.whole is not None)
+
+    def add(self, given_id: str, name: str, arguments: Any) -> None:
+        self.id = self.id or given_id
+        if name and name != self.name:  # a whole name repeated is a repeat, not a part
+            self.name += name
+        if isinstance(arguments, dict):
+            self.whole = arguments
+        elif isinstance(arguments, str):
+            self.text.append(arguments)
+            self.size += len(arguments)
+            if self.size > LIMITS.max_argument_bytes:
+                raise Large("max_argument_bytes")
+            self.shape.add(arguments)
+        elif arguments is not None:
+            raise Bad("function.arguments is not a string")
+
+
+@define
+class _Calls:
+    """A stream's tool calls: by ``index``, as the wire documents it; without one, a
+    fragment continues the last call unless it gives another id, or (without an id) names
+    another tool, or names the same tool with arguments opening a second JSON value after
+    a whole one."""
+
+    indexed: dict[int, _ChatCall] = field(factory=dict)
+    plain: list[_ChatCall] = field(factory=list)
+    legacy: _ChatCall | None = None
+
+    def count(self) -> None:
+        if len(self.indexed) + len(self.plain) + (self.legacy is not None) > LIMITS.max_tool_calls:
+            raise Large("max_tool_calls")
+
+    def fragment(self, fragment: dict[str, Any]) -> None:
+        function = as_object(fragment.get("function"), "function")
+        given_id: str = fragment["id"] if isinstance(fragment.get("id"), str) else ""
+        name = as_text(function.get("name"), "name") or ""
+        arguments = function.get("arguments")
+        index = fragment.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            if self.plain:
+                raise Unsettled("tool-call fragments with and without an index in one reply")
+            call = self.indexed.get(index)
+            if call is None:
+                call = self.indexed[index] = _ChatCall(index)
+                self.count()
+            elif given_id and call.id and given_id != call.id:
+                raise Unsettled(f"two ids given to the tool call at index {index}")
+            call.add(given_id, name, arguments)
+            return
+        if self.indexed:
+            raise Unsettled("tool-call fragments with and without an index in one reply")
+        last = self.plain[-1] if self.plain else None
+        if last is None or self._opens(last, given_id, name, arguments):
+            last = _ChatCall(None)
+            self.plain.append(last)
+            self.count()
+        last.add(given_id, name, arguments)
+
+    @staticmethod
+    def _opens(last: _ChatCall, given_id: str, name: str, arguments: Any) -> bool:
+        if given_id:
+            return bool(last.id) and given_id != last.id
+        if name and last.name and name != last.name:
+            return True
+        opening = isinstance(arguments, dict) or (
+            isinstance(arguments, str) and arguments.lstrip()[:1] in ("{", '"')
+        )
+        if not opening or not last.complete():
             return False
-        try:
-            if isinstance(json.loads("".join(self.text)), dict):
-                return True
-        except (ValueError, RecursionError):
-            pass
-        self.checked = self.size
-        return False
+        if not name:
+            raise Unsettled(
+                "a tool-call fragment without index, id or name opens a second JSON value "
+                "after a whole call: another call, or arguments that are not JSON"
+            )
+        return name == last.name
+
+    def found(self) -> list[tuple[Any, str, Any]]:
+        """(id, name, arguments) of each call something of which came, in index order; the
+        deprecated single call when no other came."""
+        calls = [self.indexed[i] for i in sorted(self.indexed)] + self.plain
+        if not any(c.given() for c in calls) and self.legacy is not None:
+            calls = [self.legacy]
+        return [
+            (c.id, c.name, c.whole if c.whole is not None else "".join(c.text))
+            for c in calls
+            if c.given()
+        ]
 
 
 def chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
@@ -132,7 +293,7 @@ def chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     model = ident = finish = None
     empty_finish = started = False
     usage: dict[str, Any] = {}
-    calls: list[_ChatCall] = []
+    calls = _Calls()
     for event in payloads(text, lambda _event: False, "ends"):
         if isinstance(event, str):
             return malformed(started)
@@ -163,18 +324,21 @@ def chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             thought.append(pieces[1])
             started = started or any(pieces)
             for fragment in as_array(delta.get("tool_calls"), "tool_calls"):
-                _chat_fragment(calls, as_object(fragment, "tool_calls[]"))
+                calls.fragment(as_object(fragment, "tool_calls[]"))
+            legacy = _legacy(delta)
+            if legacy:
+                if calls.legacy is None:
+                    calls.legacy = _ChatCall(None)
+                    calls.count()
+                name = as_text(legacy.get("name"), "function_call.name") or ""
+                calls.legacy.add("", name, legacy.get("arguments"))
             reason = as_text(choice.get("finish_reason"), "finish_reason")
             finish = reason or finish
             empty_finish = empty_finish or reason == ""
     answer, reasoning = "".join(said), "".join(thought)
-    if not answer and not calls and finish is None:
+    found = calls.found()
+    if not answer and not found and finish is None:
         return empty_answer(response)
-    found = []
-    for call in calls:
-        if call.name or call.id or call.size or call.whole is not None:
-            arguments = call.whole if call.whole is not None else "".join(call.text)
-            found.append((call.id, call.name, arguments))
     tools = calls_of(found)
     return Answer(
         answer,
@@ -186,52 +350,3 @@ def chat_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         ident,
         model,
     )
-
-
-def _chat_fragment(calls: list[_ChatCall], fragment: dict[str, Any]) -> None:
-    """One tool-call fragment of a stream into ``calls``: by its ``index``; without one, a
-    fragment opens a new call when its id (or, without an id, its name) differs from the
-    last call's, or when it names the last call's tool again while that call's arguments
-    already form a whole object (a second call of the same tool)."""
-    function = as_object(fragment.get("function"), "function")
-    given_id: str = fragment["id"] if isinstance(fragment.get("id"), str) else ""
-    name = as_text(function.get("name"), "name") or ""
-    arguments = function.get("arguments")
-    index = fragment.get("index")
-    at = None
-    if isinstance(index, int) and not isinstance(index, bool):
-        at = next((n for n, c in enumerate(calls) if c.index == index), None)
-        if at is None:
-            calls.append(_ChatCall(index))
-            at = len(calls) - 1
-    elif calls:
-        last = calls[-1]
-        fresh = (
-            (given_id and last.id and given_id != last.id)
-            or (not given_id and name and last.name and name != last.name)
-            or (name and name == last.name and last.whole is not None)
-            or (
-                not given_id
-                and name
-                and name == last.name
-                and isinstance(arguments, str)
-                and arguments.lstrip().startswith("{")
-                and last.complete()
-            )
-        )
-        at = None if fresh else len(calls) - 1
-    if at is None:
-        calls.append(_ChatCall(None))
-        at = len(calls) - 1
-    if len(calls) > LIMITS.max_tool_calls:
-        raise Large("max_tool_calls")
-    call = calls[at]
-    call.id = call.id or given_id
-    call.name = call.name or name
-    if isinstance(arguments, dict):
-        call.whole = arguments
-    elif isinstance(arguments, str):
-        call.text.append(arguments)
-        call.size += len(arguments)
-    elif arguments is not None:
-        raise Bad("function.arguments is not a string")

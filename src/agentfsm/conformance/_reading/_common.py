@@ -1,10 +1,11 @@
 """What the second reading shares across wires: what it answers (:class:`Answer`,
 :class:`Failure`, :class:`Reading`), the event-stream splitting, JSON and shape checks, tool
-calls and their arguments, usage and the errors a reply makes."""
+calls and their arguments, finish reasons, usage and the errors a reply makes."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeAlias
@@ -17,7 +18,7 @@ from agentfsm.adapters.providers import (
     classify_error_body,
     normalize_finish,
 )
-from agentfsm.engine import Usage, nests_deeper_than
+from agentfsm.engine import Usage, json_shape
 
 __all__ = [
     "LIMITS",
@@ -28,6 +29,7 @@ __all__ = [
     "Failure",
     "Large",
     "Reading",
+    "Unsettled",
     "WireName",
     "anthropic_usage",
     "as_array",
@@ -116,6 +118,10 @@ class Large(Exception):
     """The reply passes a bound of :class:`~agentfsm.adapters.providers.Limits`."""
 
 
+class Unsettled(Exception):
+    """The bytes do not settle what the answer is (the message says why): unjudged."""
+
+
 def sse_events(text: str) -> Iterator[tuple[str, str]]:
     """(event type, data) of each event of a ``text/event-stream`` body, as the SSE
     specification dispatches them: at a blank line, with a leading BOM, comments and events
@@ -150,7 +156,7 @@ def decode(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise Bad("nested too deeply") from None
-    if nests_deeper_than(value, LIMITS.max_json_depth):
+    if json_shape(text)[0] > LIMITS.max_json_depth:
         raise Bad("nested too deeply")
     return value
 
@@ -239,8 +245,18 @@ def calls_of(found: list[tuple[Any, str, Any]]) -> tuple[Call, ...]:
     return tuple(out)
 
 
+_CUTS = ("length", "content_filter")
+
+
 def finish_of(raw: str | None, calls: tuple[Call, ...]) -> tuple[str | None, str | None]:
-    return normalize_finish(raw, bool(calls))
+    """(normalized, raw) finish reason from the provider's own string: its word in the
+    documented vocabulary (:func:`~agentfsm.adapters.providers.normalize_finish` names it),
+    then ``tool_calls`` for an answer with calls, unless the word says the answer was cut
+    (``length``, ``content_filter``): a cut is never hidden by the calls it cut."""
+    word, kept = normalize_finish(raw, False)
+    if calls and word not in _CUTS:
+        return "tool_calls", kept
+    return word, kept
 
 
 def merge(into: dict[str, Any], update: Any) -> None:
@@ -253,10 +269,19 @@ def merge(into: dict[str, Any], update: Any) -> None:
             into[key] = value
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _count(usage: dict[str, Any], name: str) -> int:
+    """A token count: an integer, a whole number written as a float or as decimal digits;
+    absent or ``null`` is 0; anything else is no count (:class:`Bad`)."""
+    value = usage.get(name)
+    if value is None:
         return 0
-    return int(value)
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    raise Bad(f"usage.{name} is not a token count")
 
 
 def openai_usage(usage: Any) -> Usage | None:
@@ -266,21 +291,19 @@ def openai_usage(usage: Any) -> Usage | None:
     the prompt's two parts."""
     if not isinstance(usage, dict) or not usage:
         return None
-    prompt = _count(
-        usage["prompt_tokens"] if "prompt_tokens" in usage else usage.get("input_tokens")
-    )
+    prompt = _count(usage, "prompt_tokens" if "prompt_tokens" in usage else "input_tokens")
     completion = _count(
-        usage["completion_tokens"] if "completion_tokens" in usage else usage.get("output_tokens")
+        usage, "completion_tokens" if "completion_tokens" in usage else "output_tokens"
     )
     given_in = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
     given_out = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
     inputs = given_in if isinstance(given_in, dict) else {}
     outputs = given_out if isinstance(given_out, dict) else {}
-    read, written = _count(inputs.get("cached_tokens")), _count(inputs.get("cache_write_tokens"))
+    read, written = _count(inputs, "cached_tokens"), _count(inputs, "cache_write_tokens")
     if "prompt_cache_hit_tokens" in usage:
-        read = _count(usage["prompt_cache_hit_tokens"])
-        prompt = max(prompt, read + _count(usage.get("prompt_cache_miss_tokens")))
-    reasoning = _count(outputs.get("reasoning_tokens"))
+        read = _count(usage, "prompt_cache_hit_tokens")
+        prompt = max(prompt, read + _count(usage, "prompt_cache_miss_tokens"))
+    reasoning = _count(outputs, "reasoning_tokens")
     total = usage.get("total_tokens")
     apart = reasoning and isinstance(total, int) and total >= prompt + completion + reasoning
     return Usage(
@@ -296,11 +319,11 @@ def anthropic_usage(usage: Any) -> Usage | None:
     """Messages usage: ``input_tokens`` leaves out the cache reads and writes."""
     if not isinstance(usage, dict) or not usage:
         return None
-    read = _count(usage.get("cache_read_input_tokens"))
-    written = _count(usage.get("cache_creation_input_tokens"))
+    read = _count(usage, "cache_read_input_tokens")
+    written = _count(usage, "cache_creation_input_tokens")
     return Usage(
-        input_tokens=_count(usage.get("input_tokens")) + read + written,
-        output_tokens=_count(usage.get("output_tokens")),
+        input_tokens=_count(usage, "input_tokens") + read + written,
+        output_tokens=_count(usage, "output_tokens"),
         cache_read_tokens=read,
         cache_write_tokens=written,
     )

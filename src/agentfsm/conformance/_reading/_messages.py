@@ -1,5 +1,7 @@
 """The second reading of the Anthropic Messages wire: a message body, or its event stream
-(content blocks by index; LiteLLM's one call split over blocks of one id)."""
+(content blocks by index; LiteLLM's one call split over blocks of one id). Signed thinking
+blocks and redacted thinking are the answer's reasoning items: what the next request must
+send back."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ._common import (
     Event,
     Failure,
     Large,
+    Unsettled,
     anthropic_usage,
     as_array,
     as_object,
@@ -42,6 +45,11 @@ def messages_body(response: RecordedResponse, data: dict[str, Any]) -> Answer | 
     reasoning = "".join(
         as_text(b.get("thinking"), "thinking") or "" for b in blocks if b.get("type") == "thinking"
     )
+    items = [
+        _kept(b["type"], as_text(b.get(_CONTENT[b["type"]]), b["type"]) or "", _signature(b))
+        for b in blocks
+        if b.get("type") in _CONTENT
+    ]
     uses = [b for b in blocks if b.get("type") == "tool_use"]
     calls = calls_of(
         [
@@ -52,13 +60,33 @@ def messages_body(response: RecordedResponse, data: dict[str, Any]) -> Answer | 
     return Answer(
         text,
         reasoning or None,
-        (),
+        tuple(item for item in items if item is not None),
         calls,
         *finish_of(as_text(data.get("stop_reason"), "stop_reason"), calls),
         anthropic_usage(as_object(data.get("usage"), "usage")),
         named(data.get("id")),
         named(data.get("model")),
     )
+
+
+_CONTENT = {"thinking": "thinking", "redacted_thinking": "data"}
+"""The reasoning blocks an answer keeps to send back, and the field holding their content."""
+
+
+def _signature(block: dict[str, Any]) -> str:
+    """A thinking block's signature (none given: ``""``)."""
+    given = block.get("signature") if block.get("type") == "thinking" else None
+    return (as_text(given, "signature") or "") if given else ""
+
+
+def _kept(kind: str, content: str, signature: str) -> dict[str, Any] | None:
+    """A reasoning block as the next request must send it back: a thinking block with its
+    signature (one without cannot go back: nothing), a redacted one with its data."""
+    if kind == "redacted_thinking":
+        return {"type": kind, "data": content}
+    if not signature:
+        return None
+    return {"type": kind, "thinking": content, "signature": signature}
 
 
 def _index(payload: dict[str, Any], default: int) -> int:
@@ -115,6 +143,8 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
                 and last["type"] == "tool_use"
                 and last.get("id") == started.get("id")
             )
+            if index in blocks and not (same_call and blocks[index] is last):
+                raise Unsettled(f"a second content block started at index {index}")
             if same_call and last is not None:  # LiteLLM: one call in several blocks
                 blocks[index] = last
                 continue
@@ -122,8 +152,11 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             entry["id"] = as_text(started.get("id"), "id") or ""
             entry["name"] = as_text(started.get("name"), "name") or ""
             entry["input"] = started.get("input")
+            entry["signature"] = [_signature(started)] if entry["type"] == "thinking" else []
             if entry["type"] in ("text", "thinking"):
                 entry["text"] = [as_text(started.get(entry["type"]), entry["type"]) or ""]
+            if entry["type"] == "redacted_thinking":  # whole in its start: no delta adds to it
+                entry["data"] = as_text(started.get("data"), "data") or ""
         elif kind == "content_block_delta":
             index = _index(payload, -1)
             delta = as_object(payload.get("delta"), "delta")
@@ -135,6 +168,10 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
             elif part == "thinking_delta":
                 entry["text"].append(as_text(delta.get("thinking"), "thinking") or "")
                 said_any = said_any or bool(delta.get("thinking"))
+            elif part == "signature_delta":
+                entry.setdefault("signature", []).append(
+                    as_text(delta.get("signature"), "signature") or ""
+                )
             elif part == "input_json_delta":
                 entry["json"].append(as_text(delta.get("partial_json"), "partial_json") or "")
         elif kind == "message_delta":
@@ -151,6 +188,11 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     unique = list({id(e): e for e in entries}.values())
     text_out = "".join("".join(e["text"]) for e in unique if e["type"] == "text")
     thinking = "".join("".join(e["text"]) for e in unique if e["type"] == "thinking")
+    items = [
+        _kept(e["type"], e.get("data", "".join(e["text"])), "".join(e.get("signature", [])))
+        for e in unique
+        if e["type"] in _CONTENT
+    ]
     found = [
         (e["id"], e["name"], "".join(e["json"]) if "".join(e["json"]).strip() else e["input"])
         for e in unique
@@ -160,7 +202,7 @@ def messages_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     return Answer(
         text_out,
         thinking or None,
-        (),
+        tuple(item for item in items if item is not None),
         calls,
         *finish_of(reason, calls),
         anthropic_usage(usage),

@@ -1,10 +1,13 @@
-"""The second reading of the OpenAI Responses wire: a response object, or its event stream
-(output items built from their deltas and replaced by the whole item when it comes)."""
+"""The second reading of the OpenAI Responses wire: a response object, or its event stream:
+the final response's ``output`` when it holds items (the completed response is the
+authority), else the output items built from their deltas and replaced by the whole item
+when it comes."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from attrs import define, evolve, field
 
 from agentfsm.adapters.providers import RecordedResponse
@@ -153,12 +156,14 @@ def _fold_items(items: list[_Item], data: dict[str, Any], usage: Usage | None) -
     )
 
 
-def _whole_response(data: dict[str, Any], usage: Any) -> Answer:
-    """A whole response object (a body, or a stream's final response when no item came as
-    events): its output items, and ``output_text`` (the SDKs' convenience field) when it
-    has no message."""
+def _whole_response(data: dict[str, Any], usage: Any, streamed: dict[int, _Item]) -> Answer:
+    """A whole response object (a body, or a stream's final response, whose output is the
+    answer when it holds items): its output items, the item a stream built at the same
+    position standing in for a part one leaves empty; and ``output_text`` (the SDKs'
+    convenience field) when it has no message."""
     output = [as_object(i, "output[]") for i in as_array(data.get("output"), "output")]
-    answer = _fold_items([_Item(whole=i) for i in output], data, openai_usage(usage))
+    items = [attrs.evolve(streamed.get(n, _Item()), whole=i) for n, i in enumerate(output)]
+    answer = _fold_items(items, data, openai_usage(usage))
     given = data.get("output_text")
     if isinstance(given, str) and not any(i.get("type") == "message" for i in output):
         return evolve(answer, text=given)
@@ -170,7 +175,7 @@ def responses_body(response: RecordedResponse, data: dict[str, Any]) -> Answer |
         return failed(response, _failure_body(data))
     if data.get("error") and not data.get("output"):
         return failed(response, data)
-    return _whole_response(data, as_object(data.get("usage"), "usage"))
+    return _whole_response(data, as_object(data.get("usage"), "usage"), {})
 
 
 _TERMINAL = ("response.completed", "response.incomplete")
@@ -190,6 +195,7 @@ def responses_stream(response: RecordedResponse, text: str) -> Answer | Failure:
     opened: list[int] = []
     by_id: dict[str, int] = {}
     said_any = False
+    following = [0]  # the index an item without output_index gets: one past the highest
 
     def item(payload: dict[str, Any], kind: str, opens: bool = False) -> _Item:
         """The item an event is about: by its ``output_index``, else the one its
@@ -201,10 +207,13 @@ def responses_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         if index is None and isinstance(item_id, str):
             index = by_id.get(item_id)
         if index is None:
-            index = opened[-1] if opened and not opens else max(items, default=-1) + 1
+            index = opened[-1] if opened and not opens else following[0]
         if index not in items:
             items[index] = _Item(kind)
             opened.append(index)
+            following[0] = max(following[0], index + 1)
+            if len(items) > LIMITS.max_blocks:
+                raise Large("max_blocks")
         if isinstance(item_id, str) and item_id and "item" in payload:
             by_id[item_id] = index
         return items[index]
@@ -260,10 +269,11 @@ def responses_stream(response: RecordedResponse, text: str) -> Answer | Failure:
         return empty_answer(response)
     if final is None:
         return Failure("connection", None, not said_any, "a stream cut before its last event")
-    if not items and as_array(final.get("output"), "output"):
-        return _whole_response({**final, "status": meta["status"]}, usage or final.get("usage"))
-    if final.get("incomplete_details") is not None:
-        meta["incomplete_details"] = final["incomplete_details"]
-    if isinstance(final.get("model"), str):
-        meta["model"] = final["model"]
+    data = {**final, "status": meta["status"]}
+    data["id"] = named(final.get("id")) or meta["id"]
+    data["model"] = named(final.get("model")) or meta["model"]
+    if as_array(final.get("output"), "output"):  # the completed response is the authority
+        return _whole_response(data, usage or final.get("usage"), items)
+    meta["incomplete_details"] = final.get("incomplete_details")
+    meta["id"], meta["model"] = data["id"], data["model"]
     return _fold_items([items[i] for i in sorted(items)], meta, openai_usage(usage))
