@@ -115,10 +115,17 @@ def test_batch_refuses_bad_task_files(
         '{"id": "a", "prompt": "x", "max_turns": 0}\n': "max_turns must be",
         '{"id": "a", "prompt": "x", "workspace": "missing"}\n': "is not a folder",
         "\n": "has no tasks",
+        '{"id": "a", "prompt": "x"}\n' + "[" * 100_000 + "\n": "tasks.jsonl:2: not a task",
+        '{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "x\0"}\n': "tasks.jsonl:2: a NUL",
+        '{"id": "a", "prompt": "x\\u0000"}\n': "tasks.jsonl:1: 'prompt' holds a NUL",
+        '{"id": "a", "prompt": "x\\ud800"}\n': "tasks.jsonl:1: 'prompt' holds a NUL",
+        '{"id": "a", "prompt": "x", "workspace": "w\\u0000"}\n': "tasks.jsonl:1: 'workspace'",
+        '{"id": "a", "prompt": "x"}\n\n{"id": \n': "tasks.jsonl:3: not JSON",
+        '{"id": "a", "prompt": "x"}\n\udcff\n': "tasks.jsonl:2: not UTF-8",
     }
     with FakeProviderServer() as server:
         for text, message in cases.items():
-            (tmp_path / "tasks.jsonl").write_text(text)
+            (tmp_path / "tasks.jsonl").write_bytes(text.encode("utf-8", "surrogateescape"))
             code = main(
                 [
                     "batch",
@@ -133,7 +140,41 @@ def test_batch_refuses_bad_task_files(
             err = capsys.readouterr().err
             assert code == 2, err
             assert message in err, err
+            assert len(err.splitlines()) == 1, err
         assert server.requests == []
+    # Nothing of the refused files was submitted.
+    assert _listed(tmp_path) == {}
+
+
+def _listed(tmp_path: Path) -> dict[str, str]:
+    """The runs of the queue's database and their states, read by ``agentfsm runs list``."""
+    listing = agentfsm(
+        tmp_path, "runs", "list", "--all", "--json", "--database-url", database_url(tmp_path)
+    )
+    out, err = listing.communicate(timeout=120)
+    assert listing.returncode == 0, err
+    return {run["id"]: run["status"] for run in map(json.loads, out.decode().split("\n")[:-1])}
+
+
+def test_batch_takes_a_bom_crlf_and_line_separators_inside_prompts(tmp_path: Path) -> None:
+    """A UTF-8 BOM at the start is skipped, CRLF ends a line, and U+2028, U+2029 and U+0085
+    in a prompt are text, not line ends: each prompt reaches the model whole."""
+    (tmp_path / "work").mkdir()
+    prompts = {"a": "task a one\u2028two", "b": "task b three\u2029four\x85five"}
+    lines = [json.dumps({"id": k, "prompt": v}, ensure_ascii=False) for k, v in prompts.items()]
+    (tmp_path / "tasks.jsonl").write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode())
+    with FakeProviderServer() as server:
+        server.handler = reply
+        code, _, err = _batch(tmp_path, server)
+        assert code == 0, err
+        sent = sorted(
+            m["content"]
+            for request in server.requests
+            for m in request.json()["messages"]
+            if m.get("role") == "user"
+        )
+    assert set(prompts.values()) <= set(sent)
+    assert _listed(tmp_path) == dict.fromkeys(prompts, "SUCCESS")
 
 
 def test_rates_parse() -> None:

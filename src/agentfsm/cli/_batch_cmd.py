@@ -65,13 +65,21 @@ def _session_path(session_dir: Path, task_id: str) -> Path:
 def _task(
     line: str, number: int, base: Path, args: argparse.Namespace, checked: dict[Path, str | None]
 ) -> tuple[str, RunSpec]:
-    where = f"{args.tasks}:{number}"
+    where = f"{args.tasks[:200]}:{number}"
     try:
         data = json.loads(line)
     except ValueError as error:
         raise _Usage(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise _Usage(f"{where}: not a task (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise _Usage(f"{where}: a task is a JSON object")
+    for key, value in data.items():
+        if isinstance(value, str) and not _storable(value):
+            raise _Usage(
+                f"{where}: {key[:40]!r} holds a NUL character or a lone surrogate, "
+                "which no database or provider takes"
+            )
     unknown = sorted(str(key) for key in data if key not in TASK_KEYS)
     if unknown:
         names = ", ".join(repr(key[:40]) for key in unknown[:5])
@@ -143,21 +151,44 @@ def _task(
     )
 
 
+def _storable(text: str) -> bool:
+    """Whether ``text`` has neither NUL nor a lone surrogate (PostgreSQL refuses the one,
+    UTF-8 the other)."""
+    if "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
-    """The tasks of the file, checked (a duplicate id is a usage error)."""
+    """The tasks of the file, checked (a duplicate id is a usage error). Lines end at
+    ``\\n`` only (a U+2028 in a prompt is text); a UTF-8 byte order mark at the start is
+    skipped."""
     path = Path(args.tasks)
     try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise _Usage(f"cannot read {args.tasks[:200]!r}: {error}") from None
+        data = path.read_bytes()
+    except OSError as error:
+        raise _Usage(f"cannot read {args.tasks[:200]!r}: {error.strerror or error}") from None
+    lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     tasks: dict[str, RunSpec] = {}
     checked: dict[Path, str | None] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
+        try:
+            line = raw.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _Usage(
+                f"{args.tasks[:200]}:{number}: not UTF-8 (byte {error.start + 1} of the line)"
+            ) from None
+        if "\0" in line:
+            raise _Usage(f"{args.tasks[:200]}:{number}: a NUL byte (not a JSON Lines file)")
         if not line.strip():
             continue
         task_id, spec = _task(line, number, path.resolve().parent, args, checked)
         if task_id in tasks:
-            raise _Usage(f"{args.tasks}:{number}: duplicate id {task_id[:100]!r}")
+            raise _Usage(f"{args.tasks[:200]}:{number}: duplicate id {task_id[:100]!r}")
         tasks[task_id] = spec
     if not tasks:
         raise _Usage(f"{args.tasks[:200]!r} has no tasks")
