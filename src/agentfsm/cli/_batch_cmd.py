@@ -198,9 +198,12 @@ def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
 def _check(args: argparse.Namespace) -> None:
     from agentfsm.adapters.durable import parse_rate
 
+    from ._durable_cmd import refuse_stored_credentials
+
     args.resume = None
     run_cmd._check_numbers(args)
     run_cmd._check_inputs(args, Path("."), None)
+    refuse_stored_credentials(args)
     if args.rate is not None:
         try:
             args.rate = parse_rate(args.rate)

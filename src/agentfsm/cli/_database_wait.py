@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._database_url import _shown
+from ._database_url import _shown, hide_secrets
 from ._terminal import one_line
 
 __all__ = [
@@ -53,7 +53,7 @@ class DatabaseStatus:
 
     def line(self, seconds: float, reason: str | None) -> str:
         """``the database 'URL' has not answered for 12 s (REASON); waiting up to 300 s``."""
-        because = f" ({reason})" if reason else ""
+        because = f" ({hide_secrets(reason)})" if reason else ""
         wait = (
             f"; waiting up to {self.limit:.0f} s (--database-wait)"
             if self.limit is not None
@@ -95,7 +95,7 @@ class DatabaseStatus:
 
     def gave_up(self, seconds: float, reason: str | None, then: str) -> None:
         """The wait passed ``--database-wait``: one line, with what to do next."""
-        because = f" ({reason})" if reason else ""
+        because = f" ({hide_secrets(reason)})" if reason else ""
         self._print(
             one_line(
                 f"the database {self.shown_url} has not answered for {seconds:.0f} s{because}: "

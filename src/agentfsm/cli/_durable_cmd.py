@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentfsm.adapters.durable import (
     APPLICATION_VERSION,
@@ -298,6 +299,7 @@ def run_durable(args: argparse.Namespace) -> int:
             )
         run_cmd.check_prompt(args.prompt)
         run_cmd._check_numbers(args)
+        refuse_stored_credentials(args)
         args.database_url = check_database_url(args.database_url)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
@@ -443,6 +445,18 @@ def runs(args: argparse.Namespace) -> int:
         return leave(130)
 
 
+def refuse_stored_credentials(args: argparse.Namespace) -> None:
+    """A ``--base-url`` holding credentials (``user:password@``) is refused: the options of a durable run
+    are stored in the database, readable by whoever reads it (the key is read from the
+    environment of the process that runs the task, ``--api-key-env``)."""
+    base_url = getattr(args, "base_url", None)
+    if base_url and "@" in urlsplit(base_url).netloc:
+        raise UsageError(
+            "--base-url holds credentials (user:password@): a durable run's options are "
+            "stored in the database; give the key through --api-key-env instead"
+        )
+
+
 _PROVIDER_OPTIONS = (
     "provider",
     "model",
@@ -504,6 +518,7 @@ def _retry(args: argparse.Namespace) -> int:
         try:
             run_cmd._check_numbers(checked)
             run_cmd._check_inputs(checked, Path("."), None)
+            refuse_stored_credentials(args)
         except UsageError as error:
             print(f"agentfsm runs retry: {one_line(str(error))}", file=sys.stderr)
             return 2

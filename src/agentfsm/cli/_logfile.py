@@ -23,6 +23,7 @@ from typing import Any
 
 from agentfsm.adapters.sessions import state_home
 
+from ._database_url import hide_secrets
 from ._terminal import sanitize
 
 __all__ = [
@@ -59,14 +60,15 @@ is added when its provider is built)."""
 
 class _Formatter(logging.Formatter):
     """One record, sanitized for a terminal, its traceback included, with every API key
-    (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted."""
+    (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted, and every password
+    of a database URL or connection string quoted in it (:func:`hide_secrets`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         from agentfsm.adapters.providers import Secret, redact, registered_secrets
 
         secrets: list[str | Secret] = list(registered_secrets())
         secrets += [os.environ.get(name, "") for name in sorted(KEY_ENVS)]
-        return redact(sanitize(super().format(record)), secrets)
+        return hide_secrets(redact(sanitize(super().format(record)), secrets))
 
 
 class _LogFile(logging.handlers.RotatingFileHandler):
