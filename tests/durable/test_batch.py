@@ -234,3 +234,18 @@ def test_python_enqueue_worker_gather(tmp_path: Path, monkeypatch: pytest.Monkey
     assert {r.status for r in found} == {"SUCCESS"}
     assert sorted(_built) == ["p0", "p1", "p2"]
     assert seen[-1].startswith("done 3/3")
+
+
+def test_a_long_submission_is_not_a_database_outage(tmp_path: Path) -> None:
+    """Enqueueing a thousand tasks takes several seconds, much longer than --database-wait
+    1: the database answers each one, so no outage is said and nothing is given up."""
+    (tmp_path / "work").mkdir()
+    ids = [f"t{n}" for n in range(1000)]
+    write_tasks(tmp_path / "tasks.jsonl", ids)
+    with FakeProviderServer() as server:
+        code, _, err = _batch(tmp_path, server, "--detach", "--database-wait", "1")
+    assert code == 0, err
+    assert "has not answered" not in err, err
+    assert "1000 task(s) enqueued" in err, err
+    assert server.requests == []
+    assert _listed(tmp_path) == dict.fromkeys(ids, "ENQUEUED")

@@ -277,7 +277,9 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
         return 1
     try:
         submitted = status.patiently(
-            lambda: submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
+            lambda heard: submit_tasks(
+                tasks, client=client, retry_failed=args.retry_failed, on_answer=heard
+            )
         )
         _warn_changed(submitted.changed)
         if not args.quiet:

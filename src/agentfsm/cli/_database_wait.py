@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -83,13 +84,16 @@ class DatabaseStatus:
             after = f" after {seconds:.0f} s" if seconds is not None else ""
             self._print(f"the database answers again{after}")
 
-    def patiently(self, read: Callable[[], T]) -> T:
-        """``read()`` (in a thread of its own), retried every second while the database
-        does not answer, the wait told; ``DatabaseUnreachable`` past the limit."""
+    def patiently(self, read: Callable[[Callable[[], None]], T]) -> T:
+        """``read(heard)`` (in a thread of its own), retried every second while the
+        database does not answer, the wait told; ``DatabaseUnreachable`` past the limit. A
+        long read calls ``heard()`` each time the database answers it a part: the silence
+        is counted from then."""
         from agentfsm.adapters.durable import Outage, read_patiently
 
         outage = Outage(self.limit)
-        value = asyncio.run(read_patiently(outage, self.waiting, read))
+        read_now = functools.partial(read, outage.heard)
+        value = asyncio.run(read_patiently(outage, self.waiting, read_now))
         self.answered(outage.last_silence)
         return value
 

@@ -527,7 +527,7 @@ def _retry(args: argparse.Namespace) -> int:
     try:
         tasks: dict[str, RunSpec] = {}
         task_ids = [task_of_run(run_id)[0] for run_id in args.ids]
-        latest = status.patiently(lambda: latest_attempts(client, task_ids))
+        latest = status.patiently(lambda _: latest_attempts(client, task_ids))
         for run_id in args.ids:
             task = task_of_run(run_id)[0]
             attempt = latest.get(task)
@@ -554,7 +554,9 @@ def _retry(args: argparse.Namespace) -> int:
                 print(one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
-        submitted = status.patiently(lambda: submit_tasks(tasks, client=client, retry_failed=True))
+        submitted = status.patiently(
+            lambda heard: submit_tasks(tasks, client=client, retry_failed=True, on_answer=heard)
+        )
         if not args.quiet and submitted.retried:
             names = ", ".join(submitted.runs[task] for task in submitted.retried)
             print(f"agentfsm runs retry: enqueued {names}", file=sys.stderr)

@@ -97,6 +97,12 @@ class Outage:
         if self._asked is None:
             self._asked = time.monotonic()
 
+    def heard(self) -> None:
+        """The database answered one statement of a read still under way (a long
+        submission): it is slow, not silent. Safe to call from the reading thread."""
+        self.since = self.reason = None
+        self._asked = time.monotonic()
+
     def failed(self, error: BaseException) -> None:
         """A read failed with a connection error."""
         self.since = self.since if self.since is not None else self._asked or time.monotonic()

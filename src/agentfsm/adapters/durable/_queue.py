@@ -278,15 +278,21 @@ def submit_tasks(
     client: DBOSClient,
     retry_failed: bool = False,
     app_version: str = APPLICATION_VERSION,
+    on_answer: Callable[[], None] | None = None,
 ) -> Submission:
     """Enqueue the tasks the database does not know; with ``retry_failed``, also a new
     attempt of each task whose latest attempt ended in error (:data:`FAILED`): the given
     spec (its options, such as the provider's, are the ones used) as the workflow
     ``ID@retryN`` (retry N is attempt N + 1), recording into :func:`retry_session_path`.
-    Known tasks are otherwise left as they are: a finished task makes no new model call."""
+    Known tasks are otherwise left as they are: a finished task makes no new model call.
+    ``on_answer()`` is called each time the database has answered (the known tasks read,
+    each task enqueued): a long submission is slow, not a database that went silent."""
+    heard = on_answer or (lambda: None)
     known = latest_attempts(client, list(tasks))
+    heard()
     result = Submission(runs={})
     for task_id, spec in tasks.items():
+        heard()
         latest = known.get(task_id)
         if latest is None:
             _enqueue_one(client, task_id, spec, app_version)
