@@ -27,7 +27,7 @@ from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
-from ._database_url import check_database_url
+from ._database_url import check_database_url, hide_secrets
 from ._database_wait import DatabaseStatus, leave, stop_worker
 from ._errors import UsageError
 from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
@@ -263,17 +263,29 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
-    from agentfsm.adapters.durable import QUEUE_NAME, DatabaseUnreachable, open_client, submit_tasks
+    from agentfsm.adapters.durable import (
+        QUEUE_NAME,
+        DatabaseUnreachable,
+        open_client,
+        reason_of,
+        submit_tasks,
+    )
 
     argv = getattr(args, "argv", None) or ["batch", args.tasks]
     finish_with = command_line([a for a in argv if a != "--retry-failed"])
     status = DatabaseStatus("batch", args.database_url, args.database_wait)
-    try:
-        client = open_client(args.database_url, retry_connection_errors=False)
+    try:  # creating or migrating the database waits on it like any read
+        client = status.patiently(
+            lambda _: open_client(args.database_url, retry_connection_errors=False)
+        )
     except KeyboardInterrupt:
+        print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, f"submit the tasks again with: {finish_with}")
+        return 1
     except Exception as error:  # the database was checked: it went away since
-        print(f"agentfsm batch: {one_line(str(error))}", file=sys.stderr)
+        print(f"agentfsm batch: {one_line(hide_secrets(reason_of(error)))}", file=sys.stderr)
         return 1
     try:
         submitted = status.patiently(

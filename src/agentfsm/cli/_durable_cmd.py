@@ -522,8 +522,14 @@ def _retry(args: argparse.Namespace) -> int:
         except UsageError as error:
             print(f"agentfsm runs retry: {one_line(str(error))}", file=sys.stderr)
             return 2
-    client = open_client(args.database_url, retry_connection_errors=False)
     status = DatabaseStatus("runs retry", args.database_url, args.database_wait)
+    try:  # creating or migrating the database waits on it like any read
+        client = status.patiently(
+            lambda _: open_client(args.database_url, retry_connection_errors=False)
+        )
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, "nothing was retried")
+        return 1
     try:
         tasks: dict[str, RunSpec] = {}
         task_ids = [task_of_run(run_id)[0] for run_id in args.ids]
