@@ -249,3 +249,34 @@ def test_a_long_submission_is_not_a_database_outage(tmp_path: Path) -> None:
     assert "1000 task(s) enqueued" in err, err
     assert server.requests == []
     assert _listed(tmp_path) == dict.fromkeys(ids, "ENQUEUED")
+
+
+def test_runs_list_columns_hold_with_wide_and_control_characters(tmp_path: Path) -> None:
+    """``runs list --all``: ids and prompts with wide (East Asian) characters, combining
+    marks and terminal controls; every status column starts at the same terminal cell and
+    no control character reaches the terminal."""
+    from agentfsm.cli._terminal import cells
+
+    (tmp_path / "work").mkdir()
+    tasks = {
+        "plain": "task plain",
+        "漢字のタスク": "task wide 中文の説明がとても長いプロンプト" * 5,
+        "é-combined": "task \x1b[31mred\x1b[0m\x07 and \x1b]0;title\x07 and \u202eevil",
+        "x": "task \u2028 separated \u0085 lines",
+    }
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(json.dumps({"id": k, "prompt": v}) + "\n" for k, v in tasks.items())
+    )
+    with FakeProviderServer() as server:
+        code, _, err = _batch(tmp_path, server, "--detach")
+    assert code == 0, err
+    listing = agentfsm(tmp_path, "runs", "list", "--all", "--database-url", database_url(tmp_path))
+    out, err_bytes = listing.communicate(timeout=120)
+    assert listing.returncode == 0, err_bytes
+    lines = out.decode().split("\n")[:-1]
+    assert len(lines) == len(tasks), lines
+    starts = {cells(line.split("  ENQUEUED")[0]) for line in lines}
+    assert len(starts) == 1, lines
+    for line in lines:
+        assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line), line
+        assert cells(line) <= max(starts) + 2 + 9 + 1 + 4 + 8 + 60, line

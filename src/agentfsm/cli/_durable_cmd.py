@@ -56,7 +56,7 @@ from ._render import QuietRenderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
 from ._settings_trust import check_submitted, read_run_settings
-from ._terminal import one_line
+from ._terminal import cells, fit, one_line
 
 __all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
 
@@ -375,10 +375,13 @@ def _list(args: argparse.Namespace) -> int:
     if not runs:
         print("no unfinished durable runs" if not args.all else "no durable runs")
         return 0
-    width = max(len(info.run_id) for info in runs)
-    for info in runs:
-        prompt = one_line(info.prompt, 60)
-        line = f"{info.run_id:<{width}}  {info.status:<9} {info.steps:>4} steps  {prompt}"
+    # Columns measured in terminal cells (a wide character takes two), every text
+    # sanitized first: a control character in an id or prompt neither acts nor shifts them.
+    rows = [(one_line(i.run_id, 200), one_line(i.status, 20), i.steps, i.prompt) for i in runs]
+    width = max(cells(run_id) for run_id, *_ in rows)
+    for run_id, state, steps, prompt in rows:
+        shown = fit(one_line(prompt, 200), 60).rstrip()
+        line = f"{fit(run_id, width)}  {state:<9} {steps:>4} steps  {shown}"
         print(printable(line, sys.stdout))
     return 0
 
