@@ -51,7 +51,7 @@ from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
 from ._database_url import check_database_url
 from ._errors import UsageError
-from ._logfile import KEY_ENVS, logs_to_file
+from ._logfile import KEY_ENVS, LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._render import QuietRenderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
@@ -345,7 +345,14 @@ def run_durable(args: argparse.Namespace) -> int:
     reported = run_cmd._ReportedHere()  # the failure is reported once, by the renderer
     engine_log.addFilter(reported)
     try:
-        with logs_to_file("run", verbose=getattr(args, "verbose", False)) as log, _runtime(args):
+        with (
+            logs_to_file(
+                "run",
+                verbose=getattr(args, "verbose", False),
+                loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS),
+            ) as log,
+            _runtime(args),
+        ):
             logs.append(log)
             _unfinished_note(spec.run_id)
             return asyncio.run(drive())
@@ -437,7 +444,9 @@ def runs(args: argparse.Namespace) -> int:
 
     _command.begin("runs")
     try:
-        with logs_to_file(f"runs-{args.action}", verbose=args.verbose):
+        with logs_to_file(
+            f"runs-{args.action}", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
+        ):
             if args.action == "list":
                 return _list(args)
             if args.action == "retry":
@@ -449,9 +458,9 @@ def runs(args: argparse.Namespace) -> int:
 
 
 def refuse_stored_credentials(args: argparse.Namespace) -> None:
-    """A ``--base-url`` holding credentials (``user:password@``) is refused: the options of a durable run
-    are stored in the database, readable by whoever reads it (the key is read from the
-    environment of the process that runs the task, ``--api-key-env``)."""
+    """A ``--base-url`` holding credentials (``user:password@``) is refused: the options of
+    a durable run are stored in the database, readable by whoever reads it (the key is read
+    from the environment of the process that runs the task, ``--api-key-env``)."""
     base_url = getattr(args, "base_url", None)
     if base_url and "@" in urlsplit(base_url).netloc:
         raise UsageError(

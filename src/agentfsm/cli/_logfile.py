@@ -72,8 +72,10 @@ class _Formatter(logging.Formatter):
 
 
 class _LogFile(logging.handlers.RotatingFileHandler):
-    """Rotated at :data:`MAX_BYTES`; created at the first record, when the folder is pruned
-    and ``announce`` (a line on stderr naming the file) is printed."""
+    """Rotated at :data:`MAX_BYTES`; created, with its folder, at the first record, when the
+    folder is pruned and ``announce`` (a line on stderr naming the file) is printed. A file
+    that cannot be written (a full disk, a folder that cannot be made) is said in one line,
+    and the records from then on go to stderr: none is lost, no traceback is printed."""
 
     def __init__(self, path: Path, announce: str | None) -> None:
         super().__init__(
@@ -86,14 +88,48 @@ class _LogFile(logging.handlers.RotatingFileHandler):
         )
         self.announce = announce
         self.started = False
+        self.failed = False
 
     def _open(self) -> Any:
         if not self.started:
             self.started = True
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
             _prune(Path(self.baseFilename))
             if self.announce is not None:
                 print(self.announce, file=sys.stderr, flush=True)
         return super()._open()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            self._to_stderr(record)
+        else:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self.failed = True
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()  # what it holds cannot be written either
+        reason = error.strerror or str(error)
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                sanitize(
+                    f"agentfsm: cannot write the log file {self.baseFilename} ({reason}); "
+                    "its records go to stderr"
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
+        self._to_stderr(record)
+
+    def _to_stderr(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            print(self.format(record), file=sys.stderr, flush=True)
 
 
 def _prune(keep: Path) -> None:
@@ -143,17 +179,7 @@ def logs_to_file(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
     announced = f"agentfsm {command}: logs go to {path}" if announce else None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = _LogFile(path, announced)
-    except OSError as error:
-        print(
-            f"agentfsm {command}: cannot write a log file ({error.strerror or error}); "
-            "logging to the terminal",
-            file=sys.stderr,
-        )
-        yield None
-        return
+    handler = _LogFile(path, announced)  # the folder is made at the first record
     handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     _active.append((path, handler))
     try:
