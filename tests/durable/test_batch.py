@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from agentfsm.testing import FakeProviderServer, ScriptedChat, ScriptedTools, to
 
 from .batch_helpers import (
     agentfsm,
+    environment,
     provider_options,
     reply,
     requests_per_task,
@@ -280,3 +285,53 @@ def test_runs_list_columns_hold_with_wide_and_control_characters(tmp_path: Path)
     for line in lines:
         assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line), line
         assert cells(line) <= max(starts) + 2 + 9 + 1 + 4 + 8 + 60, line
+
+
+def test_a_full_disk_under_the_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """The SQLite database on a 400 KiB tmpfs (a mount namespace of its own) that fills up
+    while the tasks are enqueued: one line naming the cause and the command to run again,
+    exit 1, no traceback, no wait for a database that answers."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
+        pytest.skip("unshare -rm (user and mount namespaces) is not available here")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tiny").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", [f"t{n}" for n in range(1500)])
+    url = f"sqlite:///{tmp_path / 'tiny' / 'queue.sqlite'}"
+    script = f'mount -t tmpfs -o size=400k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
+    with FakeProviderServer() as server:
+        proc = subprocess.run(
+            [
+                unshare,
+                "-rm",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "batch",
+                str(tmp_path / "tasks.jsonl"),
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                url,
+                "--detach",
+                "--database-wait",
+                "600",
+            ],
+            capture_output=True,
+            timeout=300,
+            env=environment(tmp_path),
+        )
+    lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
+    print(f"batch on a full disk: exit {proc.returncode}, {lines[-1][:120] if lines else ''}")
+    assert proc.returncode == 1, lines
+    assert "Traceback" not in proc.stderr.decode()
+    assert len(lines) == 1, lines
+    assert "disk is full" in lines[0], lines
+    assert "run it again with: agentfsm batch" in lines[0], lines

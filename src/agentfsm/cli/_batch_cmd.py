@@ -328,8 +328,20 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
     except KeyboardInterrupt:  # while submitting (work_queue tells its own)
         print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
-    except OSError as error:
-        print(f"agentfsm batch: {error}", file=sys.stderr)
+    except Exception as error:  # a full disk, a statement the database refused
+        import sqlalchemy as sa
+
+        if not isinstance(error, (OSError, sa.exc.SQLAlchemyError)):
+            raise
+        reason = hide_secrets(reason_of(error))
+        print(
+            one_line(
+                f"agentfsm batch: {reason}; what was submitted stays in the database, "
+                f"run it again with: {finish_with}",
+                2000,
+            ),
+            file=sys.stderr,
+        )
         return 1
     finally:
         client.destroy()
