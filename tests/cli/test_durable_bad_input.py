@@ -291,7 +291,7 @@ def secret_urls(closed: int) -> dict[str, str]:
         f"postgresql://user:Pw%2Dpct%2Dvalue@{where}/agentfsm": "Pw%2Dpct%2Dvalue",
         f"postgresql://user:Pw@at-5Lm@{where}/agentfsm": "Pw@at-5Lm",
         f"host=127.0.0.1 port={closed} password=Pw-libpq-2Zz dbname=x": "Pw-libpq-2Zz",
-        f"host=127.0.0.1 password = 'Pw libpq quoted' dbname=x": "Pw libpq quoted",
+        "host=127.0.0.1 password = 'Pw libpq quoted' dbname=x": "Pw libpq quoted",
         f"postgresql://user@{where}/agentfsm?PassWord=Pw-case-8Rt": "Pw-case-8Rt",
     }
 
@@ -340,6 +340,7 @@ def test_a_base_url_with_credentials_is_not_stored(tmp_path: Path) -> None:
             out, err = proc.communicate(timeout=60)
             lines = err.decode().splitlines()
             assert proc.returncode == 2, lines
-            assert len(lines) == 1 and "--base-url holds credentials" in lines[0], lines
+            assert len(lines) == 1, lines
+            assert "--base-url holds credentials" in lines[0], lines
             assert "Bu-" not in (out + err).decode()
     assert not database.exists() or b"Bu-" not in database.read_bytes()
