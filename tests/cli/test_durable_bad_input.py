@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -344,3 +345,36 @@ def test_a_base_url_with_credentials_is_not_stored(tmp_path: Path) -> None:
             assert "--base-url holds credentials" in lines[0], lines
             assert "Bu-" not in (out + err).decode()
     assert not database.exists() or b"Bu-" not in database.read_bytes()
+
+
+def test_a_signal_during_the_database_check_is_one_line(tmp_path: Path, silent_port: int) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM while the URL check waits on a server that never answers:
+    one line, exit 130 or 143, no traceback; the same for ``runs retry``."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "task a"}\n')
+    url = f"postgresql://user@127.0.0.1:{silent_port}/agentfsm"
+    cases = [
+        (commands(tmp_path, url)[0], signal.SIGINT, 130),
+        (commands(tmp_path, url)[0], signal.SIGTERM, 143),
+        (commands(tmp_path, url)[5], signal.SIGTERM, 143),
+        (commands(tmp_path, url)[5], signal.SIGINT, 130),
+    ]
+    bad: list[str] = []
+    for arguments, sig, expected in cases:
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+        env["AGENTFSM_DATABASE_TIMEOUT"] = "120"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", *arguments, "--database-url", url],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        time.sleep(3)  # started, and waiting on the silent server
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        lines = [x for x in err.decode().splitlines() if "--no-sandbox" not in x[:40]]
+        if proc.returncode != expected or len(lines) != 1 or "Traceback" in err.decode():
+            bad.append(f"{arguments[:2]} {sig.name}: {proc.returncode} {lines}")
+    print(f"signals during the database check: {len(cases) - len(bad)} of {len(cases)} clean")
+    assert bad == []

@@ -28,7 +28,7 @@ from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
 from ._database_url import check_database_url, hide_secrets
-from ._database_wait import DatabaseStatus, leave, stop_worker
+from ._database_wait import DatabaseStatus, interrupt, leave, stop_worker
 from ._errors import UsageError
 from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._parser import add_batch_arguments, add_worker_arguments
@@ -249,17 +249,13 @@ def batch(args: argparse.Namespace) -> int:
         print(f"agentfsm batch: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr)
     durable_cmd._command.begin("batch", warned=True, instrument=getattr(args, "instrument", None))
     loggers = (*SDK_LOGGERS, *LIBRARY_LOGGERS)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: what is pending is told
+    previous = signal.signal(signal.SIGTERM, interrupt)  # as Ctrl-C: what is pending is told
     try:
         with logs_to_file("batch", verbose=args.verbose, loggers=loggers, announce=not args.quiet):
             code = _submit_and_work(args, tasks)
     finally:
         signal.signal(signal.SIGTERM, previous)
     return leave(code)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 from ._database_url import _shown, hide_secrets
@@ -28,8 +29,10 @@ __all__ = [
     "STOP_WAIT",
     "DatabaseStatus",
     "end_process",
+    "interrupt",
     "leave",
     "stop_worker",
+    "terminated",
 ]
 
 REFRESH = 10.0
@@ -110,6 +113,16 @@ class DatabaseStatus:
 
     def _print(self, text: str) -> None:
         print(f"agentfsm {self.command}: {text}", file=sys.stderr, flush=True)
+
+
+terminated = threading.Event()
+"""Set once SIGTERM has interrupted a command (:func:`interrupt`): its exit code is 143."""
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM handler that stops a command as Ctrl-C does (what is pending is told)."""
+    terminated.set()
+    raise KeyboardInterrupt
 
 
 def stop_worker(worker: Any) -> None:
