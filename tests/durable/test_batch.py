@@ -335,3 +335,40 @@ def test_a_full_disk_under_the_database_is_one_line_and_exit_1(tmp_path: Path) -
     assert len(lines) == 1, lines
     assert "disk is full" in lines[0], lines
     assert "run it again with: agentfsm batch" in lines[0], lines
+
+
+def test_two_batches_on_one_queue_both_finish(tmp_path: Path) -> None:
+    """Two ``agentfsm batch`` commands at once on one SQLite queue, each with its own worker
+    (which may take the other's tasks): both end with every one of their tasks done, each
+    task run once, nothing left pending or queued in the database."""
+    (tmp_path / "work").mkdir()
+    first = [f"one-{n}" for n in range(6)]
+    second = [f"two-{n}" for n in range(6)]
+    write_tasks(tmp_path / "one.jsonl", first)
+    write_tasks(tmp_path / "two.jsonl", second)
+    with FakeProviderServer() as server:
+        server.handler = reply
+        procs = [
+            agentfsm(
+                tmp_path,
+                "batch",
+                str(tmp_path / name),
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                database_url(tmp_path),
+                "--concurrency",
+                "3",
+                "--poll",
+                "0.1",
+            )
+            for name in ("one.jsonl", "two.jsonl")
+        ]
+        ended = [proc.communicate(timeout=240) for proc in procs]
+        for proc, (_, err) in zip(procs, ended, strict=True):
+            assert proc.returncode == 0, err.decode()
+        done = [{json.loads(x)["id"] for x in out.decode().split("\n")[:-1]} for out, _ in ended]
+        assert done == [set(first), set(second)]
+        assert requests_per_task(server) == {(i, t): 1 for i in first + second for t in (0, 1)}
+    assert _listed(tmp_path) == dict.fromkeys(first + second, "SUCCESS")
