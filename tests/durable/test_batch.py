@@ -372,3 +372,49 @@ def test_two_batches_on_one_queue_both_finish(tmp_path: Path) -> None:
         assert done == [set(first), set(second)]
         assert requests_per_task(server) == {(i, t): 1 for i in first + second for t in (0, 1)}
     assert _listed(tmp_path) == dict.fromkeys(first + second, "SUCCESS")
+
+
+def test_a_full_disk_under_a_durable_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """``run --durable`` with its SQLite database on a 200 KiB tmpfs: the database cannot
+    even be created; one line naming the cause, exit 1, no traceback."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
+        pytest.skip("unshare -rm (user and mount namespaces) is not available here")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tiny").mkdir()
+    url = f"sqlite:///{tmp_path / 'tiny' / 'durable.sqlite'}"
+    script = f'mount -t tmpfs -o size=200k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
+    with FakeProviderServer() as server:
+        server.handler = reply
+        proc = subprocess.run(
+            [
+                unshare,
+                "-rm",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "run",
+                "task a",
+                "--durable",
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                url,
+            ],
+            capture_output=True,
+            timeout=300,
+            env=environment(tmp_path),
+        )
+    lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
+    print(f"run --durable on a full disk: exit {proc.returncode}, {lines}")
+    assert proc.returncode == 1, lines
+    assert "Traceback" not in proc.stderr.decode()
+    assert len(lines) == 1, lines
+    assert "disk is full" in lines[0], lines

@@ -35,6 +35,7 @@ from agentfsm.adapters.durable import (
     StepPreamble,
     default_database_url,
     list_runs,
+    reason_of,
     register_agent_factory,
     result,
     resume,
@@ -49,7 +50,7 @@ from agentfsm.engine import AgentEmitter, LoopOutcome, printable
 
 from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
-from ._database_url import check_database_url
+from ._database_url import check_database_url, hide_secrets
 from ._errors import UsageError
 from ._logfile import KEY_ENVS, LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._render import QuietRenderer
@@ -358,6 +359,22 @@ def run_durable(args: argparse.Namespace) -> int:
             return asyncio.run(drive())
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # the database failed (a full disk): no step is lost
+        import sqlalchemy as sa
+
+        if not isinstance(error, (OSError, sa.exc.SQLAlchemyError)):
+            raise
+        reason = hide_secrets(reason_of(error))
+        print(
+            one_line(
+                f"agentfsm run: the durable run stopped: {reason}; the steps recorded are "
+                f"kept: once the database can be written, `agentfsm runs resume {spec.run_id}` "
+                "continues it (if it started)",
+                2000,
+            ),
+            file=sys.stderr,
+        )
+        return 1
     finally:
         engine_log.removeFilter(reported)
 
