@@ -209,7 +209,8 @@ def migrate(url: str) -> None:
     from dbos._utils import quote_identifier
 
     parsed = make_url(url)
-    engine = system_engine(url, pool_size=1, application_name="agentfsm-migrate")
+    # Two: DBOS holds its migration lock on one connection while it migrates on another.
+    engine = system_engine(url, pool_size=2, application_name="agentfsm-migrate")
     try:
         if not _exists(engine):
             admin = system_engine(
