@@ -19,7 +19,9 @@ model can write (the root, the write paths) is never ``/``, a home or a folder h
 and never holds or lies in anything hidden (:func:`~agentfsm.sandbox._hidden.reach`), so it
 can neither rename the folders above a hidden entry nor create one; the folders above the
 agent's own code and the protected paths in it are mount points, which cannot be renamed.
-No network namespace is shared unless ``allow_network``; capabilities are dropped and no
+No network namespace is shared unless ``allow_network`` (and then a Landlock scope keeps
+the command from the host's abstract unix sockets, :mod:`~agentfsm.sandbox._landlock`,
+where the kernel has it); capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
 with it. :func:`detect_sandbox` probes once per process that bubblewrap works here.
@@ -62,6 +64,7 @@ from ._hidden import (
     readable_without_capabilities,
 )
 from ._install_paths import agent_install_paths
+from ._landlock import SCOPE_SCRIPT, scopes_abstract_sockets
 from ._limits import Cgroups, ResourceLimits, command_cgroups
 from ._missing import not_found_note
 from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
@@ -404,10 +407,29 @@ class BubblewrapSandbox:
             str(cwd),
             "--",
             *self._inner(launched),
+            *self._scope(),
             "/bin/sh",
             "-c",
             command,
         ]
+
+    def _scope(self) -> list[str]:
+        """With the network shared, what runs before ``sh`` to keep the command from the
+        host's abstract unix sockets (:mod:`~agentfsm.sandbox._landlock`), where the kernel
+        can."""
+        if not self.allow_network or not scopes_abstract_sockets():
+            return []
+        return [sys.executable, "-I", "-S", "-c", SCOPE_SCRIPT]
+
+    def _unix_sockets(self) -> str:
+        if not self.allow_network:
+            return "the host's unreachable (own network namespace)"
+        if scopes_abstract_sockets():
+            return "the host's abstract sockets unreachable (Landlock scope)"
+        return (
+            "NOT SCOPED: the host's abstract unix sockets are reachable with the network "
+            "(Landlock ABI 6, Linux 6.12, is missing)"
+        )
 
     def _launcher(self) -> list[str]:
         """The ``sh`` that starts bwrap: it joins the cgroups (when there are some: then it
@@ -515,6 +537,7 @@ class BubblewrapSandbox:
                 "processes_bound": self._process_bound(),
                 "memory_bound": self._memory_bound(),
             },
+            "unix_sockets": self._unix_sockets(),
             "setuid": "refused (seccomp filter)",
             "processes": "own PID namespace: every process dies with the call",
         }
