@@ -92,6 +92,11 @@ PLAN_ENV = (
 )
 """The variables of this process the mounts depend on: a change of one recomputes them."""
 
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+"""Where ``bwrap`` and ``prlimit`` named without a folder are looked for: never ``PATH``,
+which may hold a folder the model writes (a project's activated ``.venv/bin``), where a
+planted ``bwrap`` would run unsandboxed at the next start."""
+
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 USERNS_HINT = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 / "
@@ -107,6 +112,12 @@ _LAUNCH = (
     'echo "agentfsm: cannot join the cgroup $1" >&2; exit 126; fi; shift; done; shift; '
     '{limits}exec "$@" 3<"$f"'
 )
+
+
+def _program(name: str) -> str | None:
+    """``name`` as a path to run: as given when it names a folder, else found in
+    :data:`SYSTEM_PATH`; ``None`` when it is not there."""
+    return shutil.which(name, path=None if "/" in name else SYSTEM_PATH)
 
 
 def _unavailable(problem: str, *hints: str) -> SandboxUnavailable:
@@ -191,7 +202,8 @@ class BubblewrapSandbox:
     ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
     a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
-    change; ``env`` names more variables the command gets (an allow-list); ``limits``
+    change; ``bwrap`` is a path, or a name looked for in :data:`SYSTEM_PATH` (never in
+    ``PATH``, which may hold a folder the model writes); ``env`` names more variables the command gets (an allow-list); ``limits``
     bounds each command; ``install_paths`` are the folders of the agent's own code
     (default: the interpreter's prefixes, the site-packages folders and agentfsm's own
     folder), read-only where they lie inside the root or a write path. ``toolchains``
@@ -236,7 +248,7 @@ class BubblewrapSandbox:
         installed = agent_install_paths() if install_paths is None else install_paths
         self.install_paths = tuple(Path(os.path.realpath(p)) for p in installed)
         self.show_toolchains = toolchains
-        self.bwrap = shutil.which(bwrap) or bwrap
+        self.bwrap = _program(bwrap) or bwrap
         self.version = _bwrap_version(self.bwrap)
         if _older(self.version):
             raise _unavailable(
@@ -248,7 +260,7 @@ class BubblewrapSandbox:
             setuid_filter()
         except ValueError as error:
             raise _unavailable(str(error)) from None
-        prlimit = shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
         if prlimit is None:
             raise _unavailable("prlimit (util-linux) was not found", PRLIMIT_HINT)
         self.prlimit = prlimit
@@ -599,7 +611,7 @@ def detect_sandbox(
     """
     if not sys.platform.startswith("linux"):
         raise _unavailable(f"no sandbox is implemented for {sys.platform} yet")
-    found = shutil.which(bwrap)
+    found = _program(bwrap)
     if found is None:
         raise _unavailable(f"{bwrap!r} (bubblewrap) was not found", INSTALL_HINT)
     failure = _probe(found, allow_network)
