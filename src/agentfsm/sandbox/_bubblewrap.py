@@ -203,10 +203,11 @@ class BubblewrapSandbox:
     a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
     change; ``bwrap`` is a path, or a name looked for in :data:`SYSTEM_PATH` (never in
-    ``PATH``, which may hold a folder the model writes); ``env`` names more variables the command gets (an allow-list); ``limits``
-    bounds each command; ``install_paths`` are the folders of the agent's own code
-    (default: the interpreter's prefixes, the site-packages folders and agentfsm's own
-    folder), read-only where they lie inside the root or a write path. ``toolchains``
+    ``PATH``, which may hold a folder the model writes); ``env`` names more variables the
+    command gets (an allow-list); ``limits`` bounds each command; ``install_paths`` are
+    the folders of the agent's own code (default: the interpreter's prefixes, the
+    site-packages folders and agentfsm's own folder), read-only where they lie inside the
+    root or a write path. ``toolchains``
     (default on) shows the user's toolchains read-only (read from this process's ``PATH``
     and environment; docs/security.md, "Your toolchains") and gives commands the variables
     that locate them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
