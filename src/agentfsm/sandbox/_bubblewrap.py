@@ -202,8 +202,9 @@ class BubblewrapSandbox:
     ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
     a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
-    change; ``bwrap`` is a path, or a name looked for in :data:`SYSTEM_PATH` (never in
-    ``PATH``, which may hold a folder the model writes); ``env`` names more variables the
+    change; ``bwrap`` is a path, or a name looked for in the system folders
+    (``/usr/local/bin``, ``/usr/bin``, ``/bin`` and their ``sbin``; never in ``PATH``,
+    which may hold a folder the model writes); ``env`` names more variables the
     command gets (an allow-list); ``limits`` bounds each command; ``install_paths`` are
     the folders of the agent's own code (default: the interpreter's prefixes, the
     site-packages folders and agentfsm's own folder), read-only where they lie inside the
@@ -428,8 +429,7 @@ class BubblewrapSandbox:
 
     def _scope(self) -> list[str]:
         """With the network shared, what runs before ``sh`` to keep the command from the
-        host's abstract unix sockets (:mod:`~agentfsm.sandbox._landlock`), where the kernel
-        can."""
+        host's abstract unix sockets (a Landlock scope), where the kernel can."""
         if not self.allow_network or not scopes_abstract_sockets():
             return []
         return [sys.executable, "-I", "-S", "-c", SCOPE_SCRIPT]
