@@ -30,6 +30,7 @@ exchange's verdict, and a file that cannot be read is reported and passed.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -520,9 +521,23 @@ def _compare(
             continue
         if name.startswith("usage ") and (got.get("usage") is None or expected["usage"] is None):
             continue
-        if got.get(name) != want:
+        if not _same(got.get(name), want):
             out.append(VcrDifference(name, _brief(want), _brief(got.get(name)), how))
     return out
+
+
+def _same(got: object, want: object) -> bool:
+    """Whether two values are the same JSON value: of the same types all the way down
+    (``1``, ``1.0`` and ``true`` are three values, as they are three texts, and ``NaN`` is
+    itself), the members of an object in any order (JSON does not order them)."""
+    return type(got) is type(want) and _canonical(got) == _canonical(want)
+
+
+def _canonical(value: object) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # keys that are not all strings, a cycle
+        return repr(value)
 
 
 async def _replay(exchange: VcrExchange, root: Path) -> VcrResult:
