@@ -21,6 +21,7 @@ import pytest
 from agentfsm.adapters.providers import FINISH_REASONS, ProviderError
 from agentfsm.conformance import _replay_vcr
 from agentfsm.conformance._replay_vcr import replay_vcr
+from agentfsm.engine import ChatDelta
 from agentfsm.engine._messages import ChatResult, ToolCall, Usage
 
 from .vcr_cassettes import cassette, record, rich_scenarios, write
@@ -281,3 +282,42 @@ async def test_every_perturbed_field_is_reported(
     assert len(caught) >= 140
     fields = {where.split(" of ")[0] for where in caught}
     assert fields == {field for field, _ in perturbations()}
+
+
+def _thinking_dropped(factory: Any) -> Any:
+    """The real adapter, its reasoning deltas never handed on (the answer left whole)."""
+
+    def build(url: str, client: httpx.AsyncClient | None) -> Any:
+        real = factory(url, client)
+
+        async def chat(*args: Any, on_delta: Any = None, **kwargs: Any) -> ChatResult:
+            def text_only(delta: ChatDelta) -> None:
+                if delta.kind != "thinking":
+                    on_delta(delta)
+
+            result: ChatResult = await real(
+                *args, on_delta=text_only if on_delta else None, **kwargs
+            )
+            return result
+
+        chat.aclose = real.aclose  # type: ignore[attr-defined]
+        return chat
+
+    return build
+
+
+async def test_reasoning_deltas_that_do_not_add_up_are_reported(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's reasoning deltas must add up to its reasoning, as its text deltas to its
+    text: the three streams that reason (Chat Completions, Messages, Responses) differ on
+    that field alone; the others, reasoning streamed by none, stay exact."""
+    for wire, (path, factory) in dict(_replay_vcr.ADAPTERS).items():
+        monkeypatch.setitem(_replay_vcr.ADAPTERS, wire, (path, _thinking_dropped(factory)))
+    report = await replay_vcr(folder)
+    outcomes = {r.index: (r.outcome, r.fields) for r in report.results}
+    reasoning_streams = {0, 2, 4}  # rich_scenarios: the streams that carry reasoning
+    assert {i: o for i, o in outcomes.items() if i in reasoning_streams} == dict.fromkeys(
+        reasoning_streams, ("differing", ("streamed reasoning",))
+    )
+    assert {o for i, o in outcomes.items() if i not in reasoning_streams} == {("exact", ())}

@@ -153,7 +153,8 @@ class VcrDifference:
     ``name`` / ``arguments``, ``finish reason``, ``finish reason raw``, ``usage``
     (present or not), ``usage input_tokens`` … ``usage reasoning_tokens``, ``response
     id``, ``model``, ``outcome`` (an answer or an error), ``error kind``, ``error status``,
-    ``error retryable``, ``streamed text`` (the deltas against the text); across
+    ``error retryable``, ``streamed text`` and ``streamed reasoning`` (the deltas against
+    the text and the reasoning); across
     deliveries also ``error in stream``."""
     expected: str
     """What the recorded bytes say (or, across deliveries, what the whole delivery gave),
@@ -482,6 +483,7 @@ def _view(
     out["response id"] = outcome.response_id
     out["model"] = outcome.model
     out["streamed text"] = "".join(d.text for d in deltas if d.kind == "text")
+    out["streamed reasoning"] = "".join(d.text for d in deltas if d.kind == "thinking")
     return out
 
 
@@ -494,6 +496,7 @@ def _expected(reading: Reading) -> dict[str, Any] | None:
     fields = _answer_fields(outcome)
     if reading.streamed:
         fields["streamed text"] = outcome.text  # the text deltas add up to the text
+        fields["streamed reasoning"] = outcome.reasoning or ""  # and the thinking deltas
     return fields
 
 
