@@ -128,3 +128,26 @@ def test_a_server_that_answers_is_checked(tmp_path: Path) -> None:
     assert code == 0
     assert "verdict" not in data
     assert {r["check"] for r in data["results"]} >= {"A1", "A2"}
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("notaurl", "needs http:// or https:// and a host"),
+        ("http://", "needs http:// or https:// and a host"),
+        ("ftp://127.0.0.1:8080/v1", "needs http:// or https:// and a host"),
+        ("http://[::1", "is not a URL"),
+        ("https://user:pw-SECRET@127.0.0.1:99999/v1?key=SECRET", "has no such port (99999"),
+        ("http://127.0.0.1:0/v1", "has no such port (0"),
+    ],
+)
+@pytest.mark.parametrize("command", [[], ["probe"]])
+def test_a_base_url_requests_cannot_go_to_is_a_usage_error(
+    url: str, problem: str, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["conformance", *command, "--base-url", url, "--model", "m"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and f"--base-url {problem}" in captured.err
+    assert "SECRET" not in captured.err
