@@ -54,9 +54,7 @@ def _error(change: Callable[[ProviderError], None]) -> Perturb:
     return perturb
 
 
-def _call_change(
-    number: int, what: Callable[[ToolCall], dict[str, Any] | None]
-) -> Perturb:
+def _call_change(number: int, what: Callable[[ToolCall], dict[str, Any] | None]) -> Perturb:
     def change(result: ChatResult) -> ChatResult | None:
         calls = list(result.message.tool_calls)
         if len(calls) <= number:
@@ -102,7 +100,8 @@ def _usage_as_float(name: str) -> Perturb:
     def change(result: ChatResult) -> ChatResult | None:
         if result.usage is None:
             return None
-        usage = attrs.evolve(result.usage, **{name: float(getattr(result.usage, name))})
+        counts: dict[str, Any] = {name: float(getattr(result.usage, name))}
+        usage = attrs.evolve(result.usage, **counts)
         return attrs.evolve(result, usage=usage)
 
     return _answer(change)

@@ -78,7 +78,7 @@ async def test_a_server_that_never_answers_is_asked_once(
     bounds = Timeouts(connect=1, first_byte=1, idle=1, terminal_grace=0.1, total=5)
     for wire in ("openai-chat", "anthropic", "openai-responses"):
         before = len(accepted)
-        target = LiveTarget(base, "m", wire=wire, timeouts=bounds)  # type: ignore[arg-type]
+        target = LiveTarget(base, "m", wire=wire, timeouts=bounds)
         report = await run_checks(target)
         assert report.results == []
         assert report.verdict.startswith(f"no answer from POST {base.removesuffix('/v1')}")
@@ -113,7 +113,8 @@ def test_a_refused_key_is_one_line_without_the_key(
     assert "the server refuses the key: check --api-key-env" in printed[0]
     assert seen == 1
     written = out.read_text("utf-8")
-    assert KEY not in written and KEY not in printed[0]
+    assert KEY not in written
+    assert KEY not in printed[0]
     assert KEY[:20] not in written
 
 
@@ -149,5 +150,6 @@ def test_a_base_url_requests_cannot_go_to_is_a_usage_error(
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""
-    assert captured.err.count("\n") == 1 and f"--base-url {problem}" in captured.err
+    assert captured.err.count("\n") == 1
+    assert f"--base-url {problem}" in captured.err
     assert "SECRET" not in captured.err

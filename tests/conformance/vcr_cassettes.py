@@ -253,7 +253,9 @@ def rich_scenarios() -> list[tuple[str, Reply]]:
             chunk(tool_delta(index=0, id="call_1", name="get_time", arguments='{"tz": ')),
             chunk(tool_delta(index=0, arguments='"UTC"}')),
             chunk(tool_delta(index=1, id="call_2", name="read_file", arguments='{"path"')),
-            chunk(tool_delta(index=1, arguments=': "a.txt", "limit": 5, "all": true, "ratio": 0.5}')),
+            chunk(
+                tool_delta(index=1, arguments=': "a.txt", "limit": 5, "all": true, "ratio": 0.5}')
+            ),
             chunk({}, finish="tool_calls"),
             chunk(choices=False, usage=usage),
             DONE,
