@@ -385,3 +385,28 @@ def test_a_bidi_control_in_a_verdict_label_is_shown_not_obeyed(tmp_path: Path) -
     data = data_block(render_run(session))
     assert data["verdicts"] == {"turn_start>compress_check": {"warn: loop<U+202E>gnp.exe": 1}}
     assert not re.search("[\u202a-\u202e\u2066-\u2069]", json.dumps(data, ensure_ascii=False))
+
+
+def test_the_drawn_path_counts_every_reply_trace_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reply recorded after an aborted run's end (a damaged or crafted file) is a turn for
+    ``trace`` and ``sessions list``: the drawing takes its ``llm_start>llm_end`` edge too,
+    so its counts agree with theirs."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    session = folder / "20260101T000000Z-0001.jsonl"
+    end = {"event": "run_end", "stopped_reason": "aborted", "last_state": "turn_start"}
+    reply = {"role": "assistant", "content": "a", "tool_calls": []}
+    session.write_text(
+        json.dumps({"kind": "meta", "meta": end})
+        + "\n"
+        + json.dumps({"kind": "message", "message": reply, "turn": 1})
+        + "\n",
+        "utf-8",
+    )
+    assert main(["trace", "latest", "--json", "--session-dir", str(folder)]) == 0
+    assert [run["turns"] for run in json.loads(capsys.readouterr().out)["runs"]] == [1]
+    view = view_of(session)
+    assert view["runs"][0]["counts"]["turns"] == 1
+    assert view["edges"].get("llm_start>llm_end") == 1

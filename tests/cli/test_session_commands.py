@@ -480,7 +480,8 @@ def test_sessions_show_hides_nothing_a_resume_sends(tmp_path: Path) -> None:
     assert "[system] A LATER SYSTEM MESSAGE" in shown.stdout
     user = next(m for m in sent if m["role"] == "user" and isinstance(m["content"], list))
     text = next(part["text"] for part in user["content"] if part["type"] == "text")
-    assert text == long_user and sum(part["type"] == "image_url" for part in user["content"]) == 1
+    assert text == long_user
+    assert sum(part["type"] == "image_url" for part in user["content"]) == 1
     assert f"[... {len(long_user) - 2000} more characters not shown] [+1 image(s)]" in shown.stdout
     tool = next(m for m in sent if m["role"] == "tool")
     assert tool["content"] == long_output

@@ -92,7 +92,9 @@ def test_a_chain_in_its_own_folder_is_still_followed(tmp_path: Path) -> None:
     assert [log.path for log in read_session_chain(second)] == [first, second]
 
 
-def test_a_symlink_in_the_session_folder_is_no_session(tmp_path: Path, attacks: AttackTally) -> None:
+def test_a_symlink_in_the_session_folder_is_no_session(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
     """A link planted in the folder, by any reference (``latest``, its id, a prefix), leads
     no command to the file it names: not ``sessions show|list``, ``trace`` or a resume, whose
     request would carry that file's messages to the server (checked on the real bytes)."""
