@@ -33,6 +33,7 @@ NOT_OURS = {
     "Makefile",
     "Authorization",  # HTTP
     "Bearer",
+    "NaN",  # a JSON number the wires may carry
     # methods and the model's tools, named as calls
     *HOOK_NAMES,
     "as_dict",
@@ -41,7 +42,7 @@ NOT_OURS = {
 }
 METRICS = {"agentfsm.agent.turns", "agentfsm.agent.tool_calls"}
 """OpenTelemetry metric names that look like module paths."""
-EXAMPLE_FILES = {"lib/python3.X/os.py"}
+EXAMPLE_FILES = {"lib/python3.X/os.py", "sitecustomize.py"}  # files of an environment, not ours
 
 DOTTED = re.compile(r"\bagentfsm(?:\.[A-Za-z_]\w*)+")
 TICKED = re.compile(r"`([^`\n]+)`")

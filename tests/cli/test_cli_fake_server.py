@@ -366,6 +366,25 @@ KIT_WINDOW = 2000
 """The context window the fake server is given for the kit's overflow checks."""
 
 
+def test_the_commands_it_prints_work_when_it_wants_a_key(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --api-key-env, the `agentfsm run` lines it prints pass the key: each, run as
+    printed, gets its answer (without the key the server answers 401)."""
+    monkeypatch.setenv("FAKE_SERVER_KEY", "sk-9f8e7d6c5b4a3210")
+    env = {**environment(), "FAKE_SERVER_KEY": "sk-9f8e7d6c5b4a3210"}
+    with fake_server("--scenario", "echo", "--api-key-env", "FAKE_SERVER_KEY", env=env) as (
+        _base,
+        lines,
+    ):
+        runs = [shlex.split(line)[2:] for line in lines if line.startswith("  agentfsm run ")]
+        assert len(runs) == 3
+        for words in runs:
+            code, events, err = agentfsm_run(workspace, *words)
+            assert code == 0, err
+            assert final_text(events) == "What is in this project?"
+
+
 @pytest.mark.parametrize("wire", ["openai-chat", "anthropic", "responses"])
 def test_the_kit_passes_against_the_fake_server_on_every_wire(
     wire: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

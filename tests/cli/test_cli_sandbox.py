@@ -9,6 +9,7 @@ import pytest
 
 from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.cli import main
+from agentfsm.sandbox import _bubblewrap as bubblewrap_module
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from ..security.sandboxing import require_bubblewrap
@@ -27,7 +28,7 @@ def run_start(workspace: Path) -> dict[str, object]:
 def test_without_a_sandbox_the_run_does_not_start(
     workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(workspace))  # no bwrap on it
+    monkeypatch.setattr(bubblewrap_module, "SYSTEM_PATH", str(workspace))  # no bwrap there
     chat = ScriptedChat(["never asked"])
     assert main(["run", "hi", "--workspace", str(workspace)], chat=chat) == 2
     err = capsys.readouterr().err

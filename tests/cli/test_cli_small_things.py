@@ -171,3 +171,32 @@ def test_every_option_of_every_command_says_what_it_does(
     assert parsers
     missing = [m for p in parsers for m in _without_help(p, p.prog)]
     assert missing == []
+
+
+def test_a_fifo_in_place_of_the_notes_file_blocks_no_run(workspace: Path, tmp_path: Path) -> None:
+    """The session folder's ``.notes-shown.json`` is read only if it is a regular file: a
+    FIFO there (which no process writes) made ``agentfsm run`` wait for ever. The real
+    command, against a real server; the run replaces the FIFO with the file."""
+    import os
+    import subprocess
+    import sys
+
+    from agentfsm.testing import FakeProviderServer, scenario_handler
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    os.mkfifo(folder / ".notes-shown.json")
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        argv = ["run", "hi", "--base-url", f"{server.base_url}/v1", "--model", "m"]
+        argv += ["--session-dir", str(folder), "--workspace", str(workspace), *sandbox_options()]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentfsm", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a hang fails here
+            env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+        )
+    assert done.returncode == 0, done.stderr
+    assert NO_CHECK_COMMAND in done.stdout
+    assert json.loads((folder / ".notes-shown.json").read_text("utf-8"))

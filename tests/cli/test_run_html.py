@@ -367,3 +367,46 @@ def test_model_text_in_a_tool_name_or_arguments_stays_data(tmp_path: Path) -> No
     first = data["turns"][0]
     assert first["tool_calls"][0]["name"] == HOSTILE
     assert data["messages"][first["reply"]]["reasoning"] == HOSTILE
+
+
+def test_a_bidi_control_in_a_verdict_label_is_shown_not_obeyed(tmp_path: Path) -> None:
+    """A policy's code becomes a key of the page's verdicts (the label drawn on the edge):
+    a bidirectional control there is written out as in every other string of the page."""
+    session = tmp_path / "20260101T000000Z-0001.jsonl"
+    records = [
+        {"event": "run_start"},
+        {"event": "policy_warn", "turn": 1, "policy": "p\u202e", "code": "loop\u202egnp.exe"},
+        {"event": "run_end", "stopped_reason": "final"},
+    ]
+    lines = [json.dumps({"kind": "meta", "meta": records[0]})]
+    lines.append(json.dumps({"kind": "message", "message": {"role": "assistant", "content": "a"}}))
+    lines += [json.dumps({"kind": "meta", "meta": record}) for record in records[1:]]
+    session.write_text("\n".join(lines) + "\n", "utf-8")
+    data = data_block(render_run(session))
+    assert data["verdicts"] == {"turn_start>compress_check": {"warn: loop<U+202E>gnp.exe": 1}}
+    assert not re.search("[\u202a-\u202e\u2066-\u2069]", json.dumps(data, ensure_ascii=False))
+
+
+def test_the_drawn_path_counts_every_reply_trace_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reply recorded after an aborted run's end (a damaged or crafted file) is a turn for
+    ``trace`` and ``sessions list``: the drawing takes its ``llm_start>llm_end`` edge too,
+    so its counts agree with theirs."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    session = folder / "20260101T000000Z-0001.jsonl"
+    end = {"event": "run_end", "stopped_reason": "aborted", "last_state": "turn_start"}
+    reply = {"role": "assistant", "content": "a", "tool_calls": []}
+    session.write_text(
+        json.dumps({"kind": "meta", "meta": end})
+        + "\n"
+        + json.dumps({"kind": "message", "message": reply, "turn": 1})
+        + "\n",
+        "utf-8",
+    )
+    assert main(["trace", "latest", "--json", "--session-dir", str(folder)]) == 0
+    assert [run["turns"] for run in json.loads(capsys.readouterr().out)["runs"]] == [1]
+    view = view_of(session)
+    assert view["runs"][0]["counts"]["turns"] == 1
+    assert view["edges"].get("llm_start>llm_end") == 1

@@ -432,3 +432,57 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         )
         assert done.stderr == "", done.stderr
         assert done.stdout.splitlines()[-1] in ("rc=141", "rc=0"), done.stdout
+
+
+def test_sessions_show_hides_nothing_a_resume_sends(tmp_path: Path) -> None:
+    """Checked on the request a resumed run really sends: the recorded system prompt shows
+    as replaced (the run sends its own), a later system message as sent, and every text
+    ``show`` cuts says how many characters a resume sends beyond what it shows (a planted
+    session cannot hide an instruction past the cut)."""
+    from agentfsm.testing import scenario_handler
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    long_user = "u" * 2500 + " HIDDEN-USER-TAIL"
+    long_output = "o" * 700 + " HIDDEN-TOOL-TAIL"
+    call = {"id": "c1", "name": "read_file", "arguments": {"path": "a"}}
+    image = {"media_type": "image/png", "data": "iVBORw0KGgo="}
+    messages = [
+        {"role": "system", "content": "RECORDED SYSTEM PROMPT"},
+        {"role": "user", "content": long_user, "images": [image]},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": long_output},
+        {"role": "system", "content": "A LATER SYSTEM MESSAGE"},
+        {"role": "assistant", "content": "done"},
+    ]
+    lines = [record("meta", {"event": "run_start", "seeded": 1})]
+    lines += [record("message", message) for message in messages]
+    lines.append(record("meta", {"event": "run_end", "stopped_reason": "final"}))
+    (folder / "20260101T000000Z-0001.jsonl").write_text("".join(lines), "utf-8")
+    where = ["--session-dir", str(folder)]
+    shown = agentfsm(tmp_path, "sessions", "show", "latest", *where)
+    assert shown.returncode == 0, shown.stderr
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        options = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--quiet"]
+        resumed = agentfsm(
+            tmp_path, "run", "--resume", "latest", "next", "--workspace", str(workspace),
+            *where, *options, *sandbox_options(),
+        )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        sent = json.loads(server.requests[0].body)["messages"]
+    assert "RECORDED SYSTEM PROMPT" not in json.dumps(sent)
+    assert sent[0]["role"] == "system"
+    assert "[system, replaced by the resuming run's own] RECORDED SYSTEM PROMPT" in shown.stdout
+    assert {"role": "system", "content": "A LATER SYSTEM MESSAGE"} in sent
+    assert "[system] A LATER SYSTEM MESSAGE" in shown.stdout
+    user = next(m for m in sent if m["role"] == "user" and isinstance(m["content"], list))
+    text = next(part["text"] for part in user["content"] if part["type"] == "text")
+    assert text == long_user
+    assert sum(part["type"] == "image_url" for part in user["content"]) == 1
+    assert f"[... {len(long_user) - 2000} more characters not shown] [+1 image(s)]" in shown.stdout
+    tool = next(m for m in sent if m["role"] == "tool")
+    assert tool["content"] == long_output
+    assert f"[... {len(long_output) - 500} more characters not shown]" in shown.stdout

@@ -277,6 +277,22 @@ async def test_a_file_over_the_size_limit_is_not_read(
     ]
 
 
+@pytest.mark.skipif(not Path("/proc/self/smaps").is_file(), reason="needs Linux's /proc")
+async def test_a_file_holding_more_than_its_size_says_is_read_to_the_bound_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link to a file of /proc: its size says 0, its reading gives more (here more than
+    the bound; /proc/self/pagemap would give gigabytes)."""
+    source = Path("/proc/self/smaps")
+    (tmp_path / "proc.yaml").symlink_to(source)
+    monkeypatch.setattr(_vcr, "MAX_FILE", 2048)
+    assert source.stat().st_size == 0
+    assert len(source.read_bytes()) > _vcr.MAX_FILE
+    report = await replay_vcr(tmp_path)
+    assert report.results == []
+    assert report.unreadable == [("proc.yaml", "more than 2048 bytes, over the limit")]
+
+
 def test_cli_reports_per_provider_and_exits_by_outcome(
     tmp_path: Path, recorded: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -832,3 +832,16 @@ async def test_a_cassette_with_a_tag_the_safe_loader_does_not_know_is_read(
     path.write_text(text.replace("BODY", json.dumps(_LEGACY).replace("'", "''")), "utf-8")
     assert len(_reading(path).outcome.calls) == 1
     assert (await _one(tmp_path)).outcome == "exact"
+
+
+async def test_arguments_holding_nan_are_exact_when_handed_on_as_sent(tmp_path: Path) -> None:
+    """``NaN`` (which Python's JSON reads) is itself: arguments ``{"x": NaN, "n": 5}`` handed
+    on as sent are exact, although ``nan != nan``."""
+    function = {"name": "f", "arguments": '{"x": NaN, "n": 5}'}
+    call = {"id": "call_1", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body = {"id": "c", "model": "m", "choices": [{"index": 0, "message": message}]}
+    path = _cassette(tmp_path, json.dumps(body), {"content-type": ["application/json"]})
+    (expected,) = _reading(path).outcome.calls
+    assert json.dumps(expected.arguments) == '{"x": NaN, "n": 5}'
+    assert (await _one(tmp_path)).outcome == "exact"

@@ -21,6 +21,7 @@ import pytest
 from agentfsm.adapters.providers import FINISH_REASONS, ProviderError
 from agentfsm.conformance import _replay_vcr
 from agentfsm.conformance._replay_vcr import replay_vcr
+from agentfsm.engine import ChatDelta
 from agentfsm.engine._messages import ChatResult, ToolCall, Usage
 
 from .vcr_cassettes import cassette, record, rich_scenarios, write
@@ -53,12 +54,15 @@ def _error(change: Callable[[ProviderError], None]) -> Perturb:
     return perturb
 
 
-def _call_change(number: int, what: Callable[[ToolCall], dict[str, Any]]) -> Perturb:
+def _call_change(number: int, what: Callable[[ToolCall], dict[str, Any] | None]) -> Perturb:
     def change(result: ChatResult) -> ChatResult | None:
         calls = list(result.message.tool_calls)
         if len(calls) <= number:
             return None
-        calls[number] = attrs.evolve(calls[number], **what(calls[number]))
+        changes = what(calls[number])
+        if changes is None:
+            return None
+        calls[number] = attrs.evolve(calls[number], **changes)
         return _message(result, tool_calls=calls)
 
     return _answer(change)
@@ -87,6 +91,39 @@ def _usage(name: str) -> Perturb:
         return attrs.evolve(result, usage=usage)
 
     return _answer(change)
+
+
+def _usage_as_float(name: str) -> Perturb:
+    """The same count, as a float: a count is a whole number, and a reader that hands on
+    ``5.0`` is not one that read ``5``."""
+
+    def change(result: ChatResult) -> ChatResult | None:
+        if result.usage is None:
+            return None
+        counts: dict[str, Any] = {name: float(getattr(result.usage, name))}
+        usage = attrs.evolve(result.usage, **counts)
+        return attrs.evolve(result, usage=usage)
+
+    return _answer(change)
+
+
+_RETYPED: dict[type, type] = {int: float, bool: int}
+
+
+def _retyped_arguments(call: ToolCall) -> dict[str, Any] | None:
+    """The arguments with each whole number and boolean as a value of another type that
+    Python holds equal (``5`` as ``5.0``, ``true`` as ``1``): a tool given them gets other
+    values than the model sent."""
+    if not any(type(v) in _RETYPED for v in call.arguments.values()):
+        return None
+    retyped = {k: _RETYPED.get(type(v), lambda x: x)(v) for k, v in call.arguments.items()}
+    return {"arguments": retyped, "raw_arguments": None}
+
+
+def _status_as_float(outcome: Outcome) -> Outcome | None:
+    if not isinstance(outcome, ProviderError) or outcome.status is None:
+        return None
+    return _error(lambda e: setattr(e, "status", float(e.status or 0)))(outcome)
 
 
 def _other_finish(result: ChatResult) -> ChatResult:
@@ -156,6 +193,7 @@ def perturbations() -> Iterator[tuple[str, Perturb]]:
                 number, lambda c: {"arguments": {**c.arguments, "~": 1}, "raw_arguments": None}
             ),
         )
+        yield f"call {number} arguments", _call_change(number, _retyped_arguments)
     yield "finish reason", _answer(_other_finish)
     yield (
         "finish reason raw",
@@ -169,6 +207,7 @@ def perturbations() -> Iterator[tuple[str, Perturb]]:
         "reasoning_tokens",
     ):
         yield f"usage {name}", _usage(name)
+        yield f"usage {name}", _usage_as_float(name)
     yield (
         "usage",
         _answer(lambda r: attrs.evolve(r, usage=None if r.usage is not None else Usage(1, 1))),
@@ -177,6 +216,7 @@ def perturbations() -> Iterator[tuple[str, Perturb]]:
     yield "model", _answer(lambda r: attrs.evolve(r, model=(r.model or "") + "~"))
     yield "error kind", _error(_other_kind)
     yield "error status", _error(lambda e: setattr(e, "status", (e.status or 200) + 1))
+    yield "error status", _status_as_float
     yield "error retryable", _error(_other_retry)
 
 
@@ -241,3 +281,42 @@ async def test_every_perturbed_field_is_reported(
     assert len(caught) >= 140
     fields = {where.split(" of ")[0] for where in caught}
     assert fields == {field for field, _ in perturbations()}
+
+
+def _thinking_dropped(factory: Any) -> Any:
+    """The real adapter, its reasoning deltas never handed on (the answer left whole)."""
+
+    def build(url: str, client: httpx.AsyncClient | None) -> Any:
+        real = factory(url, client)
+
+        async def chat(*args: Any, on_delta: Any = None, **kwargs: Any) -> ChatResult:
+            def text_only(delta: ChatDelta) -> None:
+                if delta.kind != "thinking":
+                    on_delta(delta)
+
+            result: ChatResult = await real(
+                *args, on_delta=text_only if on_delta else None, **kwargs
+            )
+            return result
+
+        chat.aclose = real.aclose  # type: ignore[attr-defined]
+        return chat
+
+    return build
+
+
+async def test_reasoning_deltas_that_do_not_add_up_are_reported(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's reasoning deltas must add up to its reasoning, as its text deltas to its
+    text: the three streams that reason (Chat Completions, Messages, Responses) differ on
+    that field alone; the others, reasoning streamed by none, stay exact."""
+    for wire, (path, factory) in dict(_replay_vcr.ADAPTERS).items():
+        monkeypatch.setitem(_replay_vcr.ADAPTERS, wire, (path, _thinking_dropped(factory)))
+    report = await replay_vcr(folder)
+    outcomes = {r.index: (r.outcome, r.fields) for r in report.results}
+    reasoning_streams = {0, 2, 4}  # rich_scenarios: the streams that carry reasoning
+    assert {i: o for i, o in outcomes.items() if i in reasoning_streams} == dict.fromkeys(
+        reasoning_streams, ("differing", ("streamed reasoning",))
+    )
+    assert {o for i, o in outcomes.items() if i not in reasoning_streams} == {("exact", ())}

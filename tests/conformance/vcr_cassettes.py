@@ -219,7 +219,7 @@ def _rich_result() -> ChatResult:
     """A Responses answer with every part a reply can hold."""
     calls = (
         ToolCall("call_a", "get_time", {"tz": "UTC"}),
-        ToolCall("call_b", "read_file", {"path": "a.txt"}),
+        ToolCall("call_b", "read_file", {"path": "a.txt", "limit": 5, "all": True, "ratio": 0.5}),
     )
     message = AssistantMessage(
         ANSWER,
@@ -233,7 +233,9 @@ def _rich_result() -> ChatResult:
 
 def rich_scenarios() -> list[tuple[str, Reply]]:
     """Replies that between them carry every field an answer has: reasoning and reasoning
-    items (Responses items, Anthropic's signed and redacted thinking), several calls (ids given and missing, arguments that are not JSON), an unknown
+    items (Responses items, Anthropic's signed and redacted thinking), several calls (ids
+    given and missing, arguments that are not JSON, arguments holding a number, a whole
+    number and a boolean), an unknown
     finish reason (kept raw), every usage count, and errors retryable and not, from an
     HTTP status and inside a 200 stream after some text."""
     usage = {
@@ -251,7 +253,9 @@ def rich_scenarios() -> list[tuple[str, Reply]]:
             chunk(tool_delta(index=0, id="call_1", name="get_time", arguments='{"tz": ')),
             chunk(tool_delta(index=0, arguments='"UTC"}')),
             chunk(tool_delta(index=1, id="call_2", name="read_file", arguments='{"path"')),
-            chunk(tool_delta(index=1, arguments=': "a.txt"}')),
+            chunk(
+                tool_delta(index=1, arguments=': "a.txt", "limit": 5, "all": true, "ratio": 0.5}')
+            ),
             chunk({}, finish="tool_calls"),
             chunk(choices=False, usage=usage),
             DONE,

@@ -239,7 +239,9 @@ def test_the_cli_never_shows_the_key(
     assert haystack.hits() == [], haystack.hits()[:10]
 
 
+@pytest.mark.parametrize("status", [401, 400])
 def test_conformance_reports_never_show_the_key(
+    status: int,
     tmp_path: Path,
     haystack: Haystack,
     capsys: pytest.CaptureFixture[str],
@@ -253,7 +255,7 @@ def test_conformance_reports_never_show_the_key(
     with FakeProviderServer() as server:
         server.handler = lambda request: Reply.json(
             {"error": {"message": f"key {KEY}", "code": KEY, "type": KEY}},
-            401,
+            status,
             {"x-echo-key": KEY, "set-cookie": f"k={KEY}", "x-request-id": "req_1"},
         )
         main(
@@ -279,8 +281,11 @@ def test_conformance_reports_never_show_the_key(
     haystack.add_logs("conformance", caplog.records)
     haystack.add_tree("conformance", out_dir)
     report = json.loads((out_dir / "report.json").read_text("utf-8"))
-    assert report["results"]
-    assert list((out_dir / "recordings").glob("*.json"))  # one wire fixture per exchange
+    if status == 401:  # the key refused: one verdict, with the server's words
+        assert report["verdict"].startswith(f"POST {server.base_url}/v1/chat/completions")
+    else:  # every check run, and recorded
+        assert report["results"]
+        assert list((out_dir / "recordings").glob("*.json"))  # one wire fixture per exchange
     assert haystack.hits() == [], haystack.hits()[:10]
 
 

@@ -26,6 +26,7 @@ from agentfsm.engine._messages import (
 from agentfsm.policies import verifier, verify
 from agentfsm.policies._verifier import VERIFIER_SYSTEM_PROMPT, parse_verdict
 from agentfsm.policies._verify import resolve_verify_command
+from agentfsm.sandbox import _bubblewrap as bubblewrap_module
 from agentfsm.sandbox._process import SandboxUnavailable, Unsandboxed, run_command
 from agentfsm.testing import ScriptedChat, ScriptedTools, tool_reply
 
@@ -159,7 +160,7 @@ async def test_verify_gives_up_after_max_retries(tmp_path: Path) -> None:
 async def test_verify_never_runs_its_command_unconfined(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no sandbox to be found
+    monkeypatch.setattr(bubblewrap_module, "SYSTEM_PATH", str(tmp_path))  # no bwrap there
     marker = tmp_path / "ran"
     gate = verify(f"touch {marker}", workspace=tmp_path)
     chat = ScriptedChat([tool_reply(("write", {"path": "a", "text": "x"})), "done"])

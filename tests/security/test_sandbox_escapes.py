@@ -11,6 +11,7 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -24,7 +25,8 @@ import pytest
 
 from agentfsm import ToolCall, ToolResult
 from agentfsm.adapters.tools import ToolBox, workspace_tools
-from agentfsm.sandbox import Unsandboxed
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed
+from agentfsm.sandbox._landlock import scopes_abstract_sockets
 
 from .sandboxing import alive, kill_all
 from .tally import AttackTally
@@ -186,6 +188,12 @@ class Listener:
         self.thread.join(2)
         self.socket.close()
 
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 @pytest.fixture
 def listener() -> Iterator[Listener]:
@@ -220,6 +228,92 @@ async def test_no_network(place: Place, listener: Listener, attacks: AttackTally
         await asyncio.sleep(0.1)
         reached = listener.accepted > before or "connected" in result.output
         attacks.record("sandboxed shell: network", reached, f"{command!r}: {shown(result)[:200]}")
+
+
+class AbstractServer:
+    """A server on an abstract unix socket of the host (as X11, a D-Bus or ``systemd
+    --user`` bus listen) that hands every connection a canary."""
+
+    def __init__(self) -> None:
+        self.name = f"agentfsm-host-{os.getpid()}-{time.monotonic_ns()}"  # no canary
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.socket.bind("\0" + self.name)
+        self.socket.listen(16)
+        self.socket.settimeout(0.05)
+        self.accepted = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{CANARY}-abstract\n".encode())
+            connection.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.socket.close()
+
+
+ABSTRACT_CLIENTS = [
+    "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect('\\0'+sys.argv[1]); "
+    "print(s.recv(200).decode())",
+    # Found as a real attacker would: the host's abstract names in /proc/net/unix.
+    "import socket\nfor line in open('/proc/net/unix').read().splitlines()[1:]:\n"
+    " name=line.split()[-1] if len(line.split())>7 else ''\n if name.startswith('@'):\n"
+    "  s=socket.socket(socket.AF_UNIX)\n  try: s.connect('\\0'+name[1:]); "
+    "print(s.recv(200).decode())\n  except OSError as e: print(name, e)",
+    "import os,socket,sys\nif os.fork()==0:\n os.setsid(); s=socket.socket(socket.AF_UNIX); "
+    "s.connect('\\0'+sys.argv[1]); print(s.recv(200).decode())\nelse: os.wait()",
+]
+
+
+async def test_no_abstract_socket_of_the_host_with_the_network(
+    place: Place, attacks: AttackTally
+) -> None:
+    """With the network shared, a command still reaches no abstract unix socket of the host
+    (named, found in ``/proc/net/unix``, from a forked session leader), while the sockets it
+    makes itself work and the network is there."""
+    if not scopes_abstract_sockets():
+        pytest.skip("the kernel lacks Landlock ABI 6 (Linux 6.12): the sandbox says NOT SCOPED")
+    server = AbstractServer()
+    try:
+        sandbox = BubblewrapSandbox(place.root, allow_network=True)
+        box = workspace_tools(place.root, sandbox=sandbox)
+        for client in ABSTRACT_CLIENTS:
+            path = place.root / "client.py"
+            path.write_text(client, "utf-8")
+            before = server.accepted
+            result = await shell(box, f"python3 client.py {server.name} 2>&1")
+            await asyncio.sleep(0.1)
+            reached = server.accepted > before or CANARY in result.output
+            attacks.record(
+                "sandboxed shell: host unix socket", reached, f"{client!r}: {shown(result)[:200]}"
+            )
+        inside = (
+            "import os,socket,time\nsrv=socket.socket(socket.AF_UNIX); srv.bind('\\0own'); "
+            "srv.listen()\nif os.fork()==0:\n c=socket.socket(socket.AF_UNIX); "
+            "c.connect('\\0own'); c.sendall(b'own socket works'); os._exit(0)\n"
+            "print(srv.accept()[0].recv(99).decode())"
+        )
+        (place.root / "own.py").write_text(inside, "utf-8")
+        assert "own socket works" in (await shell(box, "python3 own.py 2>&1")).output
+    finally:
+        server.close()
+    with Listener() as listener:  # the network itself is still shared
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 5)"
+        done = await shell(box, f'python3 -c "{connect}" && echo connected')
+        assert "connected" in done.output, shown(done)
+    assert "Landlock" in sandbox.describe()["unix_sockets"]
 
 
 async def test_no_process_outlives_the_call(place: Place, attacks: AttackTally) -> None:

@@ -90,3 +90,63 @@ def test_a_chain_in_its_own_folder_is_still_followed(tmp_path: Path) -> None:
     second = tmp_path / "20260101T000001Z-0002.jsonl"
     second.write_text(session({"id": first.stem, "path": "/nowhere/x.jsonl"}, "second"), "utf-8")
     assert [log.path for log in read_session_chain(second)] == [first, second]
+
+
+def test_a_symlink_in_the_session_folder_is_no_session(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """A link planted in the folder, by any reference (``latest``, its id, a prefix), leads
+    no command to the file it names: not ``sessions show|list``, ``trace`` or a resume, whose
+    request would carry that file's messages to the server (checked on the real bytes)."""
+    from agentfsm.testing import FakeProviderServer, scenario_handler
+
+    from ..cli.conftest import sandbox_options
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.jsonl").write_text(session(None, SECRET), "utf-8")
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    own = folder / "20260101T000000Z-0001.jsonl"
+    own.write_text(session(None, "own"), "utf-8")
+    os.utime(own, (1, 1))  # the link is the newest
+    (folder / "20260102T000000Z-0002.jsonl").symlink_to(outside / "secret.jsonl")
+    (tmp_path / "w").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+
+    def agentfsm(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentfsm", *argv, "--session-dir", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+
+    with FakeProviderServer() as server:
+        server.handler = scenario_handler("echo")
+        run = ["--base-url", f"{server.base_url}/v1", "--model", "m", "--quiet"]
+        run += ["--workspace", str(tmp_path / "w"), *sandbox_options()]
+        for ref in ("latest", "20260102T000000Z-0002", "20260102"):
+            commands = {
+                "sessions show": ["sessions", "show", ref],
+                "trace": ["trace", ref, "--json"],
+                "run --resume": ["run", "--resume", ref, "next", *run],
+            }
+            for name, argv in commands.items():
+                done = agentfsm(*argv)
+                read = SECRET in done.stdout + done.stderr
+                attacks.record(KIND, read, f"{name} {ref}")
+                assert not read, (name, ref)
+                if ref == "latest":  # the folder's own file
+                    assert done.returncode == 0, done.stderr
+                else:
+                    assert done.returncode == 2, done.stderr
+                    assert "session not found" in done.stderr
+        sent = b"".join(request.body for request in server.requests)
+        assert SECRET.encode() not in sent
+        assert b'"own"' in sent
+    listed = agentfsm("sessions", "list", "--json")
+    assert [row["id"] for row in json.loads(listed.stdout)][-1] == own.stem
+    assert SECRET not in listed.stdout

@@ -146,11 +146,30 @@ def _print_table(report: Any) -> None:
     Console().print(table)
 
 
+def _url_problem(url: str) -> str:
+    """What makes ``url`` no base URL to send requests to (empty when nothing does); says
+    nothing of the URL itself, which may hold a password or a key."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as error:
+        return f"--base-url is not a URL ({str(error).split(':')[0]})"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return "--base-url needs http:// or https:// and a host, e.g. http://127.0.0.1:8080/v1"
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        return f"--base-url has no such port ({parsed.port}; ports are 1 to 65535)"
+    return ""
+
+
 def _run(argv: Sequence[str]) -> int:
     from agentfsm.adapters.providers import parse_quirk, quirk_profile
     from agentfsm.conformance import Capabilities, LiveTarget, report_markdown, run_checks
 
     args = _run_parser().parse_args(argv)
+    if problem := _url_problem(args.base_url):
+        print(f"agentfsm conformance: {problem}", file=sys.stderr)
+        return 2
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)
@@ -404,6 +423,9 @@ def _probe(argv: Sequence[str]) -> int:
     from agentfsm.conformance import MARKS, ProbeError, probe, profile_text, verify, write_settings
 
     args = _probe_parser().parse_args(argv)
+    if problem := _url_problem(args.base_url):
+        print(f"agentfsm conformance probe: {problem}", file=sys.stderr)
+        return 2
     key = None
     if args.api_key_env:
         key = os.environ.get(args.api_key_env)

@@ -40,12 +40,13 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _bidi_shown(data: Any) -> Any:
-    """``data`` with every bidirectional control in its strings written as ``<U+202E>`` (as
-    the terminal shows them): model text cannot reorder what the page shows."""
+    """``data`` with every bidirectional control in its strings (keys too: a verdict's label
+    is one) written as ``<U+202E>`` (as the terminal shows them): model text cannot reorder
+    what the page shows."""
     if isinstance(data, str):
         return _BIDI.sub(lambda match: f"<U+{ord(match.group()):04X}>", data)
     if isinstance(data, dict):
-        return {key: _bidi_shown(value) for key, value in data.items()}
+        return {_bidi_shown(key): _bidi_shown(value) for key, value in data.items()}
     if isinstance(data, list):
         return [_bidi_shown(value) for value in data]
     return data

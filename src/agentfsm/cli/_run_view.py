@@ -161,7 +161,8 @@ def _turn_path(turn: dict[str, Any], run: dict[str, Any], last: bool, more: bool
     end = run.get("end_state")
     if turn.get("policy_stop"):
         return ["turn_start>stopped"]
-    if last and end == "aborted" and run.get("last_state") == "turn_start":
+    aborted_before_reply = end == "aborted" and run.get("last_state") == "turn_start"
+    if last and aborted_before_reply and turn["reply"] is None:  # a reply is drawn as one
         return ["turn_start>aborted"]
     path = ["turn_start>compress_check"]
     if turn.get("compressed"):

@@ -17,7 +17,14 @@ from agentfsm.adapters.sessions import (
     trace_session,
 )
 from agentfsm.agent import is_preamble_message
-from agentfsm.engine import AssistantMessage, ToolMessage, encodable, printable
+from agentfsm.engine import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+    encodable,
+    printable,
+)
 
 from ._terminal import cells, fit, sanitize
 
@@ -139,8 +146,11 @@ def show_session(session_dir: Path, ref: str) -> int:
     messages = log.transcript(keep=is_preamble_message, compressed=True)
     if log.compacted != log.messages:
         _say("(the history was compressed: a resume sends the summary below, not what it replaced)")
+    first_system = next((m for m in messages if isinstance(m, SystemMessage)), None)
     for message in messages:
-        if isinstance(message, AssistantMessage):
+        if message is first_system:  # the resuming run's own system prompt takes its place
+            _say(f"[system, replaced by the resuming run's own] {_cut(message.content, 2000)}")
+        elif isinstance(message, AssistantMessage):
             _say(f"[assistant] {message.content}")
             for call in message.tool_calls:
                 names[call.id] = call.name
@@ -149,14 +159,23 @@ def show_session(session_dir: Path, ref: str) -> int:
             status, error, output = tool_outcome(message)
             tool = f"tool {names.get(message.tool_call_id, '?')} {message.tool_call_id}"
             if status == "ok":
-                _say(f"[{tool}] {output[:500]}")
+                _say(f"[{tool}] {_cut(output, 500)}")
             else:
-                _say(f"[{tool} {status.upper()}] {error[:2000] or '(no error text)'}")
+                _say(f"[{tool} {status.upper()}] {_cut(error, 2000) or '(no error text)'}")
                 if output:
-                    _say("  output: " + output[:500])
+                    _say("  output: " + _cut(output, 500))
         else:
-            _say(f"[{message.role}] {message.content[:2000]}")
+            images = len(message.images) if isinstance(message, UserMessage) else 0
+            more = f" [+{images} image(s)]" if images else ""
+            _say(f"[{message.role}] {_cut(message.content, 2000)}{more}")
     return 0
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, saying how many more a resume sends."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters not shown]"
 
 
 def _sandbox_line(sandbox: dict[str, Any] | None) -> str:

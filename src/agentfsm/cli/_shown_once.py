@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 from pathlib import Path
 
 __all__ = ["NOTES_FILE", "ShownOnce"]
@@ -28,8 +30,12 @@ class ShownOnce:
         self.path = folder / NOTES_FILE
 
     def _read(self) -> dict[str, str]:
+        """What the file remembers, if it is a regular file (a FIFO there blocks nothing)."""
         try:
-            with self.path.open("rb") as file:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return {}
                 data = json.loads(file.read(_MAX_BYTES))
         except (OSError, ValueError, RecursionError):
             return {}
@@ -44,9 +50,12 @@ class ShownOnce:
         if shown.get(key) == text:
             return False
         shown[key] = text
-        temporary = self.path.with_name(f"{NOTES_FILE}.{os.getpid()}.tmp")
+        # a new file of an unguessable name, never through a link planted in its place
+        temporary = self.path.with_name(f"{NOTES_FILE}.{secrets.token_hex(6)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
-            temporary.write_text(json.dumps(shown), "utf-8")
+            with os.fdopen(os.open(temporary, flags, 0o666), "w", encoding="utf-8") as out:
+                out.write(json.dumps(shown))
             os.replace(temporary, self.path)
         except OSError:
             temporary.unlink(missing_ok=True)

@@ -349,7 +349,8 @@ class LiveContext:
                 body = as_responses(body)
             if self.target.api_key:
                 headers["authorization"] = f"Bearer {self.target.api_key}"
-        timeout = httpx.Timeout(120, connect=10)
+        bounds = self.target.timeouts
+        timeout = httpx.Timeout(bounds.first_byte, connect=bounds.connect)
         recording = self._recording(name, timeout)
         async with recording or httpx.AsyncClient(timeout=timeout) as client:
             response = await client.post(url, headers=headers, content=json.dumps(body))

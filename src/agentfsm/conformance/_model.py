@@ -194,8 +194,9 @@ class Report:
     """What to run next when the failures point at a quirk profile (``agentfsm conformance
     probe …``, with why); empty otherwise."""
     verdict: str = ""
-    """Why no check ran, when the server cannot be checked on this wire at all (it has no
-    such endpoint: one verdict naming it, instead of a failure per check); empty otherwise."""
+    """Why no check ran, when the server cannot be checked on this wire at all (nothing
+    answers, it refuses the key, or it has no such endpoint: one verdict saying so, instead
+    of a failure per check); empty otherwise."""
 
     @property
     def failed(self) -> list[CheckResult]:

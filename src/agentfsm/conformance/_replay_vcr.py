@@ -30,6 +30,7 @@ exchange's verdict, and a file that cannot be read is reported and passed.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -152,7 +153,8 @@ class VcrDifference:
     ``name`` / ``arguments``, ``finish reason``, ``finish reason raw``, ``usage``
     (present or not), ``usage input_tokens`` … ``usage reasoning_tokens``, ``response
     id``, ``model``, ``outcome`` (an answer or an error), ``error kind``, ``error status``,
-    ``error retryable``, ``streamed text`` (the deltas against the text); across
+    ``error retryable``, ``streamed text`` and ``streamed reasoning`` (the deltas against
+    the text and the reasoning); across
     deliveries also ``error in stream``."""
     expected: str
     """What the recorded bytes say (or, across deliveries, what the whole delivery gave),
@@ -481,6 +483,7 @@ def _view(
     out["response id"] = outcome.response_id
     out["model"] = outcome.model
     out["streamed text"] = "".join(d.text for d in deltas if d.kind == "text")
+    out["streamed reasoning"] = "".join(d.text for d in deltas if d.kind == "thinking")
     return out
 
 
@@ -493,6 +496,7 @@ def _expected(reading: Reading) -> dict[str, Any] | None:
     fields = _answer_fields(outcome)
     if reading.streamed:
         fields["streamed text"] = outcome.text  # the text deltas add up to the text
+        fields["streamed reasoning"] = outcome.reasoning or ""  # and the thinking deltas
     return fields
 
 
@@ -520,9 +524,23 @@ def _compare(
             continue
         if name.startswith("usage ") and (got.get("usage") is None or expected["usage"] is None):
             continue
-        if got.get(name) != want:
+        if not _same(got.get(name), want):
             out.append(VcrDifference(name, _brief(want), _brief(got.get(name)), how))
     return out
+
+
+def _same(got: object, want: object) -> bool:
+    """Whether two values are the same JSON value: of the same types all the way down
+    (``1``, ``1.0`` and ``true`` are three values, as they are three texts, and ``NaN`` is
+    itself), the members of an object in any order (JSON does not order them)."""
+    return type(got) is type(want) and _canonical(got) == _canonical(want)
+
+
+def _canonical(value: object) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # keys that are not all strings, a cycle
+        return repr(value)
 
 
 async def _replay(exchange: VcrExchange, root: Path) -> VcrResult:

@@ -161,36 +161,52 @@ async def _run_check(
 _PING = {"messages": [{"role": "user", "content": "Reply with the single word PONG."}]}
 
 
-async def _status(live: LiveContext, wire: Wire) -> tuple[int, str] | None:
+async def _status(live: LiveContext, wire: Wire) -> tuple[int, str] | str:
     """The status and a body excerpt of a plain request on ``wire`` (not recorded: it is no
-    check's); ``None`` when it got no HTTP answer (the checks report that themselves)."""
+    check's), or what kept it from an HTTP answer (refused, no such host, no answer in
+    time)."""
     ctx = LiveContext(evolve(live.target, wire=wire, record_dir=None, recorder=None))
     try:
         raw = await ctx.raw({**_PING, "max_tokens": 16}, name=f"endpoint-{wire}")
-    except httpx.HTTPError:
-        return None
+    except (httpx.HTTPError, httpx.InvalidURL) as error:
+        if isinstance(error, httpx.TimeoutException):
+            return f"no answer in {live.target.timeouts.first_byte:g} s"
+        return f"{type(error).__name__}: {' '.join(str(error).split())[:120]}"
     return raw.status, " ".join(raw.text.split())[:120]
 
 
 async def endpoint_verdict(live: LiveContext) -> str:
-    """One verdict when the server has no endpoint for the target's wire (a 404 or 405 to a
-    plain request), naming it and the wires whose endpoints do answer; ``""`` otherwise."""
+    """One verdict when the server cannot be checked on the target's wire at all, ``""``
+    otherwise: a plain request gets no HTTP answer (nothing listening, a name that does not
+    resolve, no answer in time), is refused its key (401, 403), or finds no endpoint (404,
+    405; the verdict names the wires whose endpoints do answer)."""
     wire = live.target.wire
     answer = await _status(live, wire)
-    if answer is None or answer[0] not in (404, 405):
-        return ""
     url = public_url(_text(ValueError(endpoint_url(live.target.base_url, wire)), live.target))
+    if isinstance(answer, str):
+        said = _text(ValueError(answer), live.target)
+        return (
+            f"no answer from POST {url}: {said}; no check ran; is the server running, "
+            "and the base URL right?"
+        )
+    said = _text(ValueError(answer[1]), live.target)
+    if answer[0] in (401, 403):
+        return (
+            f"POST {url} answered {answer[0]} ({said}); no check ran; the server refuses "
+            "the key: check --api-key-env (in code: LiveTarget(api_key=…))"
+        )
+    if answer[0] not in (404, 405):
+        return ""
     served = []
     for other in WIRES:
         if other != wire:
             got = await _status(live, other)
-            if got is not None and got[0] not in (404, 405):
+            if not isinstance(got, str) and got[0] not in (404, 405):
                 served.append(f"{other} ({got[0]})")
     if served:
         where = f"it answers on {', '.join(served)}: run with --wire {served[0].split()[0]}"
     else:
         where = "no other wire's endpoint answers either: is the base URL (or the model) right?"
-    said = _text(ValueError(answer[1]), live.target)
     return f"no {wire} endpoint: POST {url} answered {answer[0]} ({said}); no check ran; {where}"
 
 

@@ -296,7 +296,13 @@ def _load(file: Path) -> Any:
     if size > MAX_FILE:
         raise CassetteError(f"{size} bytes, over the limit of {MAX_FILE}")
     try:
-        text = file.read_bytes()[: MAX_FILE + 1].decode("utf-8")
+        # Read to the bound, never past it: a file may hold more than its size says (a link
+        # to a file of /proc, a file still growing).
+        with file.open("rb") as stream:
+            data = stream.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            raise CassetteError(f"more than {MAX_FILE} bytes, over the limit")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise CassetteError(f"cannot be read as UTF-8 text: {error}") from None
     if file.suffix == ".har":

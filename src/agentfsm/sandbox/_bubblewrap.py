@@ -19,7 +19,9 @@ model can write (the root, the write paths) is never ``/``, a home or a folder h
 and never holds or lies in anything hidden (:func:`~agentfsm.sandbox._hidden.reach`), so it
 can neither rename the folders above a hidden entry nor create one; the folders above the
 agent's own code and the protected paths in it are mount points, which cannot be renamed.
-No network namespace is shared unless ``allow_network``; capabilities are dropped and no
+No network namespace is shared unless ``allow_network`` (and then a Landlock scope keeps
+the command from the host's abstract unix sockets, :mod:`~agentfsm.sandbox._landlock`,
+where the kernel has it); capabilities are dropped and no
 further user namespace may be created. The command runs in its own PID namespace: when it
 exits or is killed, every process it started (``nohup``, ``setsid``, daemons) is killed
 with it. :func:`detect_sandbox` probes once per process that bubblewrap works here.
@@ -62,6 +64,7 @@ from ._hidden import (
     readable_without_capabilities,
 )
 from ._install_paths import agent_install_paths
+from ._landlock import SCOPE_SCRIPT, scopes_abstract_sockets
 from ._limits import Cgroups, ResourceLimits, command_cgroups
 from ._missing import not_found_note
 from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
@@ -89,6 +92,11 @@ PLAN_ENV = (
 )
 """The variables of this process the mounts depend on: a change of one recomputes them."""
 
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+"""Where ``bwrap`` and ``prlimit`` named without a folder are looked for: never ``PATH``,
+which may hold a folder the model writes (a project's activated ``.venv/bin``), where a
+planted ``bwrap`` would run unsandboxed at the next start."""
+
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 USERNS_HINT = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 / "
@@ -104,6 +112,12 @@ _LAUNCH = (
     'echo "agentfsm: cannot join the cgroup $1" >&2; exit 126; fi; shift; done; shift; '
     '{limits}exec "$@" 3<"$f"'
 )
+
+
+def _program(name: str) -> str | None:
+    """``name`` as a path to run: as given when it names a folder, else found in
+    :data:`SYSTEM_PATH`; ``None`` when it is not there."""
+    return shutil.which(name, path=None if "/" in name else SYSTEM_PATH)
 
 
 def _unavailable(problem: str, *hints: str) -> SandboxUnavailable:
@@ -188,10 +202,13 @@ class BubblewrapSandbox:
     ``read_paths`` and ``write_paths`` (absolute; not ``/``, a home or a folder holding one;
     a write path is checked as the root is) widen it;
     ``protected`` names paths relative to ``root`` that the command can neither read nor
-    change; ``env`` names more variables the command gets (an allow-list); ``limits``
-    bounds each command; ``install_paths`` are the folders of the agent's own code
-    (default: the interpreter's prefixes, the site-packages folders and agentfsm's own
-    folder), read-only where they lie inside the root or a write path. ``toolchains``
+    change; ``bwrap`` is a path, or a name looked for in the system folders
+    (``/usr/local/bin``, ``/usr/bin``, ``/bin`` and their ``sbin``; never in ``PATH``,
+    which may hold a folder the model writes); ``env`` names more variables the
+    command gets (an allow-list); ``limits`` bounds each command; ``install_paths`` are
+    the folders of the agent's own code (default: the interpreter's prefixes, the
+    site-packages folders and agentfsm's own folder), read-only where they lie inside the
+    root or a write path. ``toolchains``
     (default on) shows the user's toolchains read-only (read from this process's ``PATH``
     and environment; docs/security.md, "Your toolchains") and gives commands the variables
     that locate them (``CARGO_HOME``, ``RUSTUP_HOME``, ``PYENV_ROOT``…).
@@ -233,7 +250,7 @@ class BubblewrapSandbox:
         installed = agent_install_paths() if install_paths is None else install_paths
         self.install_paths = tuple(Path(os.path.realpath(p)) for p in installed)
         self.show_toolchains = toolchains
-        self.bwrap = shutil.which(bwrap) or bwrap
+        self.bwrap = _program(bwrap) or bwrap
         self.version = _bwrap_version(self.bwrap)
         if _older(self.version):
             raise _unavailable(
@@ -245,7 +262,7 @@ class BubblewrapSandbox:
             setuid_filter()
         except ValueError as error:
             raise _unavailable(str(error)) from None
-        prlimit = shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin")
+        prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
         if prlimit is None:
             raise _unavailable("prlimit (util-linux) was not found", PRLIMIT_HINT)
         self.prlimit = prlimit
@@ -404,10 +421,28 @@ class BubblewrapSandbox:
             str(cwd),
             "--",
             *self._inner(launched),
+            *self._scope(),
             "/bin/sh",
             "-c",
             command,
         ]
+
+    def _scope(self) -> list[str]:
+        """With the network shared, what runs before ``sh`` to keep the command from the
+        host's abstract unix sockets (a Landlock scope), where the kernel can."""
+        if not self.allow_network or not scopes_abstract_sockets():
+            return []
+        return [sys.executable, "-I", "-S", "-c", SCOPE_SCRIPT]
+
+    def _unix_sockets(self) -> str:
+        if not self.allow_network:
+            return "the host's unreachable (own network namespace)"
+        if scopes_abstract_sockets():
+            return "the host's abstract sockets unreachable (Landlock scope)"
+        return (
+            "NOT SCOPED: the host's abstract unix sockets are reachable with the network "
+            "(Landlock ABI 6, Linux 6.12, is missing)"
+        )
 
     def _launcher(self) -> list[str]:
         """The ``sh`` that starts bwrap: it joins the cgroups (when there are some: then it
@@ -515,6 +550,7 @@ class BubblewrapSandbox:
                 "processes_bound": self._process_bound(),
                 "memory_bound": self._memory_bound(),
             },
+            "unix_sockets": self._unix_sockets(),
             "setuid": "refused (seccomp filter)",
             "processes": "own PID namespace: every process dies with the call",
         }
@@ -576,7 +612,7 @@ def detect_sandbox(
     """
     if not sys.platform.startswith("linux"):
         raise _unavailable(f"no sandbox is implemented for {sys.platform} yet")
-    found = shutil.which(bwrap)
+    found = _program(bwrap)
     if found is None:
         raise _unavailable(f"{bwrap!r} (bubblewrap) was not found", INSTALL_HINT)
     failure = _probe(found, allow_network)

@@ -138,10 +138,11 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "agentfsm fake-server
         f"fake-server: {what} on {base} (OpenAI Chat Completions and Responses wires: "
         f"{base}/v1; Anthropic wire: {base})"
     )
+    key = f" --api-key-env {shlex.quote(args.api_key_env)}" if args.api_key_env else ""
     print("try, in a project folder:")
-    print(f"  agentfsm run --base-url {base}/v1 --model {model} {prompt}")
-    print(f"  agentfsm run --wire responses --base-url {base}/v1 --model {model} {prompt}")
-    print(f"  agentfsm run --provider anthropic --base-url {base} --model {model} {prompt}")
+    print(f"  agentfsm run --base-url {base}/v1 --model {model}{key} {prompt}")
+    print(f"  agentfsm run --wire responses --base-url {base}/v1 --model {model}{key} {prompt}")
+    print(f"  agentfsm run --provider anthropic --base-url {base} --model {model}{key} {prompt}")
     print("Ctrl-C stops the server.", flush=True)
     try:
         while not stop.wait(0.2):

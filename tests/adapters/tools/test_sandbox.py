@@ -168,7 +168,7 @@ def test_detection_says_what_to_install(root: Path, monkeypatch: pytest.MonkeyPa
     message = str(missing.value)
     assert "apt-get install bubblewrap" in message
     assert "--no-sandbox" in message
-    monkeypatch.setenv("PATH", str(root))
+    monkeypatch.setattr(sandbox_module, "SYSTEM_PATH", str(root))  # where bwrap is looked for
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         detect_sandbox(root)
 
@@ -204,7 +204,7 @@ def test_detection_reports_why_bubblewrap_fails(
 async def test_the_shell_fails_without_a_sandbox(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(root))  # no bwrap to be found
+    monkeypatch.setattr(sandbox_module, "SYSTEM_PATH", str(root))  # no bwrap to be found
     box = workspace_tools(root)
     result = await box.run(ToolCall("c", "shell", {"command": "touch ran"}))
     assert not result.ok

@@ -158,6 +158,7 @@ class LocalModel:
         with log.open("wb") as sink:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
+                "-P",  # not the working folder first: the model may have written a package there
                 "-m",
                 "llama_cpp.server",
                 "--model",

@@ -60,18 +60,27 @@ def _present(path: Path) -> bool:
     return True
 
 
+def _own_file(path: Path) -> bool:
+    """A regular file itself: not a symlink (which may lead out of the folder)."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def session_files(session_dir: str | Path) -> list[Path]:
     """The regular ``*.jsonl`` files of ``session_dir``, oldest first by modification time
-    (one dated in the future counts as the oldest; FIFOs, devices, sockets and folders with
-    that suffix are left out; a missing folder has none). Raises :class:`SessionNotFound`
-    when ``session_dir`` exists but is not a folder."""
+    (one dated in the future counts as the oldest; symlinks, FIFOs, devices, sockets and
+    folders with that suffix are left out: a session is a file of the folder, and a link
+    planted there could lead a resume to any file; a missing folder has none). Raises
+    :class:`SessionNotFound` when ``session_dir`` exists but is not a folder."""
     folder = Path(session_dir)
     if not folder.is_dir():
         if folder.exists():
             raise SessionNotFound(str(folder.name), "the session folder is not a folder")
         return []
     try:
-        files = [p for p in folder.glob("*.jsonl") if is_session_file(p)]
+        files = [p for p in folder.glob("*.jsonl") if _own_file(p)]
     except OSError:
         return []
     now = time.time()
@@ -85,7 +94,8 @@ def resolve_session(session_dir: str | Path, ref: str) -> Path:
     wins) that can be read as a session: it holds something (an empty file is a session
     whose start was never recorded) and is within ``MAX_SESSION_BYTES``; anything else is an
     exact id (``<id>.jsonl``, with or without the suffix) or else a unique file-name prefix. Only
-    regular files count: a FIFO or device named like a session is never chosen.
+    the folder's own regular files count: a symlink, FIFO or device named like a session is
+    never chosen.
     """
     folder = Path(session_dir)
     files = session_files(folder)
@@ -100,6 +110,8 @@ def resolve_session(session_dir: str | Path, ref: str) -> Path:
     exact = folder / name
     if exact in files:
         return exact
+    if exact.is_symlink():
+        raise SessionNotFound(ref, "a symlink: a session is a regular file of its folder")
     if _present(exact):
         raise SessionNotFound(ref, "not a regular file")
     matches = sorted(p for p in files if p.name.startswith(ref))
