@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -278,3 +279,102 @@ def test_an_empty_prompt_is_refused_like_batch(
         assert code == 2, err
         assert err.count("\n") == 1
         assert "prompt must be a non-empty string" in err
+
+
+def secret_urls(closed: int) -> dict[str, str]:
+    """A database URL, or connection string, with its password in each form: the password
+    as typed."""
+    where = f"127.0.0.1:{closed}"
+    return {
+        f"postgresql://user@{where}/agentfsm?password=Pw-query-7Kd": "Pw-query-7Kd",
+        f"postgresql://user@{where}/agentfsm?sslmode=disable&password=Pw-amp-3Jx": "Pw-amp-3Jx",
+        f"postgresql://user@{where}/agentfsm?%70assword=Pw-pct-key-9Qa": "Pw-pct-key-9Qa",
+        f"postgresql://user:Pw%2Dpct%2Dvalue@{where}/agentfsm": "Pw%2Dpct%2Dvalue",
+        f"postgresql://user:Pw@at-5Lm@{where}/agentfsm": "Pw@at-5Lm",
+        f"host=127.0.0.1 port={closed} password=Pw-libpq-2Zz dbname=x": "Pw-libpq-2Zz",
+        "host=127.0.0.1 password = 'Pw libpq quoted' dbname=x": "Pw libpq quoted",
+        f"postgresql://user@{where}/agentfsm?PassWord=Pw-case-8Rt": "Pw-case-8Rt",
+    }
+
+
+def test_a_database_password_in_any_form_is_never_printed(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "task a"}\n')
+    urls = secret_urls(closed_port())
+    leaks: list[str] = []
+    tried = 0
+    for n, (url, password) in enumerate(urls.items()):
+        arguments = [*commands(tmp_path, url)[n % 6], "--database-url", url]
+        proc = _agentfsm(tmp_path, arguments)
+        out, err = proc.communicate(timeout=60)
+        tried += 1
+        told = (out + err).decode(errors="replace")
+        lines = err.decode(errors="replace").splitlines()
+        if password in told or proc.returncode != 2 or len(lines) != 1 or "***" not in told:
+            leaks.append(f"{arguments[0]} {n}: {proc.returncode} {lines}")
+    logs = tmp_path / "state" / "agentfsm" / "logs"
+    logged = "".join(p.read_text() for p in logs.iterdir()) if logs.is_dir() else ""
+    print(f"database passwords: {tried} forms tried, {len(leaks)} shown")
+    assert leaks == []
+    assert not any(password in logged for password in urls.values())
+
+
+def test_a_base_url_with_credentials_is_not_stored(tmp_path: Path) -> None:
+    """The options of a durable run are stored in the database: a --base-url holding
+    credentials is refused before anything is written there."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "task a"}\n')
+    database = tmp_path / "queue.sqlite"
+    for base_url in (
+        "http://user:Bu-pass-4Wq@127.0.0.1:9/v1",
+        "http://Bu-token-6Pp@127.0.0.1:9/v1",
+    ):
+        for arguments in commands(tmp_path, "")[0:4:3]:  # batch, run --durable
+            arguments = [
+                *arguments,
+                "--base-url",
+                base_url,
+                "--database-url",
+                f"sqlite:///{database}",
+            ]
+            proc = _agentfsm(tmp_path, arguments)
+            out, err = proc.communicate(timeout=60)
+            lines = err.decode().splitlines()
+            assert proc.returncode == 2, lines
+            assert len(lines) == 1, lines
+            assert "--base-url holds credentials" in lines[0], lines
+            assert "Bu-" not in (out + err).decode()
+    assert not database.exists() or b"Bu-" not in database.read_bytes()
+
+
+def test_a_signal_during_the_database_check_is_one_line(tmp_path: Path, silent_port: int) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM while the URL check waits on a server that never answers:
+    one line, exit 130 or 143, no traceback; the same for ``runs retry``."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "task a"}\n')
+    url = f"postgresql://user@127.0.0.1:{silent_port}/agentfsm"
+    cases = [
+        (commands(tmp_path, url)[0], signal.SIGINT, 130),
+        (commands(tmp_path, url)[0], signal.SIGTERM, 143),
+        (commands(tmp_path, url)[5], signal.SIGTERM, 143),
+        (commands(tmp_path, url)[5], signal.SIGINT, 130),
+    ]
+    bad: list[str] = []
+    for arguments, sig, expected in cases:
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+        env["AGENTFSM_DATABASE_TIMEOUT"] = "120"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", *arguments, "--database-url", url],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        time.sleep(3)  # started, and waiting on the silent server
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        lines = [x for x in err.decode().splitlines() if "--no-sandbox" not in x[:40]]
+        if proc.returncode != expected or len(lines) != 1 or "Traceback" in err.decode():
+            bad.append(f"{arguments[:2]} {sig.name}: {proc.returncode} {lines}")
+    print(f"signals during the database check: {len(cases) - len(bad)} of {len(cases)} clean")
+    assert bad == []

@@ -9,7 +9,8 @@ can, at any moment:
 - :meth:`stall` / :meth:`flow`: hold all traffic, on open and new connections, without
   closing anything, then deliver what was held;
 - :meth:`silence`: make the connections open now go silent for good (what is sent on them is
-  never delivered, nothing is closed) while new connections work;
+  never delivered, nothing is closed) while new connections work; :attr:`silent_from` makes
+  new connections silent from the Nth on;
 - :meth:`cut` / :meth:`restore`: reset everything and refuse new connections, then accept
   them again.
 
@@ -72,6 +73,8 @@ class FaultProxy:
         self.port = 0
         self.connections = 0
         """Connections accepted so far."""
+        self.silent_from: int | None = None
+        """Connections accepted from this number on (1 is the first) are silent at once."""
         self._listener: socket.socket | None = None
         self._links: list[_Link] = []
         self._lock = threading.Lock()
@@ -195,6 +198,7 @@ class FaultProxy:
             with self._lock:
                 self._links.append(link)
                 self.connections += 1
+                link.silent = self.silent_from is not None and self.connections >= self.silent_from
             self._spawn(self._pump, link, client, server)
             self._spawn(self._pump, link, server, client)
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +24,13 @@ from agentfsm.adapters.durable import (
     register_agent_factory,
 )
 from agentfsm.adapters.durable._queue import gather_results, parse_rate
-from agentfsm.adapters.durable._worker import executor_slot
+from agentfsm.adapters.durable._slots import executor_slot
 from agentfsm.cli import main
 from agentfsm.testing import FakeProviderServer, ScriptedChat, ScriptedTools, tool_reply
 
 from .batch_helpers import (
     agentfsm,
+    environment,
     provider_options,
     reply,
     requests_per_task,
@@ -115,10 +120,17 @@ def test_batch_refuses_bad_task_files(
         '{"id": "a", "prompt": "x", "max_turns": 0}\n': "max_turns must be",
         '{"id": "a", "prompt": "x", "workspace": "missing"}\n': "is not a folder",
         "\n": "has no tasks",
+        '{"id": "a", "prompt": "x"}\n' + "[" * 100_000 + "\n": "tasks.jsonl:2: not a task",
+        '{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "x\0"}\n': "tasks.jsonl:2: a NUL",
+        '{"id": "a", "prompt": "x\\u0000"}\n': "tasks.jsonl:1: 'prompt' holds a NUL",
+        '{"id": "a", "prompt": "x\\ud800"}\n': "tasks.jsonl:1: 'prompt' holds a NUL",
+        '{"id": "a", "prompt": "x", "workspace": "w\\u0000"}\n': "tasks.jsonl:1: 'workspace'",
+        '{"id": "a", "prompt": "x"}\n\n{"id": \n': "tasks.jsonl:3: not JSON",
+        '{"id": "a", "prompt": "x"}\n\udcff\n': "tasks.jsonl:2: not UTF-8",
     }
     with FakeProviderServer() as server:
         for text, message in cases.items():
-            (tmp_path / "tasks.jsonl").write_text(text)
+            (tmp_path / "tasks.jsonl").write_bytes(text.encode("utf-8", "surrogateescape"))
             code = main(
                 [
                     "batch",
@@ -133,7 +145,41 @@ def test_batch_refuses_bad_task_files(
             err = capsys.readouterr().err
             assert code == 2, err
             assert message in err, err
+            assert len(err.splitlines()) == 1, err
         assert server.requests == []
+    # Nothing of the refused files was submitted.
+    assert _listed(tmp_path) == {}
+
+
+def _listed(tmp_path: Path) -> dict[str, str]:
+    """The runs of the queue's database and their states, read by ``agentfsm runs list``."""
+    listing = agentfsm(
+        tmp_path, "runs", "list", "--all", "--json", "--database-url", database_url(tmp_path)
+    )
+    out, err = listing.communicate(timeout=120)
+    assert listing.returncode == 0, err
+    return {run["id"]: run["status"] for run in map(json.loads, out.decode().split("\n")[:-1])}
+
+
+def test_batch_takes_a_bom_crlf_and_line_separators_inside_prompts(tmp_path: Path) -> None:
+    """A UTF-8 BOM at the start is skipped, CRLF ends a line, and U+2028, U+2029 and U+0085
+    in a prompt are text, not line ends: each prompt reaches the model whole."""
+    (tmp_path / "work").mkdir()
+    prompts = {"a": "task a one\u2028two", "b": "task b three\u2029four\x85five"}
+    lines = [json.dumps({"id": k, "prompt": v}, ensure_ascii=False) for k, v in prompts.items()]
+    (tmp_path / "tasks.jsonl").write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode())
+    with FakeProviderServer() as server:
+        server.handler = reply
+        code, _, err = _batch(tmp_path, server)
+        assert code == 0, err
+        sent = sorted(
+            m["content"]
+            for request in server.requests
+            for m in request.json()["messages"]
+            if m.get("role") == "user"
+        )
+    assert set(prompts.values()) <= set(sent)
+    assert _listed(tmp_path) == dict.fromkeys(prompts, "SUCCESS")
 
 
 def test_rates_parse() -> None:
@@ -193,3 +239,182 @@ def test_python_enqueue_worker_gather(tmp_path: Path, monkeypatch: pytest.Monkey
     assert {r.status for r in found} == {"SUCCESS"}
     assert sorted(_built) == ["p0", "p1", "p2"]
     assert seen[-1].startswith("done 3/3")
+
+
+def test_a_long_submission_is_not_a_database_outage(tmp_path: Path) -> None:
+    """Enqueueing a thousand tasks takes several seconds, much longer than --database-wait
+    1: the database answers each one, so no outage is said and nothing is given up."""
+    (tmp_path / "work").mkdir()
+    ids = [f"t{n}" for n in range(1000)]
+    write_tasks(tmp_path / "tasks.jsonl", ids)
+    with FakeProviderServer() as server:
+        code, _, err = _batch(tmp_path, server, "--detach", "--database-wait", "1")
+    assert code == 0, err
+    assert "has not answered" not in err, err
+    assert "1000 task(s) enqueued" in err, err
+    assert server.requests == []
+    assert _listed(tmp_path) == dict.fromkeys(ids, "ENQUEUED")
+
+
+def test_runs_list_columns_hold_with_wide_and_control_characters(tmp_path: Path) -> None:
+    """``runs list --all``: ids and prompts with wide (East Asian) characters, combining
+    marks and terminal controls; every status column starts at the same terminal cell and
+    no control character reaches the terminal."""
+    from agentfsm.cli._terminal import cells
+
+    (tmp_path / "work").mkdir()
+    tasks = {
+        "plain": "task plain",
+        "漢字のタスク": "task wide 中文の説明がとても長いプロンプト" * 5,
+        "é-combined": "task \x1b[31mred\x1b[0m\x07 and \x1b]0;title\x07 and \u202eevil",
+        "x": "task \u2028 separated \u0085 lines",
+    }
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(json.dumps({"id": k, "prompt": v}) + "\n" for k, v in tasks.items())
+    )
+    with FakeProviderServer() as server:
+        code, _, err = _batch(tmp_path, server, "--detach")
+    assert code == 0, err
+    listing = agentfsm(tmp_path, "runs", "list", "--all", "--database-url", database_url(tmp_path))
+    out, err_bytes = listing.communicate(timeout=120)
+    assert listing.returncode == 0, err_bytes
+    lines = out.decode().split("\n")[:-1]
+    assert len(lines) == len(tasks), lines
+    starts = {cells(line.split("  ENQUEUED")[0]) for line in lines}
+    assert len(starts) == 1, lines
+    for line in lines:
+        assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line), line
+        assert cells(line) <= max(starts) + 2 + 9 + 1 + 4 + 8 + 60, line
+
+
+def test_a_full_disk_under_the_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """The SQLite database on a 400 KiB tmpfs (a mount namespace of its own) that fills up
+    while the tasks are enqueued: one line naming the cause and the command to run again,
+    exit 1, no traceback, no wait for a database that answers."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
+        pytest.skip("unshare -rm (user and mount namespaces) is not available here")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tiny").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", [f"t{n}" for n in range(1500)])
+    url = f"sqlite:///{tmp_path / 'tiny' / 'queue.sqlite'}"
+    script = f'mount -t tmpfs -o size=400k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
+    with FakeProviderServer() as server:
+        proc = subprocess.run(
+            [
+                unshare,
+                "-rm",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "batch",
+                str(tmp_path / "tasks.jsonl"),
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                url,
+                "--detach",
+                "--database-wait",
+                "600",
+            ],
+            capture_output=True,
+            timeout=300,
+            env=environment(tmp_path),
+        )
+    lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
+    print(f"batch on a full disk: exit {proc.returncode}, {lines[-1][:120] if lines else ''}")
+    assert proc.returncode == 1, lines
+    assert "Traceback" not in proc.stderr.decode()
+    assert len(lines) == 1, lines
+    assert "disk is full" in lines[0], lines
+    assert "run it again with: agentfsm batch" in lines[0], lines
+
+
+def test_two_batches_on_one_queue_both_finish(tmp_path: Path) -> None:
+    """Two ``agentfsm batch`` commands at once on one SQLite queue, each with its own worker
+    (which may take the other's tasks): both end with every one of their tasks done, each
+    task run once, nothing left pending or queued in the database."""
+    (tmp_path / "work").mkdir()
+    first = [f"one-{n}" for n in range(6)]
+    second = [f"two-{n}" for n in range(6)]
+    write_tasks(tmp_path / "one.jsonl", first)
+    write_tasks(tmp_path / "two.jsonl", second)
+    with FakeProviderServer() as server:
+        server.handler = reply
+        procs = [
+            agentfsm(
+                tmp_path,
+                "batch",
+                str(tmp_path / name),
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                database_url(tmp_path),
+                "--concurrency",
+                "3",
+                "--poll",
+                "0.1",
+            )
+            for name in ("one.jsonl", "two.jsonl")
+        ]
+        ended = [proc.communicate(timeout=240) for proc in procs]
+        for proc, (_, err) in zip(procs, ended, strict=True):
+            assert proc.returncode == 0, err.decode()
+        done = [{json.loads(x)["id"] for x in out.decode().split("\n")[:-1]} for out, _ in ended]
+        assert done == [set(first), set(second)]
+        assert requests_per_task(server) == {(i, t): 1 for i in first + second for t in (0, 1)}
+    assert _listed(tmp_path) == dict.fromkeys(first + second, "SUCCESS")
+
+
+def test_a_full_disk_under_a_durable_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """``run --durable`` with its SQLite database on a 200 KiB tmpfs: the database cannot
+    even be created; one line naming the cause, exit 1, no traceback."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
+        pytest.skip("unshare -rm (user and mount namespaces) is not available here")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tiny").mkdir()
+    url = f"sqlite:///{tmp_path / 'tiny' / 'durable.sqlite'}"
+    script = f'mount -t tmpfs -o size=200k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
+    with FakeProviderServer() as server:
+        server.handler = reply
+        proc = subprocess.run(
+            [
+                unshare,
+                "-rm",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "run",
+                "task a",
+                "--durable",
+                *provider_options(server),
+                "--workspace",
+                str(tmp_path / "work"),
+                "--database-url",
+                url,
+            ],
+            capture_output=True,
+            timeout=300,
+            env=environment(tmp_path),
+        )
+    lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
+    print(f"run --durable on a full disk: exit {proc.returncode}, {lines}")
+    assert proc.returncode == 1, lines
+    assert "Traceback" not in proc.stderr.decode()
+    assert len(lines) == 1, lines
+    assert "disk is full" in lines[0], lines

@@ -518,3 +518,41 @@ def test_a_silent_connection_is_closed_and_replaced(
             engine.dispose()
     print(f"a statement on a silent connection failed after {took:.1f} s (bound 2 s)")
     assert took >= 2
+
+
+def test_a_database_silent_from_the_first_statement_is_given_up_on(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """The URL check connects; every connection after it goes silent at once, so creating
+    or migrating the database gets no answer: ``batch`` says so, gives up after
+    --database-wait in one line, exit 1, nothing submitted."""
+    (tmp_path / "work").mkdir()
+    write_tasks(tmp_path / "tasks.jsonl", ["a", "b"])
+    with FaultProxy(postgres.port) as proxy, FakeProviderServer() as server:
+        proxy.silent_from = 3  # the check: the database, then "postgres" (not created yet)
+        url = proxy.url(postgres.url.rsplit("/", 1)[0] + "/agentfsm_silent_start")
+        started = time.monotonic()
+        proc = agentfsm(
+            tmp_path,
+            "batch",
+            str(tmp_path / "tasks.jsonl"),
+            *provider_options(server),
+            "--workspace",
+            str(tmp_path / "work"),
+            "--database-url",
+            url,
+            "--database-wait",
+            "4",
+        )
+        try:
+            _, err = proc.communicate(timeout=HUNG)
+        finally:
+            proc.kill()
+        took = time.monotonic() - started
+        lines = [line for line in err.decode().splitlines() if "WARNING: --no-sandbox" not in line]
+        print(f"batch on a database silent after the check: exit {proc.returncode} in {took:.1f} s")
+        assert proc.returncode == 1, lines
+        assert "Traceback" not in err.decode()
+        assert any("giving up (--database-wait 4)" in line for line in lines), lines
+        assert lines[-1].startswith("agentfsm batch: the database"), lines
+        assert server.requests == []

@@ -18,7 +18,7 @@ from ._parser import build_parser
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (PEP 781)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from agentfsm.engine import ChatFn
@@ -118,17 +118,51 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     args.argv = arguments  # the command line, to print the command that continues a batch
     from ._terminal import sanitized_logging
 
-    with sanitized_logging():
-        try:
-            code = _dispatch(args, chat)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            return _closed_pipe()
+    durable = args.command in ("batch", "runs") or getattr(args, "durable", False)
+    restore = _on_sigterm() if durable else None
+    try:
+        with sanitized_logging():
+            try:
+                code = _dispatch(args, chat)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                return _closed_pipe()
+            except KeyboardInterrupt:  # before the command's own handling began (its checks)
+                if not durable:
+                    raise
+                print(f"agentfsm {args.command}: interrupted", file=sys.stderr, flush=True)
+                code = 130
+    finally:
+        if restore is not None:
+            restore()
+    if durable:
+        from ._database_wait import terminated
+
+        code = 143 if code == 130 and terminated.is_set() else code
     if argv is None and args.command in ("batch", "worker", "runs"):
         from ._database_wait import end_process
 
         end_process(code)  # the agentfsm process itself: done, it need not tear DBOS down
     return code
+
+
+def _on_sigterm() -> Callable[[], None] | None:
+    """For a durable command other than ``worker`` (which serves until a signal), SIGTERM
+    stops it as Ctrl-C does, with one line, and its exit code is 143; the handler to put
+    back (``None`` outside the main thread, where no handler can be set)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    from ._database_wait import interrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 def _closed_pipe() -> int:

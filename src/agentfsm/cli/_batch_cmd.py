@@ -27,8 +27,8 @@ from agentfsm.adapters.sessions import default_session_dir
 from agentfsm.sandbox import check_workspace
 
 from . import _run_cmd as run_cmd
-from ._database_url import check_database_url
-from ._database_wait import DatabaseStatus, leave, stop_worker
+from ._database_url import check_database_url, hide_secrets
+from ._database_wait import DatabaseStatus, interrupt, leave, stop_worker
 from ._errors import UsageError
 from ._logfile import LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._parser import add_batch_arguments, add_worker_arguments
@@ -65,13 +65,21 @@ def _session_path(session_dir: Path, task_id: str) -> Path:
 def _task(
     line: str, number: int, base: Path, args: argparse.Namespace, checked: dict[Path, str | None]
 ) -> tuple[str, RunSpec]:
-    where = f"{args.tasks}:{number}"
+    where = f"{args.tasks[:200]}:{number}"
     try:
         data = json.loads(line)
     except ValueError as error:
         raise _Usage(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise _Usage(f"{where}: not a task (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise _Usage(f"{where}: a task is a JSON object")
+    for key, value in data.items():
+        if isinstance(value, str) and not _storable(value):
+            raise _Usage(
+                f"{where}: {key[:40]!r} holds a NUL character or a lone surrogate, "
+                "which no database or provider takes"
+            )
     unknown = sorted(str(key) for key in data if key not in TASK_KEYS)
     if unknown:
         names = ", ".join(repr(key[:40]) for key in unknown[:5])
@@ -143,21 +151,44 @@ def _task(
     )
 
 
+def _storable(text: str) -> bool:
+    """Whether ``text`` has neither NUL nor a lone surrogate (PostgreSQL refuses the one,
+    UTF-8 the other)."""
+    if "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
-    """The tasks of the file, checked (a duplicate id is a usage error)."""
+    """The tasks of the file, checked (a duplicate id is a usage error). Lines end at
+    ``\\n`` only (a U+2028 in a prompt is text); a UTF-8 byte order mark at the start is
+    skipped."""
     path = Path(args.tasks)
     try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise _Usage(f"cannot read {args.tasks[:200]!r}: {error}") from None
+        data = path.read_bytes()
+    except OSError as error:
+        raise _Usage(f"cannot read {args.tasks[:200]!r}: {error.strerror or error}") from None
+    lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     tasks: dict[str, RunSpec] = {}
     checked: dict[Path, str | None] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
+        try:
+            line = raw.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _Usage(
+                f"{args.tasks[:200]}:{number}: not UTF-8 (byte {error.start + 1} of the line)"
+            ) from None
+        if "\0" in line:
+            raise _Usage(f"{args.tasks[:200]}:{number}: a NUL byte (not a JSON Lines file)")
         if not line.strip():
             continue
         task_id, spec = _task(line, number, path.resolve().parent, args, checked)
         if task_id in tasks:
-            raise _Usage(f"{args.tasks}:{number}: duplicate id {task_id[:100]!r}")
+            raise _Usage(f"{args.tasks[:200]}:{number}: duplicate id {task_id[:100]!r}")
         tasks[task_id] = spec
     if not tasks:
         raise _Usage(f"{args.tasks[:200]!r} has no tasks")
@@ -167,9 +198,12 @@ def read_tasks(args: argparse.Namespace) -> dict[str, RunSpec]:
 def _check(args: argparse.Namespace) -> None:
     from agentfsm.adapters.durable import parse_rate
 
+    from ._durable_cmd import refuse_stored_credentials
+
     args.resume = None
     run_cmd._check_numbers(args)
     run_cmd._check_inputs(args, Path("."), None)
+    refuse_stored_credentials(args)
     if args.rate is not None:
         try:
             args.rate = parse_rate(args.rate)
@@ -215,7 +249,7 @@ def batch(args: argparse.Namespace) -> int:
         print(f"agentfsm batch: {run_cmd.NO_SANDBOX_WARNING}", file=sys.stderr)
     durable_cmd._command.begin("batch", warned=True, instrument=getattr(args, "instrument", None))
     loggers = (*SDK_LOGGERS, *LIBRARY_LOGGERS)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: what is pending is told
+    previous = signal.signal(signal.SIGTERM, interrupt)  # as Ctrl-C: what is pending is told
     try:
         with logs_to_file("batch", verbose=args.verbose, loggers=loggers, announce=not args.quiet):
             code = _submit_and_work(args, tasks)
@@ -224,26 +258,36 @@ def batch(args: argparse.Namespace) -> int:
     return leave(code)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int:
-    from agentfsm.adapters.durable import QUEUE_NAME, DatabaseUnreachable, open_client, submit_tasks
+    from agentfsm.adapters.durable import (
+        QUEUE_NAME,
+        DatabaseUnreachable,
+        open_client,
+        reason_of,
+        submit_tasks,
+    )
 
     argv = getattr(args, "argv", None) or ["batch", args.tasks]
     finish_with = command_line([a for a in argv if a != "--retry-failed"])
     status = DatabaseStatus("batch", args.database_url, args.database_wait)
-    try:
-        client = open_client(args.database_url, retry_connection_errors=False)
+    try:  # creating or migrating the database waits on it like any read
+        client = status.patiently(
+            lambda _: open_client(args.database_url, retry_connection_errors=False)
+        )
     except KeyboardInterrupt:
+        print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, f"submit the tasks again with: {finish_with}")
+        return 1
     except Exception as error:  # the database was checked: it went away since
-        print(f"agentfsm batch: {one_line(str(error))}", file=sys.stderr)
+        print(f"agentfsm batch: {one_line(hide_secrets(reason_of(error)))}", file=sys.stderr)
         return 1
     try:
         submitted = status.patiently(
-            lambda: submit_tasks(tasks, client=client, retry_failed=args.retry_failed)
+            lambda heard: submit_tasks(
+                tasks, client=client, retry_failed=args.retry_failed, on_answer=heard
+            )
         )
         _warn_changed(submitted.changed)
         if not args.quiet:
@@ -280,8 +324,20 @@ def _submit_and_work(args: argparse.Namespace, tasks: dict[str, RunSpec]) -> int
     except KeyboardInterrupt:  # while submitting (work_queue tells its own)
         print(f"agentfsm batch: interrupted; run it again with: {finish_with}", file=sys.stderr)
         return 130
-    except OSError as error:
-        print(f"agentfsm batch: {error}", file=sys.stderr)
+    except Exception as error:  # a full disk, a statement the database refused
+        import sqlalchemy as sa
+
+        if not isinstance(error, (OSError, sa.exc.SQLAlchemyError)):
+            raise
+        reason = hide_secrets(reason_of(error))
+        print(
+            one_line(
+                f"agentfsm batch: {reason}; what was submitted stays in the database, "
+                f"run it again with: {finish_with}",
+                2000,
+            ),
+            file=sys.stderr,
+        )
         return 1
     finally:
         client.destroy()
@@ -312,7 +368,11 @@ def worker(args: argparse.Namespace) -> int:
         print(f"agentfsm worker: {one_line(str(error))}", file=sys.stderr)
         return 2
     if args.requeue is not None:
-        ids = requeue_executor(args.requeue, url)
+        try:
+            ids = requeue_executor(args.requeue, url)
+        except ValueError as error:
+            print(f"agentfsm worker: --requeue: {one_line(str(error))}", file=sys.stderr)
+            return 2
         print(f"agentfsm worker: {len(ids)} task(s) of {args.requeue} back on {QUEUE_NAME}")
         return 0
     try:

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 from ._errors import UsageError
 
@@ -47,19 +48,25 @@ def connect_timeout() -> float:
     return value if math.isfinite(value) and value > 0 else DEFAULT_TIMEOUT
 
 
-_SECRET_QUERY = re.compile(r"([?&][^=&#\s]*(?:pass|secret|token|key)[^=&#\s]*=)[^&#\s]*", re.I)
-"""A query parameter holding a secret (``?password=…``, ``&sslpassword=…``)."""
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)[^\s@]*@")
+"""The password of a URL's ``user:password@``."""
+_PAIR = re.compile(r"(?:^|(?<=[?&;\s,(]))([^=&#\s?;,()]+)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s;,)]*)")
+"""A ``name=value`` pair of a query string or of a libpq connection string."""
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|key", re.I)
 
 
-def hide_secrets(url: str) -> str:
-    """``url`` with its password, and the values of query parameters named like one, as
-    ``***``."""
-    scheme, sep, rest = url.partition("://")
-    if sep:
-        credentials, at, host = rest.rpartition("@")
-        if at and ":" in credentials.split("/")[0]:
-            rest = credentials.split(":", 1)[0] + ":***@" + host
-    return _SECRET_QUERY.sub(r"\1***", f"{scheme}{sep}{rest}")
+def _hide_pair(match: re.Match[str]) -> str:
+    name, equals, value = match.groups()
+    if not value or not _SECRET_NAME.search(unquote(name)):
+        return match.group(0)
+    return f"{name}{equals}***"
+
+
+def hide_secrets(text: str) -> str:
+    """``text`` (a URL, a libpq ``key=value`` string, a message quoting one) with every
+    password of a ``user:password@``, and the value of every parameter named like a secret
+    (``password=``, ``?sslpassword=``, ``%70assword=``), as ``***``."""
+    return _PAIR.sub(_hide_pair, _USERINFO.sub(r"\1***@", text))
 
 
 def _shown(url: str) -> str:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
-from ._database_url import _shown
+from ._database_url import _shown, hide_secrets
 from ._terminal import one_line
 
 __all__ = [
@@ -27,8 +29,10 @@ __all__ = [
     "STOP_WAIT",
     "DatabaseStatus",
     "end_process",
+    "interrupt",
     "leave",
     "stop_worker",
+    "terminated",
 ]
 
 REFRESH = 10.0
@@ -53,7 +57,7 @@ class DatabaseStatus:
 
     def line(self, seconds: float, reason: str | None) -> str:
         """``the database 'URL' has not answered for 12 s (REASON); waiting up to 300 s``."""
-        because = f" ({reason})" if reason else ""
+        because = f" ({hide_secrets(reason)})" if reason else ""
         wait = (
             f"; waiting up to {self.limit:.0f} s (--database-wait)"
             if self.limit is not None
@@ -83,19 +87,22 @@ class DatabaseStatus:
             after = f" after {seconds:.0f} s" if seconds is not None else ""
             self._print(f"the database answers again{after}")
 
-    def patiently(self, read: Callable[[], T]) -> T:
-        """``read()`` (in a thread of its own), retried every second while the database
-        does not answer, the wait told; ``DatabaseUnreachable`` past the limit."""
+    def patiently(self, read: Callable[[Callable[[], None]], T]) -> T:
+        """``read(heard)`` (in a thread of its own), retried every second while the
+        database does not answer, the wait told; ``DatabaseUnreachable`` past the limit. A
+        long read calls ``heard()`` each time the database answers it a part: the silence
+        is counted from then."""
         from agentfsm.adapters.durable import Outage, read_patiently
 
         outage = Outage(self.limit)
-        value = asyncio.run(read_patiently(outage, self.waiting, read))
+        read_now = functools.partial(read, outage.heard)
+        value = asyncio.run(read_patiently(outage, self.waiting, read_now))
         self.answered(outage.last_silence)
         return value
 
     def gave_up(self, seconds: float, reason: str | None, then: str) -> None:
         """The wait passed ``--database-wait``: one line, with what to do next."""
-        because = f" ({reason})" if reason else ""
+        because = f" ({hide_secrets(reason)})" if reason else ""
         self._print(
             one_line(
                 f"the database {self.shown_url} has not answered for {seconds:.0f} s{because}: "
@@ -106,6 +113,16 @@ class DatabaseStatus:
 
     def _print(self, text: str) -> None:
         print(f"agentfsm {self.command}: {text}", file=sys.stderr, flush=True)
+
+
+terminated = threading.Event()
+"""Set once SIGTERM has interrupted a command (:func:`interrupt`): its exit code is 143."""
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM handler that stops a command as Ctrl-C does (what is pending is told)."""
+    terminated.set()
+    raise KeyboardInterrupt
 
 
 def stop_worker(worker: Any) -> None:

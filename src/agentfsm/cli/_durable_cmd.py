@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentfsm.adapters.durable import (
     APPLICATION_VERSION,
@@ -34,6 +35,7 @@ from agentfsm.adapters.durable import (
     StepPreamble,
     default_database_url,
     list_runs,
+    reason_of,
     register_agent_factory,
     result,
     resume,
@@ -48,14 +50,14 @@ from agentfsm.engine import AgentEmitter, LoopOutcome, printable
 
 from . import _run_cmd as run_cmd
 from ._agent_build import build_agent
-from ._database_url import check_database_url
+from ._database_url import check_database_url, hide_secrets
 from ._errors import UsageError
-from ._logfile import KEY_ENVS, logs_to_file
+from ._logfile import KEY_ENVS, LIBRARY_LOGGERS, SDK_LOGGERS, logs_to_file
 from ._render import QuietRenderer
 from ._report import Endpoint, RunTally, describe_failure, run_end
 from ._run_html import attach_picture
 from ._settings_trust import check_submitted, read_run_settings
-from ._terminal import one_line
+from ._terminal import cells, fit, one_line
 
 __all__ = ["CLI_FACTORY", "SETTINGS_DIGEST", "run_durable", "runs"]
 
@@ -213,13 +215,15 @@ register_agent_factory(CLI_FACTORY, _cli_agent)
 def _runtime(args: argparse.Namespace) -> DurableRuntime:
     """DBOS for this command, under an executor id of its own: DBOS's launch then recovers
     nothing by itself (it would run every unfinished run of the machine in this process,
-    and cut them off when the command ends); ``runs resume ID`` picks one explicitly. The
-    application version is pinned (:data:`APPLICATION_VERSION`), so a later agentfsm of the
-    same workflow format, on this machine or another, resumes the run."""
+    and cut them off when the command ends); ``runs resume ID`` picks one explicitly. Nor
+    does it take tasks of the task queue (it would cut those off too). The application
+    version is pinned (:data:`APPLICATION_VERSION`), so a later agentfsm of the same
+    workflow format, on this machine or another, resumes the run."""
     return DurableRuntime(
         getattr(args, "database_url", None),
         executor_id=f"agentfsm-cli-{uuid.uuid4().hex[:12]}",
         application_version=APPLICATION_VERSION,
+        queues=(),
     )
 
 
@@ -296,6 +300,7 @@ def run_durable(args: argparse.Namespace) -> int:
             )
         run_cmd.check_prompt(args.prompt)
         run_cmd._check_numbers(args)
+        refuse_stored_credentials(args)
         args.database_url = check_database_url(args.database_url)
         workspace, session_dir = run_cmd._paths(args)
         run_cmd._check_inputs(args, session_dir, None)
@@ -341,12 +346,35 @@ def run_durable(args: argparse.Namespace) -> int:
     reported = run_cmd._ReportedHere()  # the failure is reported once, by the renderer
     engine_log.addFilter(reported)
     try:
-        with logs_to_file("run", verbose=getattr(args, "verbose", False)) as log, _runtime(args):
+        with (
+            logs_to_file(
+                "run",
+                verbose=getattr(args, "verbose", False),
+                loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS),
+            ) as log,
+            _runtime(args),
+        ):
             logs.append(log)
             _unfinished_note(spec.run_id)
             return asyncio.run(drive())
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # the database failed (a full disk): no step is lost
+        import sqlalchemy as sa
+
+        if not isinstance(error, (OSError, sa.exc.SQLAlchemyError)):
+            raise
+        reason = hide_secrets(reason_of(error))
+        print(
+            one_line(
+                f"agentfsm run: the durable run stopped: {reason}; the steps recorded are "
+                f"kept: once the database can be written, `agentfsm runs resume {spec.run_id}` "
+                "continues it (if it started)",
+                2000,
+            ),
+            file=sys.stderr,
+        )
+        return 1
     finally:
         engine_log.removeFilter(reported)
 
@@ -371,10 +399,13 @@ def _list(args: argparse.Namespace) -> int:
     if not runs:
         print("no unfinished durable runs" if not args.all else "no durable runs")
         return 0
-    width = max(len(info.run_id) for info in runs)
-    for info in runs:
-        prompt = one_line(info.prompt, 60)
-        line = f"{info.run_id:<{width}}  {info.status:<9} {info.steps:>4} steps  {prompt}"
+    # Columns measured in terminal cells (a wide character takes two), every text
+    # sanitized first: a control character in an id or prompt neither acts nor shifts them.
+    rows = [(one_line(i.run_id, 200), one_line(i.status, 20), i.steps, i.prompt) for i in runs]
+    width = max(cells(run_id) for run_id, *_ in rows)
+    for run_id, state, steps, prompt in rows:
+        shown = fit(one_line(prompt, 200), 60).rstrip()
+        line = f"{fit(run_id, width)}  {state:<9} {steps:>4} steps  {shown}"
         print(printable(line, sys.stdout))
     return 0
 
@@ -430,7 +461,9 @@ def runs(args: argparse.Namespace) -> int:
 
     _command.begin("runs")
     try:
-        with logs_to_file(f"runs-{args.action}", verbose=args.verbose):
+        with logs_to_file(
+            f"runs-{args.action}", verbose=args.verbose, loggers=(*SDK_LOGGERS, *LIBRARY_LOGGERS)
+        ):
             if args.action == "list":
                 return _list(args)
             if args.action == "retry":
@@ -439,6 +472,18 @@ def runs(args: argparse.Namespace) -> int:
                 return _resume(args)
     except KeyboardInterrupt:
         return leave(130)
+
+
+def refuse_stored_credentials(args: argparse.Namespace) -> None:
+    """A ``--base-url`` holding credentials (``user:password@``) is refused: the options of
+    a durable run are stored in the database, readable by whoever reads it (the key is read
+    from the environment of the process that runs the task, ``--api-key-env``)."""
+    base_url = getattr(args, "base_url", None)
+    if base_url and "@" in urlsplit(base_url).netloc:
+        raise UsageError(
+            "--base-url holds credentials (user:password@): a durable run's options are "
+            "stored in the database; give the key through --api-key-env instead"
+        )
 
 
 _PROVIDER_OPTIONS = (
@@ -502,15 +547,22 @@ def _retry(args: argparse.Namespace) -> int:
         try:
             run_cmd._check_numbers(checked)
             run_cmd._check_inputs(checked, Path("."), None)
+            refuse_stored_credentials(args)
         except UsageError as error:
             print(f"agentfsm runs retry: {one_line(str(error))}", file=sys.stderr)
             return 2
-    client = open_client(args.database_url, retry_connection_errors=False)
     status = DatabaseStatus("runs retry", args.database_url, args.database_wait)
+    try:  # creating or migrating the database waits on it like any read
+        client = status.patiently(
+            lambda _: open_client(args.database_url, retry_connection_errors=False)
+        )
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, "nothing was retried")
+        return 1
     try:
         tasks: dict[str, RunSpec] = {}
         task_ids = [task_of_run(run_id)[0] for run_id in args.ids]
-        latest = status.patiently(lambda: latest_attempts(client, task_ids))
+        latest = status.patiently(lambda _: latest_attempts(client, task_ids))
         for run_id in args.ids:
             task = task_of_run(run_id)[0]
             attempt = latest.get(task)
@@ -537,7 +589,9 @@ def _retry(args: argparse.Namespace) -> int:
                 print(one_line(line), file=sys.stderr)
                 return 2
             tasks[task] = _retry_spec(args, attempt.spec)
-        submitted = status.patiently(lambda: submit_tasks(tasks, client=client, retry_failed=True))
+        submitted = status.patiently(
+            lambda heard: submit_tasks(tasks, client=client, retry_failed=True, on_answer=heard)
+        )
         if not args.quiet and submitted.retried:
             names = ", ".join(submitted.runs[task] for task in submitted.retried)
             print(f"agentfsm runs retry: enqueued {names}", file=sys.stderr)

@@ -23,6 +23,7 @@ from typing import Any
 
 from agentfsm.adapters.sessions import state_home
 
+from ._database_url import hide_secrets
 from ._terminal import sanitize
 
 __all__ = [
@@ -59,19 +60,22 @@ is added when its provider is built)."""
 
 class _Formatter(logging.Formatter):
     """One record, sanitized for a terminal, its traceback included, with every API key
-    (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted."""
+    (of a live adapter, or in a variable of :data:`KEY_ENVS`) redacted, and every password
+    of a database URL or connection string quoted in it (:func:`hide_secrets`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         from agentfsm.adapters.providers import Secret, redact, registered_secrets
 
         secrets: list[str | Secret] = list(registered_secrets())
         secrets += [os.environ.get(name, "") for name in sorted(KEY_ENVS)]
-        return redact(sanitize(super().format(record)), secrets)
+        return hide_secrets(redact(sanitize(super().format(record)), secrets))
 
 
 class _LogFile(logging.handlers.RotatingFileHandler):
-    """Rotated at :data:`MAX_BYTES`; created at the first record, when the folder is pruned
-    and ``announce`` (a line on stderr naming the file) is printed."""
+    """Rotated at :data:`MAX_BYTES`; created, with its folder, at the first record, when the
+    folder is pruned and ``announce`` (a line on stderr naming the file) is printed. A file
+    that cannot be written (a full disk, a folder that cannot be made) is said in one line,
+    and the records from then on go to stderr: none is lost, no traceback is printed."""
 
     def __init__(self, path: Path, announce: str | None) -> None:
         super().__init__(
@@ -84,14 +88,48 @@ class _LogFile(logging.handlers.RotatingFileHandler):
         )
         self.announce = announce
         self.started = False
+        self.failed = False
 
     def _open(self) -> Any:
         if not self.started:
             self.started = True
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
             _prune(Path(self.baseFilename))
             if self.announce is not None:
                 print(self.announce, file=sys.stderr, flush=True)
         return super()._open()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            self._to_stderr(record)
+        else:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self.failed = True
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()  # what it holds cannot be written either
+        reason = error.strerror or str(error)
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                sanitize(
+                    f"agentfsm: cannot write the log file {self.baseFilename} ({reason}); "
+                    "its records go to stderr"
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
+        self._to_stderr(record)
+
+    def _to_stderr(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            print(self.format(record), file=sys.stderr, flush=True)
 
 
 def _prune(keep: Path) -> None:
@@ -141,17 +179,7 @@ def logs_to_file(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = log_folder() / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
     announced = f"agentfsm {command}: logs go to {path}" if announce else None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = _LogFile(path, announced)
-    except OSError as error:
-        print(
-            f"agentfsm {command}: cannot write a log file ({error.strerror or error}); "
-            "logging to the terminal",
-            file=sys.stderr,
-        )
-        yield None
-        return
+    handler = _LogFile(path, announced)  # the folder is made at the first record
     handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     _active.append((path, handler))
     try:

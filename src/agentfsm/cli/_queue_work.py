@@ -113,6 +113,8 @@ def _pending(
             INTERRUPT_READ, lambda: progress(ids, client=client)
         )
         known = ""
+    except KeyboardInterrupt:  # Ctrl-C again: the counts known, said all the same
+        now, known = view.known, " when last read"
     except Exception as error:
         now = view.known
         why = "no answer" if isinstance(error, TimeoutError) else reason_of(error)
@@ -198,6 +200,117 @@ def _failure_line(command: str, found: TaskResult, endpoint: Endpoint | None) ->
     )
 
 
+def _names(ids: Sequence[str], shown: int = 5) -> str:
+    names = ", ".join(repr(run_id[:60]) for run_id in list(ids)[:shown])
+    return names + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+class _Notices:
+    """What a waiting command says about tasks nobody may be running: the ones it put back
+    on the queue (their worker stopped), and, once nothing has moved for a while, the ones
+    queued with no worker taking them or running under another executor."""
+
+    def __init__(self, command: str, url: str, own: str | None) -> None:
+        self.command = command
+        self.url = url
+        self.own = own
+        """The executor id of this command's own worker (``None``: it runs no tasks)."""
+
+    def requeued(self, executor: str, run_ids: list[str]) -> None:
+        taker = "this command runs them" if self.own is not None else "a worker runs them"
+        self._print(
+            f"{len(run_ids)} task(s) ({_names(run_ids)}) were left running by {executor}, "
+            f"whose process has stopped: back on the queue, {taker}"
+        )
+
+    def idle(self, now: BatchProgress, seconds: float) -> None:
+        worker = command_line(["worker", "--database-url", self.url])
+        if now.queued and self.own is None:
+            self._print(
+                f"{now.queued} task(s) queued and none has moved for {seconds:.0f} s: is a "
+                f"worker serving the queue? Start one with: {worker}"
+            )
+        others = {e: ids for e, ids in now.running_under.items() if e != self.own}
+        if others:
+            held = sum(len(ids) for ids in others.values())
+            first = sorted(others)[0]
+            requeue = command_line(["worker", "--database-url", self.url, "--requeue", first])
+            self._print(
+                f"{held} task(s) running under {_names(sorted(others), 3)} and none has "
+                f"ended for {seconds:.0f} s; if that worker has stopped for good, put its "
+                f"tasks back on the queue with: {requeue}"
+            )
+
+    def _print(self, text: str) -> None:
+        print(one_line(f"agentfsm {self.command}: {text}", 2000), file=sys.stderr, flush=True)
+
+
+def _left_in_slot(command: str, worker: Any, taken: frozenset[str]) -> None:
+    """One line naming the tasks of others this command's worker leaves in its slot."""
+    if taken:
+        print(
+            one_line(
+                f"agentfsm {command}: the {len(taken)} task(s) of other batches its worker "
+                f"was running ({_names(sorted(taken))}) stay pending under "
+                f"{worker.executor_id}: a batch waiting on them, or the next worker started "
+                "on this machine, puts them back on the queue",
+                2000,
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _finish_taken(
+    command: str,
+    worker: Any,
+    own: set[str],
+    client: DBOSClient,
+    status: DatabaseStatus,
+    database_wait: float | None,
+    quiet: bool,
+) -> int | None:
+    """Once the command's own tasks have ended: its worker takes no more, and the tasks of
+    others it took are finished before it exits (rather than left pending in its slot,
+    where nobody runs them until a worker starts there). ``None`` when they ended; 130
+    after Ctrl-C, 1 when the database stopped answering for ``database_wait`` seconds."""
+    from agentfsm.adapters.durable import DatabaseUnreachable, Outage, progress, read_patiently
+
+    worker.stop_taking()
+    taken = worker.running() - own
+    if not taken:
+        return None
+    if not quiet:
+        print(
+            one_line(
+                f"agentfsm {command}: its tasks have ended; finishing the {len(taken)} task(s) "
+                f"of other batches its worker took ({_names(sorted(taken))}) before it exits",
+                2000,
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def until_ended() -> None:
+        outage = Outage(database_wait)
+        while worker.running() & taken:
+            now = await read_patiently(outage, status.waiting, progress, list(taken), client=client)
+            if now.finished:
+                return
+            await asyncio.sleep(0.5)
+
+    try:
+        asyncio.run(until_ended())
+    except KeyboardInterrupt:
+        _left_in_slot(command, worker, worker.running() & taken)
+        return 130
+    except DatabaseUnreachable as gone:
+        status.gave_up(gone.seconds, gone.reason, "stopping")
+        _left_in_slot(command, worker, worker.running() & taken)
+        return 1
+    return None
+
+
 def work_queue(
     command: str,
     *,
@@ -223,7 +336,12 @@ def work_queue(
     itself (``open_client(..., retry_connection_errors=False)``). A failed task's line
     names where its calls went (``endpoints``: task id -> its provider); ``retry_with``
     gives the command that retries the failed ones, with the option they all point at
-    (:func:`blamed_option`) left for the user to fill in."""
+    (:func:`blamed_option`) left for the user to fill in.
+
+    The command's worker takes any task of the queue while it waits; once its own tasks
+    have ended it takes no more and finishes the ones it took before it returns. Tasks
+    left running by a stopped worker of this machine are put back on the queue, and tasks
+    nobody seems to run are said, with the command that gets them run."""
     from agentfsm.adapters.durable import DatabaseUnreachable, TaskWorker, gather_results
 
     worker: Any = None
@@ -244,6 +362,7 @@ def work_queue(
         if work:
             worker = TaskWorker(url, concurrency=concurrency, rate=rate, polling_interval=poll)
             worker.start()
+        notices = _Notices(command, url, worker.executor_id if worker is not None else None)
         found = asyncio.run(
             gather_results(
                 ids,
@@ -252,19 +371,31 @@ def work_queue(
                 interval=min(poll, 0.5),
                 on_wait=view.waiting,
                 database_wait=database_wait,
+                database_url=url,
+                on_requeued=notices.requeued,
+                on_idle=notices.idle,
             )
         )
         view.close()
+        code = _report(command, found, tasks, out, endpoints, retry_with)
+        if worker is not None:
+            left = _finish_taken(command, worker, set(ids), client, status, database_wait, quiet)
+            code = left if left is not None else code
+        return code
     except KeyboardInterrupt:
         view.close()
+        taken = worker.running() - set(ids) if worker is not None else frozenset()
         stop_meanwhile()
         _pending(command, ids, client, view, finish_with, "interrupted")
+        _left_in_slot(command, worker, taken)
         return 130
     except DatabaseUnreachable as gone:
         view.close()
+        taken = worker.running() - set(ids) if worker is not None else frozenset()
         stop_meanwhile()
         status.gave_up(gone.seconds, gone.reason, "the tasks stay in the database")
         _pending(command, ids, client, view, finish_with, "when it answers again")
+        _left_in_slot(command, worker, taken)
         return 1
     finally:
         view.close()
@@ -272,6 +403,18 @@ def work_queue(
             stopping.join()
         elif worker is not None:
             stop_worker(worker)
+
+
+def _report(
+    command: str,
+    found: list[TaskResult],
+    tasks: Mapping[str, str],
+    out: str | None,
+    endpoints: Mapping[str, Endpoint] | None,
+    retry_with: Callable[[tuple[str, str] | None], str],
+) -> int:
+    """The result lines, one line per failed task and the command that retries them;
+    the exit code (1 when a task failed)."""
     reported = [evolve(r, id=tasks[r.id], run=r.id if r.id != tasks[r.id] else None) for r in found]
     _write(reported, out)
     failed = [r for r in reported if r.status != "SUCCESS"]
@@ -289,5 +432,6 @@ def work_queue(
             f"agentfsm {command}: {len(failed)} of {len(reported)} task(s) failed; {fix}, "
             f"then rerun them with: {retry_with(blamed)}",
             file=sys.stderr,
+            flush=True,
         )
     return 1 if failed else 0

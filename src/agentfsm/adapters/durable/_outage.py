@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import threading
 import time
 from collections.abc import Callable
@@ -47,12 +48,22 @@ class DatabaseUnreachable(Exception):
         return f"the system database did not answer for {self.seconds:.0f} s{because}"
 
 
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (of the database, or of a file) is full."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return True
+    text = str(getattr(error, "orig", None) or error)
+    return "disk is full" in text or "No space left on device" in text
+
+
 def is_connection_error(error: BaseException) -> bool:
     """Whether ``error`` says the database could not be reached or stopped answering (as
     opposed to a query it refused): a lost or refused connection, an exhausted pool, a
     reply that did not come, a SQLite file that cannot be opened or stays locked."""
     if isinstance(error, (sa.exc.TimeoutError, TimeoutError, ConnectionError)):
         return True
+    if is_disk_full(error):
+        return False  # it answers: waiting does not make room
     if isinstance(error, sa.exc.DBAPIError):
         return bool(error.connection_invalidated) or isinstance(
             error, (sa.exc.OperationalError, sa.exc.InterfaceError)
@@ -95,6 +106,14 @@ class Outage:
     def asking(self) -> None:
         """A read starts now."""
         if self._asked is None:
+            self._asked = time.monotonic()
+
+    def heard(self) -> None:
+        """The database answered one statement of a read still under way (a long
+        submission): it is slow, not silent. Safe to call from the reading thread. Once a
+        read has failed, only a read that ends counts: a read failing again and again after
+        its first statements is an outage still."""
+        if self.since is None:
             self._asked = time.monotonic()
 
     def failed(self, error: BaseException) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "answer_timeout",
     "is_postgres",
+    "migrate",
     "release",
     "system_engine",
 ]
@@ -185,3 +186,61 @@ def release(engine: sa.Engine) -> None:
     connector = _connectors.get(engine)
     if connector is not None:
         connector.release()
+
+
+def _exists(engine: sa.Engine) -> bool:
+    """Whether the database of ``engine`` exists (any other failure is raised)."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except sa.exc.OperationalError as error:
+        if "does not exist" in str(error.orig):
+            return False
+        raise
+    return True
+
+
+def migrate(url: str) -> None:
+    """Create the system database when it does not exist, then bring DBOS's schema up to
+    date, on engines of :func:`system_engine` (``DBOS.migrate`` uses an engine of its own
+    that waits on a silent server for as long as the operating system lets it)."""
+    from dbos._serialization import DefaultSerializer
+    from dbos._sys_db import SystemDatabase
+    from dbos._utils import quote_identifier
+
+    parsed = make_url(url)
+    # Two: DBOS holds its migration lock on one connection while it migrates on another.
+    engine = system_engine(url, pool_size=2, application_name="agentfsm-migrate")
+    try:
+        if not _exists(engine):
+            admin = system_engine(
+                parsed.set(database="postgres").render_as_string(hide_password=False),
+                pool_size=1,
+                application_name="agentfsm-migrate",
+            )
+            try:
+                with admin.connect() as connection:
+                    connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+                    found = connection.execute(
+                        sa.text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                        {"name": parsed.database},
+                    ).scalar()
+                    if not found:
+                        name = quote_identifier(str(parsed.database))
+                        connection.execute(sa.text(f"CREATE DATABASE {name}"))
+            finally:
+                admin.dispose()
+        system = SystemDatabase.create(
+            system_database_url=url,
+            engine_kwargs={},
+            engine=engine,
+            schema="dbos",
+            serializer=DefaultSerializer(),
+            executor_id=None,
+        )
+        try:
+            system.run_migrations()
+        finally:
+            system.destroy()
+    finally:
+        engine.dispose()

@@ -26,7 +26,8 @@ from agentfsm.engine import AssistantMessage, LoopOutcome, Usage
 
 from ._outage import Outage, in_thread, is_connection_error
 from ._postgres import is_postgres, system_engine
-from ._runtime import DEFAULT_APP_NAME, default_database_url
+from ._runtime import DEFAULT_APP_NAME, default_database_url, prepare_database
+from ._slots import requeue_stopped
 from ._spec import RunSpec
 from ._workflow import WORKFLOW_NAME
 
@@ -129,9 +130,7 @@ def open_client(
     instead of waiting for it (DBOS's retries have no deadline): the caller waits on its
     own terms, as :func:`gather_results` does."""
     url = database_url or default_database_url()
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    DBOS.migrate(url)
+    prepare_database(url)
     engine = None
     if is_postgres(url):
         engine = system_engine(url, pool_size=5, application_name=f"{DEFAULT_APP_NAME}-client")
@@ -279,15 +278,21 @@ def submit_tasks(
     client: DBOSClient,
     retry_failed: bool = False,
     app_version: str = APPLICATION_VERSION,
+    on_answer: Callable[[], None] | None = None,
 ) -> Submission:
     """Enqueue the tasks the database does not know; with ``retry_failed``, also a new
     attempt of each task whose latest attempt ended in error (:data:`FAILED`): the given
     spec (its options, such as the provider's, are the ones used) as the workflow
     ``ID@retryN`` (retry N is attempt N + 1), recording into :func:`retry_session_path`.
-    Known tasks are otherwise left as they are: a finished task makes no new model call."""
+    Known tasks are otherwise left as they are: a finished task makes no new model call.
+    ``on_answer()`` is called each time the database has answered (the known tasks read,
+    each task enqueued): a long submission is slow, not a database that went silent."""
+    heard = on_answer or (lambda: None)
     known = latest_attempts(client, list(tasks))
+    heard()
     result = Submission(runs={})
     for task_id, spec in tasks.items():
+        heard()
         latest = known.get(task_id)
         if latest is None:
             _enqueue_one(client, task_id, spec, app_version)
@@ -330,6 +335,8 @@ class BatchProgress:
     input_tokens: int = 0
     """Of the finished tasks."""
     output_tokens: int = 0
+    running_under: dict[str, tuple[str, ...]] = field(factory=dict)
+    """The running tasks (their run ids) by the executor id that holds them."""
 
     @property
     def finished(self) -> bool:
@@ -458,6 +465,7 @@ def progress(
     """Counts of ``run_ids`` by state, and the tokens of the finished ones."""
     known = _known(client, run_ids)
     counts = {"done": 0, "failed": 0, "running": 0, "queued": 0}
+    holders: dict[str, list[str]] = {}
     succeeded: list[str] = []
     for run_id in run_ids:
         status = known.get(run_id)
@@ -467,8 +475,9 @@ def progress(
             succeeded.append(run_id)
         elif state in FAILED:
             counts["failed"] += 1
-        elif state == "PENDING":
+        elif state == "PENDING" and status is not None:
             counts["running"] += 1
+            holders.setdefault(str(status.executor_id), []).append(run_id)
         else:
             counts["queued"] += 1
     cache = cache if cache is not None else _UsageCache()
@@ -478,6 +487,7 @@ def progress(
         total=len(run_ids),
         input_tokens=sum(i for i, _ in tokens),
         output_tokens=sum(o for _, o in tokens),
+        running_under={executor: tuple(ids) for executor, ids in holders.items()},
         **counts,
     )
 
@@ -523,6 +533,14 @@ async def read_patiently(
         return value
 
 
+IDLE_AFTER = 30.0
+"""Seconds without any of the watched tasks changing state before ``on_idle`` is called."""
+IDLE_REPEAT = 300.0
+"""Seconds between two ``on_idle`` calls while nothing changes."""
+REQUEUE_EVERY = 2.0
+"""Seconds between two checks for tasks left by a stopped worker of this machine."""
+
+
 async def gather_results(
     run_ids: Sequence[str],
     *,
@@ -531,6 +549,9 @@ async def gather_results(
     interval: float = 0.5,
     on_wait: Callable[[float, str | None], None] | None = None,
     database_wait: float | None = None,
+    database_url: str | None = None,
+    on_requeued: Callable[[str, list[str]], None] | None = None,
+    on_idle: Callable[[BatchProgress, float], None] | None = None,
 ) -> list[TaskResult]:
     """Wait until every task has ended (whichever workers run them), calling
     ``on_progress`` on each poll; then their results, in order.
@@ -540,14 +561,49 @@ async def gather_results(
     (``open_client(retry_connection_errors=False)``), a database that stops answering is
     polled every second, ``on_wait(seconds, reason)`` is called about every second once it
     has been silent 2 s, and :class:`~._outage.DatabaseUnreachable` is raised after
-    ``database_wait`` seconds of silence (``None``: no limit)."""
+    ``database_wait`` seconds of silence (``None``: no limit).
+
+    No task is waited on for ever without a word: with ``database_url`` (the client's),
+    tasks left running by a worker slot of this machine whose process has stopped are put
+    back on the queue (``on_requeued(executor id, run ids)``), and ``on_idle(progress,
+    seconds)`` is called once none of the tasks has changed state for :data:`IDLE_AFTER`
+    seconds, again every :data:`IDLE_REPEAT` seconds while that lasts."""
     cache = _UsageCache()
     ids = list(run_ids)
     outage = Outage(database_wait)
+    loop = asyncio.get_running_loop()
+    changed = checked = loop.time()
+    told = 0.0
+    state: tuple[object, ...] = ()
     while True:
         now = await read_patiently(outage, on_wait, progress, ids, client=client, cache=cache)
         if on_progress is not None:
             on_progress(now)
         if now.finished:
             return await read_patiently(outage, on_wait, results, ids, client=client)
+        held = sorted((executor, ids) for executor, ids in now.running_under.items())
+        if (now.done, now.failed, now.queued, held) != state:
+            state, changed, told = (now.done, now.failed, now.queued, held), loop.time(), 0.0
+        if (
+            database_url is not None
+            and now.running_under
+            and loop.time() - checked >= REQUEUE_EVERY
+        ):
+            checked = loop.time()
+            moved = await read_patiently(
+                outage,
+                on_wait,
+                requeue_stopped,
+                client,
+                database_url,
+                list(now.running_under),
+                QUEUE_NAME,
+            )
+            for executor, moved_ids in moved.items():
+                if on_requeued is not None:
+                    on_requeued(executor, moved_ids)
+        idle = loop.time() - changed
+        if on_idle is not None and idle >= (told + IDLE_REPEAT if told else IDLE_AFTER):
+            told = idle
+            on_idle(now, idle)
         await asyncio.sleep(interval)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -18,9 +19,9 @@ from dbos import DBOS, DBOSConfig
 
 from agentfsm.adapters.sessions import state_home
 
-from ._postgres import is_postgres, release, system_engine
+from ._postgres import is_postgres, migrate, release, system_engine
 
-__all__ = ["DurableRuntime", "dbos_threads", "default_database_url"]
+__all__ = ["DurableRuntime", "dbos_threads", "default_database_url", "prepare_database"]
 
 DEFAULT_APP_NAME = "agentfsm"
 
@@ -29,6 +30,17 @@ def default_database_url() -> str:
     """``sqlite:///<state folder>/agentfsm/durable.sqlite`` (``$XDG_STATE_HOME``, else
     ``~/.local/state``): the embedded system database of ``agentfsm run --durable``."""
     return f"sqlite:///{state_home() / 'agentfsm' / 'durable.sqlite'}"
+
+
+def prepare_database(url: str) -> None:
+    """Create or migrate the system database ``url``: a SQLite file (its folder created
+    first), or a PostgreSQL database on engines whose every wait is bounded."""
+    if is_postgres(url):
+        migrate(url)
+        return
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    DBOS.migrate(url)
 
 
 def dbos_threads() -> list[threading.Thread]:
@@ -54,6 +66,10 @@ class DurableRuntime:
         application_version: Pins DBOS's application version (default: DBOS's hash of the
             workflow source). Only runs of the same version are recovered.
         log_level: DBOS's own log level (default ``WARNING``: the run's output is ours).
+        queues: The DBOS queues this process takes workflows from (``None``: every queue
+            of the application, DBOS's default; ``()``: none, for a process that runs only
+            the runs it starts or resumes, and would otherwise take tasks of the task
+            queue and cut them off when it ends).
         hold: On PostgreSQL, seconds a failed connection attempt is retried (every second)
             before DBOS sees the error (see :mod:`._postgres`); 0 for a process that
             should rather fail.
@@ -72,6 +88,7 @@ class DurableRuntime:
         polling_interval: float | None = None,
         application_version: str | None = None,
         log_level: str = "WARNING",
+        queues: Sequence[str] | None = None,
         hold: float = 0.0,
     ) -> None:
         self.database_url = database_url or default_database_url()
@@ -80,6 +97,7 @@ class DurableRuntime:
         self.polling_interval = polling_interval
         self.application_version = application_version
         self.log_level = log_level
+        self.queues = tuple(queues) if queues is not None else None
         self.hold = hold
         self.launched = False
         self._engine: sa.Engine | None = None
@@ -110,18 +128,30 @@ class DurableRuntime:
                 parents=True, exist_ok=True
             )
         elif is_postgres(self.database_url):
-            DBOS.migrate(self.database_url)  # creates the database: DBOS does not on our engine
+            migrate(self.database_url)  # creates the database: DBOS does not on our engine
             self._engine = system_engine(
                 self.database_url, pool_size=20, application_name=self.name, hold=self.hold
             )
         DBOS(config=self.config())
         try:
+            if self.queues is not None:
+                DBOS.listen_queues(list(self.queues))
             DBOS.launch()
         except BaseException:
             self._shut_down()
             raise
         self.launched = True
         return self
+
+    def stop_taking(self) -> None:
+        """Stop taking workflows from the queues (and stop recovering this executor's): the
+        runs in flight in this process go on. DBOS's own shutdown begins the same way."""
+        if not self.launched:
+            return
+        from dbos._dbos import _get_dbos_instance
+
+        for event in _get_dbos_instance().background_thread_stop_events:
+            event.set()
 
     def destroy(self) -> None:
         """Shut DBOS down; the registered workflow stays registered for a later launch.

@@ -4,92 +4,65 @@
 **Executor ids and recovery.** DBOS marks each running workflow with the executor id of the
 process running it; a process launched with an executor id re-enqueues that id's
 unfinished (``PENDING``) workflows at launch, back on their queue, where any worker takes
-them. :func:`executor_slot` gives each worker process of a machine the first free slot id
-(``worker-HOST-0``, ``-1``, …), held by a file lock for the life of the process: a killed
-worker's lock goes with it, so the next worker started on that machine takes over its slot
-and finishes its tasks; two live workers never share an id (which would let one recover
-the other's running tasks). Tasks of a machine that is gone for good are put back on the
-queue with :func:`requeue_executor` (``agentfsm worker --requeue EXECUTOR_ID``).
+them. Each worker takes a slot of its machine (:mod:`._slots`); tasks of a machine that is
+gone for good are put back on the queue with :func:`requeue_executor` (``agentfsm worker
+--requeue EXECUTOR_ID``).
+
+**A worker that stops taking tasks.** :meth:`TaskWorker.stop_taking` ends the dequeuing and
+leaves the tasks in flight running: a command whose own tasks have ended finishes the ones
+it took for others (:meth:`TaskWorker.running`) before it exits, rather than leaving them
+pending in its slot.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import socket
 import threading
 import time
-from collections.abc import Iterator
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOSClient
 from dbos._queue import QueueRateLimit
 
-from agentfsm.adapters.sessions import state_home
-
 from ._postgres import is_postgres, system_engine
-from ._queue import APPLICATION_VERSION, QUEUE_NAME, declare_queue
+from ._queue import APPLICATION_VERSION, QUEUE_NAME, declare_queue, open_client
 from ._runtime import DurableRuntime, dbos_threads, default_database_url
-from ._workflow import UNFINISHED, WORKFLOW_NAME
+from ._slots import executor_slot, requeue_pending, slot_is_free
+from ._workflow import running_here
 
-__all__ = ["TaskWorker", "executor_slot", "requeue_executor"]
+__all__ = ["TaskWorker", "requeue_executor"]
 
-MAX_SLOTS = 1024
 HOLD = 60.0
 """Seconds a worker's failed connection attempt is retried (every second) before DBOS's own
 retries, whose pauses grow to 90 s, take over: a database back within this time is
 noticed within about a second."""
 
 
-@contextlib.contextmanager
-def executor_slot(database_url: str, prefix: str | None = None) -> Iterator[str]:
-    """The first executor id ``PREFIX-N`` of this machine not held by a live process
-    (``PREFIX``: ``worker-HOSTNAME``), held until the block ends. Slots are per database."""
-    prefix = prefix or f"worker-{socket.gethostname()}"
-    key = hashlib.sha256(f"{database_url}\0{prefix}".encode()).hexdigest()[:16]
-    folder = state_home() / "agentfsm" / "workers"
-    folder.mkdir(parents=True, exist_ok=True)
-    for slot in range(MAX_SLOTS):
-        handle: IO[bytes] = open(folder / f"{key}-{slot}.lock", "ab")  # noqa: SIM115
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        try:
-            yield f"{prefix}-{slot}"
-        finally:
-            handle.close()
-        return
-    raise RuntimeError(f"no free worker slot among {MAX_SLOTS} on this machine")
-
-
-def requeue_executor(executor_id: str, database_url: str | None = None) -> list[str]:
+def requeue_executor(
+    executor_id: str, database_url: str | None = None, *, client: DBOSClient | None = None
+) -> list[str]:
     """Put the unfinished tasks of a dead executor back on the task queue; their ids.
 
     Only for an executor that is certainly gone: a live one would run them a second time
-    alongside the worker that takes them now."""
-    client = DBOSClient(system_database_url=database_url or default_database_url())
+    alongside the worker that takes them now. A slot of this machine is checked: one a
+    live process holds raises ``ValueError``. ``client``: read and write through it
+    (else a client of its own on ``database_url``, whose waits are bounded)."""
+    url = database_url or default_database_url()
+    own = client is None
+    source = client if client is not None else open_client(url)
     try:
-        stranded = [
-            status.workflow_id
-            for status in client.list_workflows(
-                executor_id=executor_id,
-                status=list(UNFINISHED),
-                name=WORKFLOW_NAME,
-                load_input=False,
-                load_output=False,
-            )
-            if status.status == "PENDING"
-        ]
-        if stranded:
-            client.resume_workflows(stranded, queue_name=QUEUE_NAME)
-        return stranded
+        with slot_is_free(executor_id, url) as free:
+            if free is False:
+                raise ValueError(
+                    f"{executor_id} is held by a live process on this machine: it runs its "
+                    "tasks (stop it first)"
+                )
+            return requeue_pending(source, executor_id, QUEUE_NAME)
     finally:
-        client.destroy()
+        if own:
+            source.destroy()
 
 
 class TaskWorker:
@@ -144,6 +117,7 @@ class TaskWorker:
                 executor_id=self.executor_id,
                 polling_interval=min(self.polling_interval, 1.0),
                 application_version=self.application_version,
+                queues=(QUEUE_NAME,),
                 hold=HOLD,
             )
             runtime.launch()
@@ -158,6 +132,23 @@ class TaskWorker:
             raise
         self._slot, self._runtime = stack, runtime
         return self
+
+    def stop_taking(self, timeout: float = 3.0) -> None:
+        """Take no more tasks; the ones running go on (:meth:`running`). Waits at most
+        ``timeout`` seconds for DBOS's queue threads to end, so that a task they were
+        claiming meanwhile has started too."""
+        if self._runtime is None:
+            return
+        self._runtime.stop_taking()
+        deadline = time.monotonic() + timeout
+        for thread in threading.enumerate():
+            if thread.name.startswith("queue-worker-") or thread.name.endswith("(queue_thread)"):
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    @staticmethod
+    def running() -> frozenset[str]:
+        """The ids of the tasks (durable runs) executing in this process now."""
+        return running_here()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop taking tasks and shut DBOS down; tasks still running stay ``PENDING`` under

@@ -33,6 +33,7 @@ __all__ = [
     "listen",
     "result",
     "resume",
+    "running_here",
     "spec_of",
     "submit",
 ]
@@ -44,6 +45,12 @@ UNFINISHED = ("PENDING", "ENQUEUED")
 
 EventListener = Callable[[DurableEvent], None]
 _listeners: dict[str, EventListener] = {}
+_running: set[str] = set()
+
+
+def running_here() -> frozenset[str]:
+    """The ids of the durable runs executing in this process now."""
+    return frozenset(_running)
 
 
 def _listener(run_id: str) -> EventListener | None:
@@ -94,6 +101,7 @@ async def durable_run(spec_data: dict[str, Any]) -> LoopOutcome:
 
     runner = DbosStepRunner(deliver)
     token = current_step_runner.set(runner)
+    _running.add(run_id)
     try:
         async with _agent(spec) as agent:
             unsubscribe = agent.events.on("*", runner.on_event)
@@ -105,6 +113,7 @@ async def durable_run(spec_data: dict[str, Any]) -> LoopOutcome:
                 runner.finish()
     finally:
         current_step_runner.reset(token)
+        _running.discard(run_id)
 
 
 async def submit(
