@@ -218,6 +218,15 @@ VARIANTS_DENY = [
     "echo x && `printf rm` x",
     "echo $((1 + $(rm x)))",
     "f() { rm x; }; f",
+    "echo $\\\n(rm x)",
+    'echo "$\\\n(rm x)"',
+    "echo $\\\n{y:-$\\\n(rm x)}",
+    "cat <\\\n(rm x)",
+    "echo ~\\\nroot",
+    "shopt -qs expand_aliases",
+    "shopt -s -q expand_aliases",
+    "shopt -os history",
+    "shopt -qs extdebug",
 ]
 """Variants of our own, against ``deny=["shell(rm *)"]``."""
 
@@ -264,6 +273,10 @@ VARIANTS_GIT = [
 
 HARMLESS_DENY_RM = [
     "ls -la",
+    "ls \\\n  -la",
+    "echo '$\\\n(rm x)'",
+    "shopt -qs nullglob",
+    "shopt -s globstar dotglob",
     "git status",
     "git log --oneline -5",
     "git diff HEAD~1 -- src",
