@@ -3,6 +3,7 @@ harmless lines that must stay usable."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 
@@ -227,6 +228,10 @@ VARIANTS_DENY = [
     "shopt -s -q expand_aliases",
     "shopt -os history",
     "shopt -qs extdebug",
+    "time -- rm x",
+    "time -p -- rm x",
+    "time\t--\trm x",
+    "-- rm x",
 ]
 """Variants of our own, against ``deny=["shell(rm *)"]``."""
 
@@ -523,6 +528,7 @@ def test_any_text_parses_without_raising(source: str) -> None:
 WORD_ALPHABET = [
     *"ab -_/.=:~*?[]{},$'\"\\`@!#%&;|<>()\n\t",
     *["${", "$(", "${x}", "$'", "~/", "..", "' '", '" "', "{a,", "}", "\\{", "\\,", "'{'"],
+    "\\\n",
 ]
 
 
@@ -555,3 +561,48 @@ def test_words_read_as_literal_are_what_bash_passes(pieces: list[str]) -> None:
     printed = done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
     words = list(line.commands[0].words[2:])
     assert printed == (words or [""]), source
+
+
+CONTINUED = [
+    "time -p -- rm x",
+    "time -- rm x",
+    "echo $(rm x)",
+    'echo "$(rm x)"',
+    "echo ${y:-$(rm x)}",
+    "cat <(rm x)",
+    "ls >(rm x)",
+    "echo `rm x`",
+    "coproc rm x",
+    "echo ~$(rm x)",
+    "x=$(rm x) ls",
+    "f() { rm x; }; f",
+    "ls && rm x",
+    "echo a # b\nrm x",
+]
+"""Lines that run ``rm x``, cut by line continuations at every place below."""
+
+
+@pytest.mark.requires_program("bash", "bash")
+def test_line_continuations_anywhere_hide_nothing(attacks: AttackTally) -> None:
+    """bash drops a backslash-newline outside single quotes and comments before it reads a
+    line: cut anywhere by one or two, each line above still runs ``rm x`` when bash runs
+    it (checked), and the deny rule refuses it."""
+    with tempfile.TemporaryDirectory() as folder:
+        for base in CONTINUED:
+            for index in range(len(base) + 1):
+                for cut in ("\\\n", "\\\n\\\n"):
+                    line = base[:index] + cut + base[index:]
+                    admitted = DENY_RM.check("shell", line) is None
+                    ran = False
+                    if admitted:
+                        open(f"{folder}/x", "w").close()
+                        subprocess.run(
+                            ["bash", "--norc", "--noprofile", "-c", line],
+                            cwd=folder,
+                            stdin=subprocess.DEVNULL,
+                            capture_output=True,
+                            timeout=10,
+                            check=False,
+                        )
+                        ran = not os.path.exists(f"{folder}/x")
+                    attacks.record("shell deny rule: line continuations", ran, line)

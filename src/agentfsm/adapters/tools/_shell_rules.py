@@ -71,7 +71,10 @@ from ._shell_tables import HARMLESS_VARIABLES
 
 __all__ = ["CommandLine", "SimpleCommand", "parse_command_line"]
 
-_TIME = re.compile(r"[ \t]*time([ \t]+-p)?(?=[ \t])")
+_GAP = r"(?:\\\n)*[ \t](?:[ \t]|\\\n)*"  # blanks, once line continuations are dropped
+_TIME = re.compile(rf"(?:[ \t]|\\\n)*time({_GAP}-p)?({_GAP}--)?(?={_GAP})")
+"""bash's ``time`` keyword as its grammar reads it: ``time``, ``time -p``, ``time --``,
+``time -p --``."""
 
 NOT_PLAIN = (
     "simple commands joined by ;, &&, ||, | and newlines, with no redirection but to "
