@@ -433,3 +433,17 @@ async def test_the_shell_runs_lines_with_the_bash_the_rules_parse(
     unruled = await call(workspace_tools(root), "shell", command="echo plain sh")
     assert unruled.ok
     assert unruled.output == "plain sh\n"
+
+
+async def test_a_shell_line_with_a_lone_surrogate_fails_with_a_reason(root: Path) -> None:
+    """A model can send ``\\ud800`` in its JSON; no shell can be given it: the call fails
+    with a one-line reason (rules or not), and U+2028 is plain text to bash."""
+    require_bubblewrap(root)
+    for permissions in (Permissions(), Permissions.of(deny=["shell(rm *)"])):
+        box = workspace_tools(root, permissions=permissions)
+        for line in ("echo \ud800x", "ls '\udc80'"):
+            refused = await call(box, "shell", command=line)
+            assert not refused.ok
+            assert "lone surrogate (U+D" in (refused.error or "")
+        separator = await call(box, "shell", command="echo a\u2028b")
+        assert separator.output == "a\u2028b\n"

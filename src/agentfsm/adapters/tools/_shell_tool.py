@@ -83,6 +83,14 @@ class ShellTool:
             command: The command line.
             timeout: Seconds before the command and its children are killed.
         """
+        surrogate = next((c for c in command if "\ud800" <= c <= "\udfff"), None)
+        if surrogate is not None:
+            return ToolResult(
+                False,
+                "",
+                f"the command line holds a lone surrogate (U+{ord(surrogate):04X}), "
+                "which is not text a shell can be given",
+            )
         reason = self.permissions.check("shell", command)
         if reason is not None:
             return ToolResult(False, "", reason)
