@@ -606,3 +606,19 @@ def test_line_continuations_anywhere_hide_nothing(attacks: AttackTally) -> None:
                         )
                         ran = not os.path.exists(f"{folder}/x")
                     attacks.record("shell deny rule: line continuations", ran, line)
+
+
+def test_a_deny_pattern_covers_the_program_under_its_versioned_names() -> None:
+    """``python3.11`` is the program ``python3`` (on Debian, ``/usr/bin/python3`` links to
+    it): a deny rule for ``python3`` refuses it, folder or not; ``pip3`` is ``pip``."""
+    rules = Permissions.of(deny=["shell(python3 *)", "shell(pip *)", "shell(gcc *)"])
+    for line in (
+        "python3.11 scripts/report.py",
+        "/usr/bin/python3.11 scripts/report.py",
+        "ls && python3.12 -m pytest",
+        "pip3 install x",
+        "gcc-12 --version",
+    ):
+        assert rules.check("shell", line) is not None, line
+    for line in ("python scripts/report.py", "python3-config --cflags", "sha256sum x"):
+        assert rules.check("shell", line) is None, line
