@@ -3,9 +3,12 @@ harmless lines that must stay usable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -622,3 +625,74 @@ def test_a_deny_pattern_covers_the_program_under_its_versioned_names() -> None:
         assert rules.check("shell", line) is not None, line
     for line in ("python scripts/report.py", "python3-config --cflags", "sha256sum x"):
         assert rules.check("shell", line) is None, line
+
+
+MUTATED = [
+    "echo $(touch PWNED)",
+    "echo `touch PWNED`",
+    "ls <(touch PWNED)",
+    "echo ${x:-$(touch PWNED)}",
+    'echo "$(touch PWNED)"',
+    "time -p touch PWNED",
+    "sh -c 'touch PWNED'",
+    "echo x # $(touch PWNED)",
+    "echo a\\ $(touch PWNED)",
+    "f() { touch PWNED; }; f",
+    "nice touch PWNED",
+    "cat <<< $(touch PWNED)",
+]
+"""Lines that run ``touch``, mutated below."""
+PIECES = [
+    *"\\'\"\n\r\t #${}();&|`@!*?[]~=<>-:,",
+    "\\\n",
+    "''",
+    '""',
+    "$'",
+    "${",
+    "--",
+    "\u00a0",
+    "\u2028",
+]
+
+
+@pytest.mark.requires_program("bash", "bash")
+def test_mutated_attack_lines_run_nothing_a_deny_rule_admitted(
+    attacks: AttackTally, tmp_path: Path
+) -> None:
+    """Attack lines with characters inserted or dropped at random (seeded): a line the
+    deny rule for ``touch`` admits runs no ``touch`` when bash runs it — seen by a
+    ``touch`` first on ``PATH`` that leaves a mark (a redirection making a file is not
+    one)."""
+    deny = Permissions.of(deny=["shell(touch *)"])
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    mark = tmp_path / "ran"
+    (bin_folder / "touch").write_text(f"#!/bin/sh\n: > '{mark}'\n", "utf-8")
+    (bin_folder / "touch").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{bin_folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    rng = random.Random(20261207)
+    for _ in range(600):
+        line = rng.choice(MUTATED)
+        for _ in range(rng.randint(1, 3)):
+            index = rng.randint(0, len(line))
+            if rng.random() < 0.2:
+                line = line[:index] + line[index + 1 :]
+            else:
+                line = line[:index] + rng.choice(PIECES) + line[index:]
+        ran = False
+        if deny.check("shell", line) is None:
+            mark.unlink(missing_ok=True)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(
+                    ["bash", "--norc", "--noprofile", "-c", line],
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=5,
+                    check=False,
+                )
+            ran = mark.exists()
+        attacks.record("shell deny rule: mutated attack lines", ran, line)
