@@ -66,6 +66,11 @@ ATTACKS: dict[str, list[str]] = {
         f"for ((i=0; i<$({P}); i++)); do :; done",
         f"[[ -v a[$({P})] ]]",
         f"case $({P}) in *) ;; esac",
+        f"echo $\\\n({P})",
+        f'echo "$\\\n({P})"',
+        f"echo $\\\n{{x:-$\\\n({P})}}",
+        f"cat <\\\n({P})",
+        f"echo x >\\\n({P})",
     ],
     "inert program that runs a command": [
         f"split --filter='{P}' README.md",
@@ -158,6 +163,9 @@ ATTACKS: dict[str, list[str]] = {
         f"set -o history; {P}",
         f"time {P}",
         f"time -p {P}",
+        f"time -- {P}",
+        f"time -p -- {P}",
+        f"time -p -- {P[:-2]}\\\n{P[-2:]}",
         f"eval '{P}'",
         f"f() {{ {P}; }}; f",
         f"coproc {P}",
@@ -246,6 +254,8 @@ LOOK_ALIKES = [
     f"sed -n '/{P}/p' README.md",
     f"echo '#' '$({P})'",
     f"time ls '$({P})'",
+    f"echo '$\\\n({P})'",
+    f"echo \\$\\\n\\({P}\\)",
 ]
 """Lines holding an attack's text where bash reads it literally: admitted by the deny rules
 and, but for the assignments, by the allow rules; running them runs no ``touch``."""

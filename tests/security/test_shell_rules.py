@@ -3,8 +3,12 @@ harmless lines that must stay usable."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -218,6 +222,19 @@ VARIANTS_DENY = [
     "echo x && `printf rm` x",
     "echo $((1 + $(rm x)))",
     "f() { rm x; }; f",
+    "echo $\\\n(rm x)",
+    'echo "$\\\n(rm x)"',
+    "echo $\\\n{y:-$\\\n(rm x)}",
+    "cat <\\\n(rm x)",
+    "echo ~\\\nroot",
+    "shopt -qs expand_aliases",
+    "shopt -s -q expand_aliases",
+    "shopt -os history",
+    "shopt -qs extdebug",
+    "time -- rm x",
+    "time -p -- rm x",
+    "time\t--\trm x",
+    "-- rm x",
 ]
 """Variants of our own, against ``deny=["shell(rm *)"]``."""
 
@@ -264,6 +281,10 @@ VARIANTS_GIT = [
 
 HARMLESS_DENY_RM = [
     "ls -la",
+    "ls \\\n  -la",
+    "echo '$\\\n(rm x)'",
+    "shopt -qs nullglob",
+    "shopt -s globstar dotglob",
     "git status",
     "git log --oneline -5",
     "git diff HEAD~1 -- src",
@@ -510,6 +531,7 @@ def test_any_text_parses_without_raising(source: str) -> None:
 WORD_ALPHABET = [
     *"ab -_/.=:~*?[]{},$'\"\\`@!#%&;|<>()\n\t",
     *["${", "$(", "${x}", "$'", "~/", "..", "' '", '" "', "{a,", "}", "\\{", "\\,", "'{'"],
+    "\\\n",
 ]
 
 
@@ -542,3 +564,135 @@ def test_words_read_as_literal_are_what_bash_passes(pieces: list[str]) -> None:
     printed = done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
     words = list(line.commands[0].words[2:])
     assert printed == (words or [""]), source
+
+
+CONTINUED = [
+    "time -p -- rm x",
+    "time -- rm x",
+    "echo $(rm x)",
+    'echo "$(rm x)"',
+    "echo ${y:-$(rm x)}",
+    "cat <(rm x)",
+    "ls >(rm x)",
+    "echo `rm x`",
+    "coproc rm x",
+    "echo ~$(rm x)",
+    "x=$(rm x) ls",
+    "f() { rm x; }; f",
+    "ls && rm x",
+    "echo a # b\nrm x",
+]
+"""Lines that run ``rm x``, cut by line continuations at every place below."""
+
+
+@pytest.mark.requires_program("bash", "bash")
+def test_line_continuations_anywhere_hide_nothing(attacks: AttackTally) -> None:
+    """bash drops a backslash-newline outside single quotes and comments before it reads a
+    line: cut anywhere by one or two, each line above still runs ``rm x`` when bash runs
+    it (checked), and the deny rule refuses it."""
+    with tempfile.TemporaryDirectory() as folder:
+        for base in CONTINUED:
+            for index in range(len(base) + 1):
+                for cut in ("\\\n", "\\\n\\\n"):
+                    line = base[:index] + cut + base[index:]
+                    admitted = DENY_RM.check("shell", line) is None
+                    ran = False
+                    if admitted:
+                        open(f"{folder}/x", "w").close()
+                        subprocess.run(
+                            ["bash", "--norc", "--noprofile", "-c", line],
+                            cwd=folder,
+                            stdin=subprocess.DEVNULL,
+                            capture_output=True,
+                            timeout=10,
+                            check=False,
+                        )
+                        ran = not os.path.exists(f"{folder}/x")
+                    attacks.record("shell deny rule: line continuations", ran, line)
+
+
+def test_a_deny_pattern_covers_the_program_under_its_versioned_names() -> None:
+    """``python3.11`` is the program ``python3`` (on Debian, ``/usr/bin/python3`` links to
+    it): a deny rule for ``python3`` refuses it, folder or not; ``pip3`` is ``pip``."""
+    rules = Permissions.of(deny=["shell(python3 *)", "shell(pip *)", "shell(gcc *)"])
+    for line in (
+        "python3.11 scripts/report.py",
+        "/usr/bin/python3.11 scripts/report.py",
+        "ls && python3.12 -m pytest",
+        "pip3 install x",
+        "gcc-12 --version",
+    ):
+        assert rules.check("shell", line) is not None, line
+    for line in ("python scripts/report.py", "python3-config --cflags", "sha256sum x"):
+        assert rules.check("shell", line) is None, line
+
+
+MUTATED = [
+    "echo $(touch PWNED)",
+    "echo `touch PWNED`",
+    "ls <(touch PWNED)",
+    "echo ${x:-$(touch PWNED)}",
+    'echo "$(touch PWNED)"',
+    "time -p touch PWNED",
+    "sh -c 'touch PWNED'",
+    "echo x # $(touch PWNED)",
+    "echo a\\ $(touch PWNED)",
+    "f() { touch PWNED; }; f",
+    "nice touch PWNED",
+    "cat <<< $(touch PWNED)",
+]
+"""Lines that run ``touch``, mutated below."""
+PIECES = [
+    *"\\'\"\n\r\t #${}();&|`@!*?[]~=<>-:,",
+    "\\\n",
+    "''",
+    '""',
+    "$'",
+    "${",
+    "--",
+    "\u00a0",
+    "\u2028",
+]
+
+
+@pytest.mark.requires_program("bash", "bash")
+def test_mutated_attack_lines_run_nothing_a_deny_rule_admitted(
+    attacks: AttackTally, tmp_path: Path
+) -> None:
+    """Attack lines with characters inserted or dropped at random (seeded): a line the
+    deny rule for ``touch`` admits runs no ``touch`` when bash runs it — seen by a
+    ``touch`` first on ``PATH`` that leaves a mark (a redirection making a file is not
+    one)."""
+    deny = Permissions.of(deny=["shell(touch *)"])
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    mark = tmp_path / "ran"
+    (bin_folder / "touch").write_text(f"#!/bin/sh\n: > '{mark}'\n", "utf-8")
+    (bin_folder / "touch").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{bin_folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    rng = random.Random(20261207)
+    for _ in range(600):
+        line = rng.choice(MUTATED)
+        for _ in range(rng.randint(1, 3)):
+            index = rng.randint(0, len(line))
+            if rng.random() < 0.2:
+                line = line[:index] + line[index + 1 :]
+            else:
+                line = line[:index] + rng.choice(PIECES) + line[index:]
+        ran = False
+        if deny.check("shell", line) is None:
+            mark.unlink(missing_ok=True)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(
+                    ["bash", "--norc", "--noprofile", "-c", line],
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=5,
+                    check=False,
+                )
+            ran = mark.exists()
+        attacks.record("shell deny rule: mutated attack lines", ran, line)

@@ -433,3 +433,33 @@ async def test_the_shell_runs_lines_with_the_bash_the_rules_parse(
     unruled = await call(workspace_tools(root), "shell", command="echo plain sh")
     assert unruled.ok
     assert unruled.output == "plain sh\n"
+
+
+async def test_a_shell_line_with_a_lone_surrogate_fails_with_a_reason(root: Path) -> None:
+    """A model can send ``\\ud800`` in its JSON; no shell can be given it: the call fails
+    with a one-line reason (rules or not), and U+2028 is plain text to bash."""
+    require_bubblewrap(root)
+    for permissions in (Permissions(), Permissions.of(deny=["shell(rm *)"])):
+        box = workspace_tools(root, permissions=permissions)
+        for line in ("echo \ud800x", "ls '\udc80'"):
+            refused = await call(box, "shell", command=line)
+            assert not refused.ok
+            assert "lone surrogate (U+D" in (refused.error or "")
+        separator = await call(box, "shell", command="echo a\u2028b")
+        assert separator.output == "a\u2028b\n"
+
+
+async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Path) -> None:
+    """A line past what ``execve`` takes in one argument fails with a one-line reason, not
+    an ``OSError``; one just under it runs."""
+    require_bubblewrap(root)
+    box = workspace_tools(root, permissions=Permissions.of(deny=["shell(rm *)"]))
+    refused = await call(box, "shell", command="echo " + "x" * 140_000)
+    assert not refused.ok
+    assert "too long to run" in (refused.error or "")
+    quoted = await call(box, "shell", command="echo " + "'" * 30_000)  # each quote grows fivefold
+    assert not quoted.ok
+    assert "too long to run" in (quoted.error or "")
+    ran = await call(box, "shell", command="printf %s " + "y" * 100_000 + " | wc -c")
+    assert ran.ok, ran.error
+    assert ran.output.strip() == "100000"

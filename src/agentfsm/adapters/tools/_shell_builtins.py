@@ -174,9 +174,20 @@ class BuiltinJudge:
         return None
 
     def _shopt(self, name: str, args: tuple[str, ...], literal: tuple[bool, ...]) -> str | None:
+        """``shopt``: its option letters may come in clusters (``-qs``); what it sets or
+        unsets must be a glob option (with ``-o``, a vetted ``set -o`` name)."""
         if not self._literal_args(name, args, literal):
             return "refused"
-        if {"-s", "-u"} & set(args) and not set(args) - {"-s", "-u", "-q"} <= SHOPT_GLOBS:
+        letters = ""
+        index = 0
+        while index < len(args) and args[index][:1] == "-" and args[index] != "--":
+            letters += args[index][1:]
+            index += 1
+        names = args[index + (args[index : index + 1] == ("--",)) :]
+        if set(letters) - set("supqo"):
+            return self._refuse(f"shopt -{letters}: not an option the rules can vet")
+        allowed = SHELL_OPTIONS if "o" in letters else SHOPT_GLOBS
+        if set(letters) & set("su") and not set(names) <= allowed:
             return self._refuse("shopt changes how bash reads or runs what follows")
         return None
 

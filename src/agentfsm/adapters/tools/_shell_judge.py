@@ -70,7 +70,7 @@ class Judge(BuiltinJudge):
         """Judge one command: record why it is opaque; return why an allow rule cannot
         admit it (``None`` when it is vetted)."""
         first = command.words[0]
-        if not command.static_name or not _NAME.fullmatch(first):
+        if not command.static_name or not _NAME.fullmatch(first) or first.startswith("-"):
             return self._refuse(f"the command name {first!r} is not a plain name written out")
         name, args = command.name, command.words[1:]
         base = re.sub(r"[\d.]+$", "", name)

@@ -71,7 +71,10 @@ from ._shell_tables import HARMLESS_VARIABLES
 
 __all__ = ["CommandLine", "SimpleCommand", "parse_command_line"]
 
-_TIME = re.compile(r"[ \t]*time([ \t]+-p)?(?=[ \t])")
+_GAP = r"(?:\\\n)*[ \t](?:[ \t]|\\\n)*"  # blanks, once line continuations are dropped
+_TIME = re.compile(rf"(?:[ \t]|\\\n)*time({_GAP}-p)?({_GAP}--)?(?={_GAP})")
+"""bash's ``time`` keyword as its grammar reads it: ``time``, ``time -p``, ``time --``,
+``time -p --``."""
 
 NOT_PLAIN = (
     "simple commands joined by ;, &&, ||, | and newlines, with no redirection but to "
@@ -84,6 +87,18 @@ def _pattern_matches(text: str, pattern: str) -> bool:
     # `rm *` is meant to cover `rm` alone as well (and `rm` run with arguments the rule
     # cannot see, as in `xargs rm`): the trailing space makes a bare name match it.
     return rule_matches(text, pattern) or rule_matches(text + " ", pattern)
+
+
+_VERSION = re.compile(r"[.-]?\d+$")
+
+
+def _names(name: str) -> list[str]:
+    """A program's name and the names it has without its version suffixes, for a deny
+    pattern: ``python3.11`` is also ``python3`` and ``python``, ``gcc-12`` also ``gcc``."""
+    names = [name]
+    while (shorter := _VERSION.sub("", names[-1])) not in ("", names[-1]):
+        names.append(shorter)
+    return names
 
 
 @frozen
@@ -143,10 +158,11 @@ class CommandLine:
             return ""
         head = pattern.split()[0] if pattern.split() else pattern
         for command in self.commands:
-            for text in (command.text(), command.text(bare=True)):
-                if _pattern_matches(text, pattern):
-                    return ""
-            named = rule_matches(command.words[0], head) or rule_matches(command.name, head)
+            names = _names(command.name)
+            texts = (command.text(), *(" ".join((n, *command.words[1:])) for n in names))
+            if any(_pattern_matches(text, pattern) for text in texts):
+                return ""
+            named = any(rule_matches(n, head) for n in (command.words[0], *names))
             if named and command.expanded:
                 return (
                     f"the arguments of {command.name} are expanded when the line runs, "

@@ -112,8 +112,36 @@ def _dollar(raw: str, index: int, quoted: bool) -> tuple[str | None, int]:
     return None, 1
 
 
+def _join_lines(raw: str) -> str:
+    """``raw`` without its line continuations: bash's reader drops a backslash-newline
+    outside single quotes before it reads anything else, so ``$\\⏎(`` is ``$(``."""
+    if "\\\n" not in raw:
+        return raw
+    out: list[str] = []
+    quoted = False  # inside "…"
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\":
+            if raw[index + 1 : index + 2] != "\n":
+                out.append(raw[index : index + 2])
+            index += 2
+            continue
+        if char == "'" and not quoted:
+            end = raw.find("'", index + 1)
+            end = len(raw) if end < 0 else end + 1
+            out.append(raw[index:end])
+            index = end
+            continue
+        quoted = quoted != (char == '"')
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
 def read_word(raw: str) -> Word:
     """``raw`` (one word's source text) read with bash's quoting and expansion rules."""
+    raw = _join_lines(raw)
     value: list[str] = []
     expanded = False
     quoted = False  # inside "…"

@@ -28,6 +28,11 @@ BASH = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.access(p, os.X_OK))
 """The bash that runs the tool's lines: the grammar the shell rules parse (``None``: none)."""
 
 
+MAX_ARGUMENT = 131_072
+"""Linux's bound on one argument of ``execve`` (``MAX_ARG_STRLEN``): the line reaches the
+shell as one."""
+
+
 def bash_command(command: str, bash: str) -> str:
     """The ``sh -c`` line that runs ``command`` with ``bash`` (``sh`` reads the quoted line
     as one literal word and hands it over; bash reads no startup file). ``sh`` stays the
@@ -83,6 +88,14 @@ class ShellTool:
             command: The command line.
             timeout: Seconds before the command and its children are killed.
         """
+        surrogate = next((c for c in command if "\ud800" <= c <= "\udfff"), None)
+        if surrogate is not None:
+            return ToolResult(
+                False,
+                "",
+                f"the command line holds a lone surrogate (U+{ord(surrogate):04X}), "
+                "which is not text a shell can be given",
+            )
         reason = self.permissions.check("shell", command)
         if reason is not None:
             return ToolResult(False, "", reason)
@@ -96,6 +109,15 @@ class ShellTool:
                 "",
                 "bash is not installed: the shell rules read a line as bash reads it, "
                 "so no line runs under them without it",
+            )
+        size = len(command.encode("utf-8"))
+        if size >= MAX_ARGUMENT:
+            return ToolResult(
+                False,
+                "",
+                f"the command line is too long to run: {size} bytes as the shell is given it, "
+                f"the kernel takes at most {MAX_ARGUMENT - 1} in one argument; write it to a "
+                "script file and run that",
             )
         limit = max(1.0, min(float(timeout), 1800.0))
         try:
