@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.adapters.tools import Permissions
-from agentfsm.adapters.tools._shell_rules import parse_command_line
+from agentfsm.adapters.tools._shell_rules import MAX_LINE, parse_command_line
 from agentfsm.adapters.tools._shell_tables import sed_script
 
 from .tally import AttackTally
@@ -59,6 +59,7 @@ def run_bash(
         output.seek(0)
         errors.seek(0)
         return code, output.read(1 << 20), errors.read(1 << 20)
+
 
 ISSUE_DENY = [
     "sh +e -c 'rm x'",
@@ -604,6 +605,29 @@ def test_an_unclosed_parameter_expansion_is_refused_in_bounded_memory() -> None:
     for line, reason in zip(UNCLOSED, reasons, strict=True):
         assert reason.startswith("permission denied by rule 'shell(rm *)'"), (line, reason)
         assert "bad substitution: no closing '}'" in reason, (line, reason)
+
+
+def test_a_line_longer_than_the_rules_read_is_refused_unread() -> None:
+    """The parser's time grows faster than the line, in the agent's own process: a line
+    past :data:`MAX_LINE` characters is opaque without being parsed (a deny rule refuses
+    it, saying why), one at the bound is read."""
+    pipeline = "ls|" * (MAX_LINE // 3) + "rm x"
+    assert len(pipeline) > MAX_LINE
+    line = parse_command_line(pipeline)
+    assert line.commands == ()
+    assert line.opaque == (
+        f"the command line is {len(pipeline)} characters long, longer than the rules read "
+        f"({MAX_LINE}); write it to a script file and run that",
+    )
+    assert "longer than the rules read" in (DENY_RM.check("shell", pipeline) or "")
+    assert "longer than the rules read" in (ALLOW_GIT.check("shell", "git status " * 2000) or "")
+    at_bound = "ls|" * ((MAX_LINE - 4) // 3) + "rm x"
+    assert len(at_bound) <= MAX_LINE
+    read = parse_command_line(at_bound)
+    assert read.opaque == ()
+    assert [command.name for command in read.commands][-2:] == ["ls", "rm"]
+    assert DENY_RM.check("shell", at_bound) == "permission denied by rule 'shell(rm *)'"
+    assert Permissions().check("shell", pipeline) is None  # no rule: nothing to read it for
 
 
 WORD_ALPHABET = [

@@ -406,9 +406,21 @@ def _parse(source: str, depth: int, *, posix: bool = False) -> CommandLine:
     )
 
 
+MAX_LINE = 16_384
+"""The longest line the rules read, in characters: the parser's time grows faster than
+the line (a 128 KiB pipeline takes most of a minute), and it runs in the agent's own
+process. A longer line is opaque — a script file is the way to run that much."""
+
+
 def parse_command_line(source: str) -> CommandLine:
     """Parse a shell command line, as bash reads it, into the commands it runs (never
     raises)."""
+    if len(source) > MAX_LINE:
+        reason = (
+            f"the command line is {len(source)} characters long, longer than the rules "
+            f"read ({MAX_LINE}); write it to a script file and run that"
+        )
+        return CommandLine(source, (), False, (reason,))
     try:
         return _parse(source, 0)
     except RecursionError:
