@@ -3,10 +3,11 @@ harmless lines that must stay usable."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
+import resource
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.adapters.tools import Permissions
-from agentfsm.adapters.tools._shell_rules import parse_command_line
+from agentfsm.adapters.tools._shell_rules import MAX_LINE, parse_command_line
 from agentfsm.adapters.tools._shell_tables import sed_script
 
 from .tally import AttackTally
@@ -23,6 +24,42 @@ from .tally import AttackTally
 DENY_RM = Permissions.of(deny=["shell(rm *)"])
 ALLOW_GIT = Permissions.of(allow=["shell(git *)"])
 NOT_VETTED = "not an option the rules can vet"
+
+CHILD_MEMORY = 512 * 1024 * 1024
+"""Address space and file size a child of these tests may use: a line that runs away
+(``yes``, a brace expansion) ends there, not in this process's memory."""
+
+
+def _bounded_child() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (CHILD_MEMORY, CHILD_MEMORY))
+
+
+def run_bash(
+    line: str, cwd: str | Path, env: dict[str, str] | None = None
+) -> tuple[int, bytes, bytes]:
+    """Run ``line`` with bash, bounded: memory, time (5 s) and output, which goes to files
+    read back up to 1 MiB each. Returns the exit code (-1: killed at the time limit), the
+    output and the errors."""
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryFile() as errors:
+        try:
+            code = subprocess.run(
+                ["bash", "--norc", "--noprofile", "-c", line],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=errors,
+                preexec_fn=_bounded_child,
+                timeout=5,
+                check=False,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+        output.seek(0)
+        errors.seek(0)
+        return code, output.read(1 << 20), errors.read(1 << 20)
+
 
 ISSUE_DENY = [
     "sh +e -c 'rm x'",
@@ -520,12 +557,77 @@ def test_parsed_lines_keep_their_public_shape() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("rm -cxs'\"\\$`;|&(){}[]*?~\n\u2028\udcff=/ab"))))
+@example("echo $'${' }")
+@example("printf '%s\\0' /\" \"$'\" \"${%@$'")
 def test_any_text_parses_without_raising(source: str) -> None:
     line = parse_command_line(source)
     assert isinstance(DENY_RM.check("shell", source), (str, type(None)))
     assert isinstance(ALLOW_GIT.check("shell", source), (str, type(None)))
     if any(command.name == "rm" for command in line.commands):
         assert DENY_RM.check("shell", source) is not None
+
+
+UNCLOSED = [
+    "echo $'${' }",
+    "echo a$'${'",
+    "printf '%s\\0' /\" \"$'\" \"${%@$'",
+    "ls $'${x' && rm x",
+    "time -p echo $'${'",
+]
+"""Lines holding a ``${`` the parser's lexer lets through (inside ``$'…'``) with no ``}``
+after it in the word: once read on without end, growing memory without bound."""
+
+BOUNDED_PARSE = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from agentfsm.adapters.tools import Permissions
+deny = Permissions.of(deny=["shell(rm *)"])
+for line in sys.stdin.read().split("\\0"):
+    print(deny.check("shell", line))
+"""
+
+
+def test_an_unclosed_parameter_expansion_is_refused_in_bounded_memory() -> None:
+    """Read in a child held to 1 GiB and 60 s: each line is refused, in one line that says
+    the parser could not read it, instead of the memory of the agent's process running
+    out."""
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED_PARSE],
+        input="\0".join(UNCLOSED),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reasons = done.stdout.splitlines()
+    assert len(reasons) == len(UNCLOSED)
+    for line, reason in zip(UNCLOSED, reasons, strict=True):
+        assert reason.startswith("permission denied by rule 'shell(rm *)'"), (line, reason)
+        assert "bad substitution: no closing '}'" in reason, (line, reason)
+
+
+def test_a_line_longer_than_the_rules_read_is_refused_unread() -> None:
+    """The parser's time grows faster than the line, in the agent's own process: a line
+    past :data:`MAX_LINE` characters is opaque without being parsed (a deny rule refuses
+    it, saying why), one at the bound is read."""
+    pipeline = "ls|" * (MAX_LINE // 3) + "rm x"
+    assert len(pipeline) > MAX_LINE
+    line = parse_command_line(pipeline)
+    assert line.commands == ()
+    assert line.opaque == (
+        f"the command line is {len(pipeline)} characters long, longer than the rules read "
+        f"({MAX_LINE}); write it to a script file and run that",
+    )
+    assert "longer than the rules read" in (DENY_RM.check("shell", pipeline) or "")
+    assert "longer than the rules read" in (ALLOW_GIT.check("shell", "git status " * 2000) or "")
+    at_bound = "ls|" * ((MAX_LINE - 4) // 3) + "rm x"
+    assert len(at_bound) <= MAX_LINE
+    read = parse_command_line(at_bound)
+    assert read.opaque == ()
+    assert [command.name for command in read.commands][-2:] == ["ls", "rm"]
+    assert DENY_RM.check("shell", at_bound) == "permission denied by rule 'shell(rm *)'"
+    assert Permissions().check("shell", pipeline) is None  # no rule: nothing to read it for
 
 
 WORD_ALPHABET = [
@@ -550,18 +652,14 @@ def test_words_read_as_literal_are_what_bash_passes(pieces: list[str]) -> None:
         return
     if "redirection" in line.structure:
         return  # the words go elsewhere
+    if "background job" in line.structure:
+        return  # printf may print after bash has exited
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", source],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            cwd=folder,
-        )
-    assert b"syntax error" not in done.stderr, source  # bash reads the line as the rules do
-    if done.returncode != 0:
+        code, output, errors = run_bash(source, folder)
+    assert b"syntax error" not in errors, source  # bash reads the line as the rules do
+    if code != 0:
         return  # a redirection from a missing file: printf did not run
-    printed = done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+    printed = output.decode("utf-8", "surrogateescape").split("\0")[:-1]
     words = list(line.commands[0].words[2:])
     assert printed == (words or [""]), source
 
@@ -599,14 +697,7 @@ def test_line_continuations_anywhere_hide_nothing(attacks: AttackTally) -> None:
                     ran = False
                     if admitted:
                         open(f"{folder}/x", "w").close()
-                        subprocess.run(
-                            ["bash", "--norc", "--noprofile", "-c", line],
-                            cwd=folder,
-                            stdin=subprocess.DEVNULL,
-                            capture_output=True,
-                            timeout=10,
-                            check=False,
-                        )
+                        run_bash(line, folder)
                         ran = not os.path.exists(f"{folder}/x")
                     attacks.record("shell deny rule: line continuations", ran, line)
 
@@ -684,15 +775,6 @@ def test_mutated_attack_lines_run_nothing_a_deny_rule_admitted(
         ran = False
         if deny.check("shell", line) is None:
             mark.unlink(missing_ok=True)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                subprocess.run(
-                    ["bash", "--norc", "--noprofile", "-c", line],
-                    cwd=work,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=5,
-                    check=False,
-                )
+            run_bash(line, work, env)
             ran = mark.exists()
         attacks.record("shell deny rule: mutated attack lines", ran, line)

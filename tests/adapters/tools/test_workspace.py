@@ -460,6 +460,10 @@ async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Pa
     quoted = await call(box, "shell", command="echo " + "'" * 30_000)  # each quote grows fivefold
     assert not quoted.ok
     assert "too long to run" in (quoted.error or "")
-    ran = await call(box, "shell", command="printf %s " + "y" * 100_000 + " | wc -c")
+    long_line = "printf %s " + "y" * 100_000 + " | wc -c"
+    ruled = await call(box, "shell", command=long_line)  # longer than the rules read
+    assert not ruled.ok
+    assert "100018 characters long, longer than the rules read" in (ruled.error or "")
+    ran = await call(workspace_tools(root), "shell", command=long_line)
     assert ran.ok, ran.error
     assert ran.output.strip() == "100000"

@@ -339,6 +339,30 @@ def _nested(
     return read
 
 
+def _bashlex() -> Any:
+    """``bashlex``, imported on first use (it builds its parser tables then, about 0.1 s),
+    with its reading of ``$`` in a word bounded: for a ``${`` with no ``}`` after it in the
+    word (``$'${'``, which its lexer lets through) it returns a position before the ``$``,
+    and its expansion loop starts over, growing a string without end in the agent's own
+    process. A step that does not move forward is a parse error instead."""
+    import bashlex
+    from bashlex import errors, subst
+
+    read = subst._paramexpand
+    if getattr(read, "bounded", False):
+        return bashlex
+
+    def bounded(parser: Any, string: str, start: int) -> Any:
+        node, end = read(parser, string, start)
+        if end <= start:
+            raise errors.ParsingError("bad substitution: no closing '}'", string, start)
+        return node, end
+
+    bounded.bounded = True  # type: ignore[attr-defined]
+    subst._paramexpand = bounded
+    return bashlex
+
+
 MAX_DEPTH = 8
 """How deep ``sh -c`` payloads are followed before a line counts as opaque."""
 
@@ -348,7 +372,7 @@ def _parse(source: str, depth: int, *, posix: bool = False) -> CommandLine:
         return CommandLine(source, (), False, ("shell commands nested too deeply",))
     if "\x00" in source:
         return CommandLine(source, (), False, ("the command line holds a NUL byte",))
-    import bashlex  # builds its parser tables when imported (about 0.1 s): on first use
+    bashlex = _bashlex()
 
     # bash's `time` keyword, which bashlex does not parse, at the head of the line: read as
     # blanks (its span is still read), the pipeline after it is what runs.
@@ -382,9 +406,21 @@ def _parse(source: str, depth: int, *, posix: bool = False) -> CommandLine:
     )
 
 
+MAX_LINE = 16_384
+"""The longest line the rules read, in characters: the parser's time grows faster than
+the line (a 128 KiB pipeline takes most of a minute), and it runs in the agent's own
+process. A longer line is opaque — a script file is the way to run that much."""
+
+
 def parse_command_line(source: str) -> CommandLine:
     """Parse a shell command line, as bash reads it, into the commands it runs (never
     raises)."""
+    if len(source) > MAX_LINE:
+        reason = (
+            f"the command line is {len(source)} characters long, longer than the rules "
+            f"read ({MAX_LINE}); write it to a script file and run that"
+        )
+        return CommandLine(source, (), False, (reason,))
     try:
         return _parse(source, 0)
     except RecursionError:

@@ -96,21 +96,8 @@ class ShellTool:
                 f"the command line holds a lone surrogate (U+{ord(surrogate):04X}), "
                 "which is not text a shell can be given",
             )
-        reason = self.permissions.check("shell", command)
-        if reason is not None:
-            return ToolResult(False, "", reason)
-        if BASH is not None:
-            command = bash_command(command, BASH)
-        elif any(
-            r.tool in ("shell", "*") for r in (*self.permissions.allow, *self.permissions.deny)
-        ):
-            return ToolResult(
-                False,
-                "",
-                "bash is not installed: the shell rules read a line as bash reads it, "
-                "so no line runs under them without it",
-            )
-        size = len(command.encode("utf-8"))
+        line = command if BASH is None else bash_command(command, BASH)
+        size = len(line.encode("utf-8"))
         if size >= MAX_ARGUMENT:
             return ToolResult(
                 False,
@@ -119,13 +106,25 @@ class ShellTool:
                 f"the kernel takes at most {MAX_ARGUMENT - 1} in one argument; write it to a "
                 "script file and run that",
             )
+        reason = self.permissions.check("shell", command)
+        if reason is not None:
+            return ToolResult(False, "", reason)
+        if BASH is None and any(
+            r.tool in ("shell", "*") for r in (*self.permissions.allow, *self.permissions.deny)
+        ):
+            return ToolResult(
+                False,
+                "",
+                "bash is not installed: the shell rules read a line as bash reads it, "
+                "so no line runs under them without it",
+            )
         limit = max(1.0, min(float(timeout), 1800.0))
         try:
             sandbox = await self._sandbox()
         except SandboxUnavailable as error:
             return ToolResult(False, "", str(error))
         code, output = await run_command(
-            command, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
+            line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
         )
         if code == 0:
             return ToolResult(True, output or "(no output)")

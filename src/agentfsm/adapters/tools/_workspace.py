@@ -174,7 +174,9 @@ class Permissions:
         For ``shell`` the subject is the command line, parsed into the commands it runs
         (docs/security.md, "Permission rules").
         """
-        line = parse_command_line(subject) if tool == "shell" and subject is not None else None
+        ruled = any(rule.tool in (tool, "*") for rule in (*self.deny, *self.allow))
+        shell = ruled and tool == "shell"
+        line = parse_command_line(subject) if shell and subject is not None else None
         for rule in self.deny:
             if rule.forbids(tool, subject, line):
                 why = line.denial(rule.pattern) if line is not None and rule.pattern else None
