@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from agentfsm.adapters.durable import open_client, progress
 from agentfsm.testing import FakeProviderServer, Reply
 from tests.durable.batch_helpers import agentfsm, reply, task_of, write_tasks
@@ -228,8 +230,17 @@ def test_runs_retry_reruns_a_failed_durable_run_with_the_new_provider(tmp_path: 
         assert len(server.requests) == 2
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    "inherited",
+    ["default", "ignored"],
+    ids=["SIGINT as inherited", "started with SIGINT ignored, as a background job of a script is"],
+)
 def test_ctrl_c_on_batch_prints_the_pending_count_and_the_command_that_finishes(
-    tmp_path: Path,
+    tmp_path: Path, inherited: str
 ) -> None:
     (tmp_path / "work").mkdir()
     write_tasks(tmp_path / "tasks.jsonl", ["alpha", "beta", "gamma"])
@@ -248,6 +259,7 @@ def test_ctrl_c_on_batch_prints_the_pending_count_and_the_command_that_finishes(
             "2",
             "--poll",
             "0.1",
+            preexec_fn=_ignore_sigint if inherited == "ignored" else None,
         )
         deadline = time.monotonic() + 60
         while len(server.requests) < 2 and time.monotonic() < deadline:

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     from ._terminal import sanitized_logging
 
     durable = args.command in ("batch", "runs") or getattr(args, "durable", False)
-    restore = _on_sigterm() if durable else None
+    restore = _on_signals() if durable else None
     try:
         with sanitized_logging():
             try:
@@ -146,10 +146,12 @@ def main(argv: Sequence[str] | None = None, *, chat: ChatFn | None = None) -> in
     return code
 
 
-def _on_sigterm() -> Callable[[], None] | None:
+def _on_signals() -> Callable[[], None] | None:
     """For a durable command other than ``worker`` (which serves until a signal), SIGTERM
-    stops it as Ctrl-C does, with one line, and its exit code is 143; the handler to put
-    back (``None`` outside the main thread, where no handler can be set)."""
+    stops it as Ctrl-C does, with one line, and its exit code is 143; SIGINT stops it even
+    when the process was started with SIGINT ignored (a background job of a shell script
+    inherits that), as it stops a worker; the handlers to put back (``None`` outside the
+    main thread, where no handler can be set)."""
     import signal
     import threading
 
@@ -157,10 +159,14 @@ def _on_sigterm() -> Callable[[], None] | None:
         return None
     from ._database_wait import interrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
 
     def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
     return restore
 
