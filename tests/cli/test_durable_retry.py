@@ -357,9 +357,12 @@ def test_a_worker_tells_each_task_it_ends_and_stops_on_sigterm(tmp_path: Path) -
             client.destroy()
         worker.send_signal(signal.SIGTERM)
         started = time.monotonic()
-        worker.communicate(timeout=60)
+        worker.wait(timeout=60)  # not communicate(): it would race the reader for lines
         took = time.monotonic() - started
         reader.join(timeout=10)
+        stream.close()
+        assert worker.stdout is not None
+        worker.stdout.close()
     print(f"worker ended {took:.1f} s after SIGTERM; stderr: {lines}")
     assert worker.returncode == 0, lines
     done = sorted(line for line in lines if " done (" in line)
