@@ -287,46 +287,47 @@ def test_runs_list_columns_hold_with_wide_and_control_characters(tmp_path: Path)
         assert cells(line) <= max(starts) + 2 + 9 + 1 + 4 + 8 + 60, line
 
 
-def test_a_full_disk_under_the_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    """The SQLite database on a 400 KiB tmpfs (a mount namespace of its own) that fills up
-    while the tasks are enqueued: one line naming the cause and the command to run again,
-    exit 1, no traceback, no wait for a database that answers."""
+def _on_a_tiny_disk(
+    tmp_path: Path, size: str, *arguments: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``agentfsm ARGUMENTS`` in a mount namespace of its own where ``tmp_path/tiny`` is a
+    tmpfs of ``size`` (``unshare -rm``; skipped where it is unavailable, failed under CI)."""
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
         if os.environ.get("CI"):
             pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
         pytest.skip("unshare -rm (user and mount namespaces) is not available here")
+    script = f'mount -t tmpfs -o size={size} tmpfs "{tmp_path / "tiny"}" && exec "$@"'
+    return subprocess.run(
+        [unshare, "-rm", "sh", "-c", script, "sh", sys.executable, "-m", "agentfsm", *arguments],
+        capture_output=True,
+        timeout=300,
+        env=environment(tmp_path),
+    )
+
+
+def test_a_full_disk_under_the_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """The SQLite database on a 400 KiB tmpfs (a mount namespace of its own) that fills up
+    while the tasks are enqueued: one line naming the cause and the command to run again,
+    exit 1, no traceback, no wait for a database that answers."""
     (tmp_path / "work").mkdir()
     (tmp_path / "tiny").mkdir()
     write_tasks(tmp_path / "tasks.jsonl", [f"t{n}" for n in range(1500)])
     url = f"sqlite:///{tmp_path / 'tiny' / 'queue.sqlite'}"
-    script = f'mount -t tmpfs -o size=400k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
     with FakeProviderServer() as server:
-        proc = subprocess.run(
-            [
-                unshare,
-                "-rm",
-                "sh",
-                "-c",
-                script,
-                "sh",
-                sys.executable,
-                "-m",
-                "agentfsm",
-                "batch",
-                str(tmp_path / "tasks.jsonl"),
-                *provider_options(server),
-                "--workspace",
-                str(tmp_path / "work"),
-                "--database-url",
-                url,
-                "--detach",
-                "--database-wait",
-                "600",
-            ],
-            capture_output=True,
-            timeout=300,
-            env=environment(tmp_path),
+        proc = _on_a_tiny_disk(
+            tmp_path,
+            "400k",
+            "batch",
+            str(tmp_path / "tasks.jsonl"),
+            *provider_options(server),
+            "--workspace",
+            str(tmp_path / "work"),
+            "--database-url",
+            url,
+            "--detach",
+            "--database-wait",
+            "600",
         )
     lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
     print(f"batch on a full disk: exit {proc.returncode}, {lines[-1][:120] if lines else ''}")
@@ -377,40 +378,22 @@ def test_two_batches_on_one_queue_both_finish(tmp_path: Path) -> None:
 def test_a_full_disk_under_a_durable_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
     """``run --durable`` with its SQLite database on a 200 KiB tmpfs: the database cannot
     even be created; one line naming the cause, exit 1, no traceback."""
-    unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
-        if os.environ.get("CI"):
-            pytest.fail("unshare -rm (user and mount namespaces) is needed; CI is set")
-        pytest.skip("unshare -rm (user and mount namespaces) is not available here")
     (tmp_path / "work").mkdir()
     (tmp_path / "tiny").mkdir()
     url = f"sqlite:///{tmp_path / 'tiny' / 'durable.sqlite'}"
-    script = f'mount -t tmpfs -o size=200k tmpfs "{tmp_path / "tiny"}" && exec "$@"'
     with FakeProviderServer() as server:
         server.handler = reply
-        proc = subprocess.run(
-            [
-                unshare,
-                "-rm",
-                "sh",
-                "-c",
-                script,
-                "sh",
-                sys.executable,
-                "-m",
-                "agentfsm",
-                "run",
-                "task a",
-                "--durable",
-                *provider_options(server),
-                "--workspace",
-                str(tmp_path / "work"),
-                "--database-url",
-                url,
-            ],
-            capture_output=True,
-            timeout=300,
-            env=environment(tmp_path),
+        proc = _on_a_tiny_disk(
+            tmp_path,
+            "200k",
+            "run",
+            "task a",
+            "--durable",
+            *provider_options(server),
+            "--workspace",
+            str(tmp_path / "work"),
+            "--database-url",
+            url,
         )
     lines = [x for x in proc.stderr.decode().splitlines() if "--no-sandbox" not in x[:40]]
     print(f"run --durable on a full disk: exit {proc.returncode}, {lines}")
