@@ -20,14 +20,12 @@ import contextlib
 import os
 import secrets
 import signal
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from agentfsm.adapters.providers._local import _die_with_parent, _free_port, _stop_group
+from tests.live.readiness import wait_ready
 
 __all__ = [
     "CONFIG",
@@ -91,26 +89,6 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-async def _wait_ready(
-    process: asyncio.subprocess.Process, base_url: str, log: Path, limit: float
-) -> None:
-    started = time.monotonic()
-    async with httpx.AsyncClient(timeout=2.0) as client:
-        while True:
-            if process.returncode is not None:
-                tail = log.read_text("utf-8", errors="replace")[-2000:]
-                raise LiteLLMUnavailable(
-                    f"the LiteLLM proxy exited with {process.returncode}; {log}:\n{tail}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                response = await client.get(f"{base_url}/health/liveliness")
-                if response.status_code == 200:
-                    return
-            if time.monotonic() - started > limit:
-                raise LiteLLMUnavailable(f"the LiteLLM proxy did not answer in {limit:g} s; {log}")
-            await asyncio.sleep(0.25)
-
-
 @contextlib.asynccontextmanager
 async def litellm_proxy(
     upstream_base_url: str,
@@ -145,7 +123,14 @@ async def litellm_proxy(
             preexec_fn=_die_with_parent,
         )
     try:
-        await _wait_ready(process, base_url, log, startup_timeout)
+        await wait_ready(
+            process,
+            f"{base_url}/health/liveliness",
+            name="the LiteLLM proxy",
+            log=log,
+            limit=startup_timeout,
+            error=LiteLLMUnavailable,
+        )
         yield LiteLLMProxy(base_url=base_url, master_key=key, log_path=log)
     finally:
         await _stop(process)

@@ -18,13 +18,10 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-
-import httpx
 
 from agentfsm.adapters.providers._local import (
     LOCAL_CONTEXT_TOKENS,
@@ -34,6 +31,7 @@ from agentfsm.adapters.providers._local import (
     _stop_group,
     find_local_gguf,
 )
+from tests.live.readiness import wait_ready
 
 __all__ = ["LlamaServer", "LlamaServerUnavailable", "llama_server", "llama_server_binary"]
 
@@ -68,25 +66,6 @@ def llama_server_binary() -> tuple[Path, str]:
     if not binary.exists():
         raise LlamaServerUnavailable(f"no llama-server at {binary}: make llama-server builds it")
     return binary, version
-
-
-async def _wait_ready(
-    process: asyncio.subprocess.Process, base_url: str, log: Path, limit: float
-) -> None:
-    started = time.monotonic()
-    async with httpx.AsyncClient(timeout=2.0) as client:
-        while True:
-            if process.returncode is not None:
-                tail = log.read_text("utf-8", errors="replace")[-2000:]
-                raise LlamaServerUnavailable(
-                    f"llama-server exited with {process.returncode}; {log}:\n{tail}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(f"{base_url}/health")).status_code == 200:
-                    return
-            if time.monotonic() - started > limit:
-                raise LlamaServerUnavailable(f"llama-server did not answer in {limit:g} s; {log}")
-            await asyncio.sleep(0.25)
 
 
 @contextlib.asynccontextmanager
@@ -129,7 +108,14 @@ async def llama_server(*, startup_timeout: float = 120.0) -> AsyncIterator[Llama
             preexec_fn=_die_with_parent,
         )
     try:
-        await _wait_ready(process, base_url, log, startup_timeout)
+        await wait_ready(
+            process,
+            f"{base_url}/health",
+            name="llama-server",
+            log=log,
+            limit=startup_timeout,
+            error=LlamaServerUnavailable,
+        )
         yield LlamaServer(base_url=base_url, version=version, log_path=log)
     finally:
         await _stop_group(process)
