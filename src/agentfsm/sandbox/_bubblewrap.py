@@ -65,11 +65,18 @@ from ._hidden import (
 )
 from ._install_paths import agent_install_paths
 from ._landlock import SCOPE_SCRIPT, scopes_abstract_sockets
-from ._limits import Cgroups, ResourceLimits, command_cgroups
+from ._limits import Cgroups, ResourceLimits, command_cgroups, processes_option
 from ._missing import not_found_note
 from ._mounts import SANDBOX_HOME, SANDBOX_TMP, SYSTEM_DIRS, inside, mount_options
 from ._places import Places
-from ._process import ALLOWED_ENV, CommandSandbox, SandboxUnavailable, env_names, sandbox_environ
+from ._process import (
+    ALLOWED_ENV,
+    CommandSandbox,
+    Launch,
+    SandboxUnavailable,
+    env_names,
+    sandbox_environ,
+)
 from ._seccomp import setuid_filter, setuid_filter_fd, setuid_filter_path
 from ._toolchains import TOOLCHAIN_ENV, ToolchainView, toolchain_view, venv_signature
 
@@ -105,12 +112,12 @@ USERNS_HINT = (
 OPT_OUT_HINT = "or pass --no-sandbox to run without one (unsafe)"
 UPGRADE_HINT = "upgrade bubblewrap (0.8 or newer)"
 PRLIMIT_HINT = "install prlimit (Debian/Ubuntu: apt-get install util-linux)"
-# Joins the cgroups named before "--", sets the limits it is given, then runs bwrap with
-# the setuid filter (the file $0) on descriptor 3.
+# Joins the cgroups named before "--", then runs bwrap with the setuid filter (the file $0) on
+# descriptor 3.
 _LAUNCH = (
     'f=$0; while [ "$1" != -- ]; do if ! echo 0 > "$1"; then '
     'echo "agentfsm: cannot join the cgroup $1" >&2; exit 126; fi; shift; done; shift; '
-    '{limits}exec "$@" 3<"$f"'
+    'exec "$@" 3<"$f"'
 )
 
 
@@ -262,10 +269,13 @@ class BubblewrapSandbox:
             setuid_filter()
         except ValueError as error:
             raise _unavailable(str(error)) from None
-        prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
-        if prlimit is None:
-            raise _unavailable("prlimit (util-linux) was not found", PRLIMIT_HINT)
-        self.prlimit = prlimit
+        self.prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
+        if self.prlimit is None and self._processes_by_prlimit():
+            raise _unavailable(
+                "the shell's ulimit cannot bound the processes and prlimit (util-linux) was "
+                "not found",
+                PRLIMIT_HINT,
+            )
         self._plan: _Plan | None = None
         self._lock = threading.Lock()
 
@@ -395,36 +405,47 @@ class BubblewrapSandbox:
 
     # -- the command line
 
-    def _inner(self, launched: bool) -> list[str]:
-        """What runs before ``sh`` inside: ``prlimit`` with the limits not set already (by
-        the launcher, or a ``pids`` cgroup)."""
+    def _processes_by_prlimit(self) -> bool:
+        """Whether ``prlimit`` sets ``RLIMIT_NPROC`` before ``sh``: where no ``pids`` cgroup
+        bounds the processes and the shell's ``ulimit`` has no option for it."""
         cgroups = self.cgroups
-        if not launched or cgroups is None:
-            return [self.prlimit, *self.limits.prlimit_args()]
-        if "pids" in cgroups.controllers:
-            return []
-        return [self.prlimit, f"--nproc={self.limits.processes}:{self.limits.processes}"]
+        if cgroups is not None and "pids" in cgroups.controllers:
+            return False
+        return processes_option() is None
 
-    def argv(
-        self, command: str, cwd: Path, *, seccomp_fd: int = 3, launched: bool = True
-    ) -> list[str]:
-        """The ``bwrap`` command line that runs ``sh -c command`` in ``cwd``, reading the
-        setuid filter from descriptor ``seccomp_fd``, under the limits that the launcher of
-        :meth:`command` (``launched``) or else ``prlimit`` sets."""
+    def _shell(self, command: str) -> list[str]:
+        """``sh -c command`` setting the limits first, with its own ``ulimit`` (the process
+        count too, where no ``pids`` cgroup bounds it and the shell can), on the command's
+        first line: the command's own line numbers stay."""
+        cgroups = self.cgroups
+        counted = cgroups is not None and "pids" in cgroups.controllers
+        limits = self.limits.ulimit_script(None if counted else processes_option())
+        refuse = "{ echo 'agentfsm: cannot set the limits' >&2; exit 126; }"
+        return ["/bin/sh", "-c", f"{limits} || {refuse}; {command}"]
+
+    def argv(self, command: str, cwd: Path, *, seccomp_fd: int = 3) -> list[str]:
+        """The ``bwrap`` command line that runs ``sh -c command`` in ``cwd`` under the
+        limits, reading the setuid filter from descriptor ``seccomp_fd``."""
+        return self._argv(self.plan(), command, cwd, seccomp_fd)
+
+    def _argv(self, plan: _Plan, command: str, cwd: Path, seccomp_fd: int) -> list[str]:
+        processes = (
+            [self.prlimit or "prlimit", self.limits.prlimit_processes()]
+            if self._processes_by_prlimit()
+            else []
+        )
         return [
             self.bwrap,
             *self._flags(),
             "--seccomp",
             str(seccomp_fd),
-            *self.plan().mounts,
+            *plan.mounts,
             "--chdir",
             str(cwd),
             "--",
-            *self._inner(launched),
+            *processes,
             *self._scope(),
-            "/bin/sh",
-            "-c",
-            command,
+            *self._shell(command),
         ]
 
     def _scope(self) -> list[str]:
@@ -445,20 +466,20 @@ class BubblewrapSandbox:
         )
 
     def _launcher(self) -> list[str]:
-        """The ``sh`` that starts bwrap: it joins the cgroups (when there are some: then it
-        sets the limits too) and opens the setuid filter on descriptor 3."""
+        """The ``sh`` that starts bwrap for :meth:`command`: it joins the cgroups (when
+        there are some) and opens the setuid filter on descriptor 3."""
         cgroups = self.cgroups
-        if cgroups is None:
-            return ["/bin/sh", "-c", _LAUNCH.format(limits=""), setuid_filter_path(), "--"]
-        limits = f"{self.limits.ulimit_script()} || exit 126; "
-        files = [str(p) for p in cgroups.files]
-        return ["/bin/sh", "-c", _LAUNCH.format(limits=limits), setuid_filter_path(), *files, "--"]
+        files = [str(p) for p in cgroups.files] if cgroups is not None else []
+        return ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), *files, "--"]
 
     def environment(self) -> dict[str, str]:
         """The allow-listed environment (:func:`sandbox_environ` with ``env``), with the
         variables that locate the toolchains shown, a private ``HOME`` and ``TMPDIR``."""
+        return self._environment(self.plan())
+
+    def _environment(self, plan: _Plan) -> dict[str, str]:
         return {
-            **dict(self.plan().toolchains.env),
+            **dict(plan.toolchains.env),
             **sandbox_environ(self.env),
             "HOME": SANDBOX_HOME,
             "TMPDIR": SANDBOX_TMP,
@@ -470,20 +491,23 @@ class BubblewrapSandbox:
         return [*self._launcher(), *self.argv(command, cwd)], self.environment()
 
     @contextlib.contextmanager
-    def launch(
-        self, command: str, cwd: Path
-    ) -> Iterator[tuple[list[str], Mapping[str, str], tuple[int, ...]]]:
-        """The argv, environment and descriptors to pass that run ``sh -c command`` in
-        ``cwd`` with the fewest processes: bwrap itself, reading the setuid filter from a
-        descriptor opened for this call (closed when the block ends), when no cgroup is to
-        be joined; else :meth:`command` (its launcher joins them and sets the limits)."""
-        if self.cgroups is not None:
+    def launch(self, command: str, cwd: Path) -> Iterator[Launch]:
+        """How :func:`~agentfsm.sandbox.run_command` starts ``sh -c command`` in ``cwd``
+        with the fewest processes: bwrap itself, reading the setuid filter from a
+        descriptor opened for this call (closed when the block ends), started on a thread
+        that joined the cgroups where cgroup v1 lets a thread join alone; where a cgroup v2
+        is to be joined, :meth:`command` (its launcher ``sh`` joins them)."""
+        cgroups = self.cgroups
+        if cgroups is not None and not cgroups.by_thread:
             argv, env = self.command(command, cwd)
-            yield argv, env, ()
+            yield Launch(argv, env)
             return
+        plan = self.plan()
+        start = cgroups.start_in if cgroups is not None else None
         fd = setuid_filter_fd()
         try:
-            yield self.argv(command, cwd, seccomp_fd=fd, launched=False), self.environment(), (fd,)
+            argv = self._argv(plan, command, cwd, fd)
+            yield Launch(argv, self._environment(plan), (fd,), start)
         finally:
             os.close(fd)
 

@@ -20,14 +20,29 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import re
 import resource
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from attrs import field, frozen
 
-__all__ = ["CPU_GRACE_SECONDS", "Cgroups", "ResourceLimits", "command_cgroups", "explain_limit"]
+__all__ = [
+    "CPU_GRACE_SECONDS",
+    "Cgroups",
+    "ResourceLimits",
+    "command_cgroups",
+    "explain_limit",
+    "processes_option",
+]
+
+_T = TypeVar("_T")
 
 CPU_GRACE_SECONDS = 5
 """A process that ignores ``SIGXCPU`` at its CPU limit is killed this much CPU time later."""
@@ -60,28 +75,26 @@ class ResourceLimits:
     cpu_seconds: int = field(default=600, validator=_positive)
     """CPU time of each process, in seconds (``RLIMIT_CPU``)."""
 
-    def prlimit_args(self) -> list[str]:
-        """The ``prlimit`` options that set these limits (hard and soft), each no higher
-        than the limit this process already has (which no unprivileged process can raise)."""
-        mib = 1 << 20
-        values = {
-            "nproc": _capped(resource.RLIMIT_NPROC, self.processes),
-            "data": _capped(resource.RLIMIT_DATA, self.memory_mb * mib),
-            "fsize": _capped(resource.RLIMIT_FSIZE, self.file_size_mb * mib),
-        }
-        # CPU: SIGXCPU at the limit (its exit status names it), SIGKILL a few seconds on.
-        hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
-        cpu = f"--cpu={min(self.cpu_seconds, hard)}:{hard}"
-        return [*(f"--{name}={value}:{value}" for name, value in values.items()), cpu]
+    def prlimit_processes(self) -> str:
+        """The ``prlimit`` option setting ``RLIMIT_NPROC`` as :meth:`ulimit_script` does, for
+        a shell whose ``ulimit`` has no option for it."""
+        value = _capped(resource.RLIMIT_NPROC, self.processes)
+        return f"--nproc={value}:{value}"
 
-    def ulimit_script(self) -> str:
-        """POSIX ``sh`` setting the limits but ``RLIMIT_NPROC`` (hard and soft, as
-        :meth:`prlimit_args`): ``-d`` counts KiB, ``-f`` blocks of 512 bytes."""
+    def ulimit_script(self, processes_option: str | None = None) -> str:
+        """``sh`` setting the limits with its ``ulimit``, hard and soft (the CPU's soft
+        limit :data:`CPU_GRACE_SECONDS` below the hard one: ``SIGXCPU``, then ``SIGKILL``),
+        each no higher than the limit this process already has (which no unprivileged
+        process can raise): ``-d`` counts KiB, ``-f`` blocks of 512 bytes; ``RLIMIT_NPROC``
+        too when ``processes_option`` names the shell's option for it
+        (:func:`processes_option`)."""
         data = _capped(resource.RLIMIT_DATA, self.memory_mb << 20) >> 10
         size = _capped(resource.RLIMIT_FSIZE, self.file_size_mb << 20) >> 9
         hard = _capped(resource.RLIMIT_CPU, self.cpu_seconds + CPU_GRACE_SECONDS)
+        nproc = _capped(resource.RLIMIT_NPROC, self.processes)
+        processes = f"ulimit {processes_option} {nproc} && " if processes_option else ""
         return (
-            f"ulimit -d {data} && ulimit -f {size} && "
+            f"{processes}ulimit -d {data} && ulimit -f {size} && "
             f"ulimit -t {hard} && ulimit -S -t {min(self.cpu_seconds, hard)}"
         )
 
@@ -104,6 +117,34 @@ def _capped(kind: int, value: int) -> int:
     except (OSError, ValueError):
         return value
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+_MAX_PROCESSES = re.compile(r"^Max processes\s+(\d+)\s+(\d+)", re.MULTILINE)
+
+
+@functools.cache
+def processes_option(shell: str = "/bin/sh") -> str | None:
+    """The option of ``shell``'s ``ulimit`` that sets ``RLIMIT_NPROC`` (``-u`` in bash and
+    zsh, ``-p`` in dash, BusyBox and mksh), found by asking the kernel what each one set
+    (``/proc/self/limits`` of a process it starts); ``None`` when neither does."""
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    value = 4093 if hard == resource.RLIM_INFINITY or hard > 4094 else max(hard - 1, 1)
+    for option in ("-u", "-p"):
+        try:
+            done = subprocess.run(
+                [shell, "-c", f"ulimit {option} {value} && exec cat /proc/self/limits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        found = _MAX_PROCESSES.search(done.stdout) if done.returncode == 0 else None
+        if found is not None and found.groups() == (str(value), str(value)):
+            return option
+    return None
 
 
 _SIGXCPU_EXIT = 128 + 24
@@ -182,6 +223,43 @@ class Cgroups:
     """Whether the memory cgroup bounds socket buffers (TCP, UDP) too: always in cgroup v2;
     in v1 only by a limit of their own (``memory.kmem.tcp.limit_in_bytes``, as large
     again, which counts UDP's too)."""
+
+    @property
+    def by_thread(self) -> bool:
+        """Whether a thread can join them alone: every one is a cgroup v1 hierarchy
+        (``tasks``); cgroup v2 moves whole processes."""
+        return all(f.name == "tasks" for f in self.files)
+
+    def start_in(self, start: Callable[[], _T]) -> _T:
+        """``start()`` called on a thread of this process that joined the cgroups (needs
+        :attr:`by_thread`): a process is born in the cgroups of the thread that starts it,
+        so none has to join them. Writing ``0`` moves that thread alone, without the
+        kernel's lock on every process's cgroups. Blocks until ``start`` returns.
+
+        Raises:
+            OSError: a cgroup cannot be joined (``start`` is not called).
+        """
+        with _STARTERS_LOCK:
+            if self not in _STARTERS:
+                _STARTERS[self] = ThreadPoolExecutor(1, "agentfsm-cgroups")
+            executor = _STARTERS[self]
+        return executor.submit(_joined, self.files, start).result()
+
+
+_STARTERS: dict[Cgroups, ThreadPoolExecutor] = {}
+_STARTERS_LOCK = threading.Lock()
+_JOINED = threading.local()
+
+
+def _joined(files: tuple[Path, ...], start: Callable[[], _T]) -> _T:
+    if getattr(_JOINED, "files", None) != files:
+        for file in files:
+            try:
+                file.write_text("0")
+            except OSError as error:
+                raise OSError(f"cannot join the cgroup {file}: {error}") from None
+        _JOINED.files = files
+    return start()
 
 
 _TCP_V1 = "memory.kmem.tcp.limit_in_bytes"

@@ -15,15 +15,20 @@ import inspect
 import os
 import re
 import signal
+import subprocess
+import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from attrs import frozen
 
 from ._errors import RunRefused
 
 __all__ = [
     "CommandSandbox",
+    "Launch",
     "SandboxUnavailable",
     "Unsandboxed",
     "check_sandbox",
@@ -85,9 +90,7 @@ def sandbox_environ(
     """
     source = os.environ if environ is None else environ
     wanted = {*ALLOWED_ENV, *env_names(names)}
-    return {
-        name: value for name, value in source.items() if name in wanted or name.startswith("LC_")
-    }
+    return {name: source[name] for name in source if name in wanted or name.startswith("LC_")}
 
 
 class SandboxUnavailable(RuntimeError, RunRefused):
@@ -273,12 +276,48 @@ def _kill_tree(pid: int, grace: float = 0.2) -> None:
     _kill(pid)
 
 
+@frozen
+class Launch:
+    """How :func:`run_command` starts a command: what a sandbox's ``launch`` gives."""
+
+    argv: list[str]
+    env: Mapping[str, str]
+    fds: tuple[int, ...] = ()
+    """Descriptors the process inherits (the sandbox closes them once it started)."""
+    start_in: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None = (
+        None
+    )
+    """Calls the start where it must happen (a thread in the commands' cgroups); ``None``:
+    here."""
+
+
 @contextlib.contextmanager
-def _launch(
-    sandbox: CommandSandbox, command: str, cwd: str | Path
-) -> Iterator[tuple[list[str], Mapping[str, str], tuple[int, ...]]]:
+def _launch(sandbox: CommandSandbox, command: str, cwd: str | Path) -> Iterator[Launch]:
     argv, env = sandbox.command(command, Path(cwd))
-    yield argv, env, ()
+    yield Launch(argv, env)
+
+
+async def _exit_code(process: subprocess.Popen[bytes]) -> int:
+    """``process``'s exit code once it exits, awaited on a pidfd where the kernel has them
+    (else waited for in a thread)."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return await asyncio.to_thread(process.wait)
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    return process.wait()
 
 
 async def run_command(
@@ -292,8 +331,9 @@ async def run_command(
     """Run ``sh -c command`` in ``cwd`` through ``sandbox``, in its own process group.
 
     A sandbox with a ``launch(command, cwd)`` context manager (:class:`BubblewrapSandbox`)
-    gives the argv, environment and descriptors to pass for the call, closed once the
-    process started; else :meth:`CommandSandbox.command` gives the argv and environment.
+    gives how to start the call (argv, environment, descriptors to pass, closed once the
+    process started, and where to start it); else :meth:`CommandSandbox.command` gives the
+    argv and environment.
 
     Returns the exit code (``None`` when it timed out and was killed) and the captured
     output (stdout and stderr together, head and tail kept past ``max_output`` characters).
@@ -304,23 +344,21 @@ async def run_command(
     read_fd, write_fd = os.pipe()
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     try:
-        with (
-            launch(command, Path(cwd)) if launch else _launch(sandbox, command, cwd) as (
-                argv,
-                env,
-                fds,
-            )
-        ):
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=str(cwd),
-                env=dict(env),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=fds,
-            )
+        with launch(command, Path(cwd)) if launch else _launch(sandbox, command, cwd) as how:
+
+            def start(how: Launch = how) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    how.argv,
+                    cwd=str(cwd),
+                    env=dict(how.env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=write_fd,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=how.fds,
+                )
+
+            process = start() if how.start_in is None else how.start_in(start)
     except BaseException:
         pipe.close()
         raise
@@ -337,16 +375,18 @@ async def run_command(
         reader = asyncio.ensure_future(output.read(stream))
         code: int | None
         try:
-            code = await asyncio.wait_for(process.wait(), timeout)
+            code = await asyncio.wait_for(_exit_code(process), timeout)
         except TimeoutError:
             code = None
             _kill_tree(process.pid)
         _kill(process.pid)  # whatever the command left in its group dies with the call
-        await process.wait()
+        await _exit_code(process)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
     except BaseException:
         _kill_tree(process.pid)
+        if process.returncode is None:  # reaped once dead, whatever this task does next
+            threading.Thread(target=process.wait, daemon=True).start()
         raise
     finally:
         if reader is not None:

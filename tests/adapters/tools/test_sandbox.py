@@ -23,6 +23,7 @@ from agentfsm.sandbox import (
     detect_sandbox,
 )
 from agentfsm.sandbox import _bubblewrap as sandbox_module
+from agentfsm.sandbox._limits import processes_option
 from agentfsm.sandbox._process import run_command, sandbox_environ, scrubbed_environ
 from agentfsm.sandbox._seccomp import setuid_filter
 
@@ -59,12 +60,14 @@ def test_bubblewrap_argv(root: Path) -> None:
     argv = launch[launch.index("--") + 1 :]
     assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
-    assert argv[-3:] == ["/bin/sh", "-c", "make test"]
+    # sh sets the limits with its own ulimit, on the command's first line, then runs it
+    assert argv[-3:-1] == ["/bin/sh", "-c"]
+    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("; exit 126; }; make test")
     tail = argv[argv.index("--") :]
-    if cgroups is None:
-        assert tail[1:-3] == [box.prlimit, *box.limits.prlimit_args()]
-    elif "pids" in cgroups.controllers:
-        assert tail[1:-3] == []  # the launcher set the other limits, the cgroup bounds these
+    if (cgroups is None or "pids" not in cgroups.controllers) and processes_option() is None:
+        assert tail[1:-3] == [box.prlimit, box.limits.prlimit_processes()]
+    else:
+        assert tail[1:-3] == []  # a pids cgroup or the shell's ulimit bounds the processes
     assert pairs(argv, "--chdir") == [(str(root),)]
     assert argv[argv.index("--seccomp") + 1] == "3"
     assert "--disable-userns" in argv
@@ -142,11 +145,14 @@ def test_bubblewrap_describes_its_limits_and_environment(root: Path) -> None:
     assert "CARGO_HOME" in described["environment"]
     assert "/etc/shadow" in described["hidden"] or not os.path.exists("/etc/shadow")
     assert described["setuid"] == "refused (seccomp filter)"
-    argv = box.argv("true", root, launched=False)
+    argv = box.argv("true", root)
     for place in ("/dev/shm", "/tmp"):
         at = argv.index(place)
         assert argv[at - 3 : at] == ["--size", str(32 << 20), "--tmpfs"]
-    assert "--nproc=64:64" in argv
+    cgroups = box.cgroups
+    if cgroups is None or "pids" not in cgroups.controllers:
+        option = processes_option()
+        assert "--nproc=64:64" in argv if option is None else f"ulimit {option} 64 " in argv[-1]
     with pytest.raises(ValueError, match="not an environment variable name"):
         BubblewrapSandbox(root, env=["A=B"])
 
