@@ -20,7 +20,7 @@ from agentfsm import Agent, ToolCall, ToolMessage
 from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
-from agentfsm.sandbox._limits import explain_limit
+from agentfsm.sandbox._limits import Cgroups, explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .sandboxing import alive, kill_all
@@ -191,15 +191,18 @@ async def test_shared_memory_is_bounded_where_a_memory_cgroup_is(
     machine_is_fine()
 
 
-@pytest.mark.parametrize("cgroups", ["as found", "none"])
+@pytest.mark.parametrize("cgroups", ["as found", "launcher", "none"])
 async def test_the_limits_are_set_however_the_command_starts(
     tmp_path: Path, cgroups: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through the launcher that joins the cgroups (where there are some) and through bwrap
-    alone with ``prlimit`` (where there are none), by ``run_command`` and by ``command()``:
-    the limits inside are those asked for."""
+    """Started from the thread in the cgroups (cgroup v1), through the launcher ``sh`` that
+    joins them (cgroup v2's way), and with no cgroups (the process count by the shell's
+    ``ulimit``), by ``run_command`` and by ``command()``: the limits inside are those asked
+    for."""
     if cgroups == "none":
         monkeypatch.setattr(bubblewrap_module, "command_cgroups", lambda limits: None)
+    if cgroups == "launcher":
+        monkeypatch.setattr(Cgroups, "by_thread", property(lambda self: False))
     limits = ResourceLimits(processes=77, memory_mb=300, file_size_mb=20, cpu_seconds=30)
     sandbox = BubblewrapSandbox(tmp_path, limits=limits)
     expected = {

@@ -1,0 +1,203 @@
+"""How a sandboxed command starts: bwrap alone, the limits set by the command's own ``sh``,
+the cgroups joined by the thread that starts it. Each property is read back from the
+kernel (``/proc/<pid>/limits``, ``/proc/<pid>/cgroup``, the cgroups' ``tasks``), never from
+the command line the sandbox built."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, Unsandboxed, run_command
+from agentfsm.sandbox import _bubblewrap as bubblewrap_module
+from agentfsm.sandbox._limits import Cgroups, processes_option
+
+from .tally import AttackTally
+
+pytestmark = pytest.mark.usefixtures("bubblewrap")
+
+LIMITS = ResourceLimits(processes=99, memory_mb=700, file_size_mb=30, cpu_seconds=40)
+WANTED = {
+    "Max cpu time": ("40", "45"),
+    "Max file size": (str(30 << 20),) * 2,
+    "Max data size": (str(700 << 20),) * 2,
+}
+
+
+def limits_of(text: str) -> dict[str, tuple[str, ...]]:
+    """The rows of a ``/proc/<pid>/limits`` text, by name: (soft, hard)."""
+    return {line[:26].strip(): tuple(line[26:].split()[:2]) for line in text.splitlines()[1:]}
+
+
+async def run(sandbox: object, command: str, cwd: Path) -> tuple[int | None, str]:
+    return await run_command(command, cwd, timeout=30, max_output=20_000, sandbox=sandbox)  # type: ignore[arg-type]
+
+
+# What a command's text could do to get ahead of the limits set on its first line: a
+# leading list operator, a closing word, a continuation, a comment, a carriage return,
+# another here-document, a brace group.
+AHEAD = [
+    "; cat /proc/self/limits",
+    "& cat /proc/self/limits",
+    "&& cat /proc/self/limits",
+    "|| cat /proc/self/limits",
+    "| cat /proc/self/limits",
+    ") ; cat /proc/self/limits",
+    "} ; cat /proc/self/limits",
+    "fi; cat /proc/self/limits",
+    "done; cat /proc/self/limits",
+    "esac; cat /proc/self/limits",
+    "then cat /proc/self/limits",
+    "\\\ncat /proc/self/limits",
+    "#\ncat /proc/self/limits",
+    "\rcat /proc/self/limits",
+    "\ncat /proc/self/limits",
+    "cat <<EOF\n$(cat /proc/self/limits)\nEOF",
+    "{ cat /proc/self/limits; }",
+    "exec cat /proc/self/limits",
+    "ulimit -d unlimited; cat /proc/self/limits",
+    "ulimit -H -f unlimited; cat /proc/self/limits",
+    "ulimit -S -t 45; cat /proc/self/limits",
+    "exec 3>&2; cat /proc/self/limits",
+    "bash --norc --noprofile -c 'cat /proc/self/limits'",
+    "(cat /proc/self/limits) & wait",
+    "nohup cat /proc/self/limits",
+]
+
+
+async def test_no_command_text_runs_before_or_above_the_limits(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """Whatever a command's text starts with, what it runs has the hard limits asked for (or
+    it runs nothing: a syntax error ends the line before any of it runs)."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=LIMITS)
+    for text in AHEAD:
+        code, output = await run(sandbox, text, tmp_path)
+        rows = limits_of(output) if "Max data size" in output else {}
+        # A soft limit may move up to its hard one (CPU: SIGXCPU at 40 s, SIGKILL at 45 s).
+        ran_unlimited = bool(rows) and any(rows[k][1] != v[1] for k, v in WANTED.items())
+        attacks.record("sandbox start: ahead of the limits", ran_unlimited, f"{text!r}: {output}")
+        if not rows:
+            assert code not in (0, None), (text, output)  # nothing ran, and it says so
+
+
+SAME = [
+    "echo $0 $LINENO",
+    "echo one\necho $LINENO\nexit 3",
+    "false; echo $?",
+    'echo $#; echo "$@"',
+    "trap 'echo bye' EXIT; echo hi",
+    "set -e; false; echo not here",
+    "echo ok\nif then\necho after",
+    "nosuchcommand-agentfsm",
+    "exec echo replaced",
+    "",
+    "# only a comment",
+]
+
+
+async def test_a_command_behaves_as_under_plain_sh(tmp_path: Path) -> None:
+    """Exit codes, ``$0``, line numbers (of syntax errors too), ``$?``, traps and ``exec``:
+    the same as the same text run by ``sh -c`` without the sandbox."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=LIMITS)
+    for text in SAME:
+        assert await run(sandbox, text, tmp_path) == await run(Unsandboxed(), text, tmp_path)
+
+
+def test_the_shells_option_for_the_process_count_is_the_kernels() -> None:
+    """bash sets ``RLIMIT_NPROC`` with ``-u``, dash with ``-p`` (bash's ``-p`` is the pipe
+    size); a program whose ``ulimit`` sets neither has none."""
+    shells = {"/bin/bash": "-u", "/bin/dash": "-p"}
+    for shell, option in shells.items():
+        if os.path.exists(shell):
+            assert processes_option(shell) == option
+    assert processes_option("/bin/false") is None
+
+
+def _cgroups(sandbox: BubblewrapSandbox) -> Cgroups:
+    cgroups = sandbox.cgroups
+    if cgroups is None or not cgroups.by_thread:
+        if os.environ.get("CI") and os.geteuid() == 0 and Path("/sys/fs/cgroup/pids").is_dir():
+            pytest.fail("no cgroup v1 could be made as root")
+        pytest.skip("needs cgroup v1 hierarchies this process may write (root, cgroup v1)")
+    return cgroups
+
+
+async def test_every_process_of_a_command_is_born_in_the_cgroups_and_the_agent_is_not(
+    tmp_path: Path,
+) -> None:
+    sandbox = BubblewrapSandbox(tmp_path, limits=LIMITS)
+    cgroups = _cgroups(sandbox)
+    own = Path("/proc/self/cgroup").read_text()
+    marker = f"agentfsm-born-{time.monotonic_ns()}"
+    command = f"setsid sh -c 'sleep 3; : {marker}' & (sleep 3; : {marker}) & sleep 1"
+    task = asyncio.create_task(run(sandbox, command, tmp_path))
+    await asyncio.sleep(0.6)
+    members = [
+        {int(t) for t in file.read_text().split()} for file in cgroups.files
+    ]  # threads, in cgroup v1's tasks
+    await task
+    threads = {int(t.name) for t in Path("/proc/self/task").iterdir()}
+    starters = [t for t in threading.enumerate() if t.name.startswith("agentfsm-cgroups")]
+    assert len(starters) == 1
+    for tasks in members:
+        # This process has one thread in them: the one that starts the commands.
+        assert tasks & threads == {starters[0].native_id}
+        # bwrap, its init, the shell, both sleeps and their shells: all of the command.
+        assert len(tasks - threads) >= 5
+    assert Path("/proc/self/cgroup").read_text() == own  # the agent itself did not move
+
+
+_AGENT_WITH_A_LARGE_HEAP = """
+import asyncio, sys
+from pathlib import Path
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
+heap = bytearray(400 << 20)  # resident: 400 MiB, more than the command may use
+for i in range(0, len(heap), 4096):
+    heap[i] = 1
+root = Path(sys.argv[1])
+sandbox = BubblewrapSandbox(root, limits=ResourceLimits(memory_mb=128, tmp_mb=1024))
+code, output = asyncio.run(run_command(
+    "head -c 600M /dev/zero > /dev/shm/fill; echo filled", root, timeout=120,
+    max_output=2000, sandbox=sandbox,
+))
+print("agent alive", code, "filled" in output, sandbox.cgroups is not None)
+"""
+
+
+def test_the_memory_cgroup_kills_the_command_never_the_agent(tmp_path: Path) -> None:
+    """The agent's thread that starts the commands is in their memory cgroup: the kernel,
+    choosing whom to kill past the limit, must still pick the command (600 MiB of tmpfs
+    written under 128 MiB) and never the agent, whose own 400 MiB are resident."""
+    done = subprocess.run(
+        [sys.executable, "-c", _AGENT_WITH_A_LARGE_HEAP, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    words = done.stdout.split()
+    assert words[:2] == ["agent", "alive"], done.stdout
+    if words[4] == "False":
+        pytest.skip("no memory cgroup here: the command is bounded by tmp_mb alone")
+    assert words[2] != "0", done.stdout  # the command was killed…
+    assert words[3] == "False", done.stdout  # …before it wrote all of it
+
+
+async def test_a_cgroup_that_cannot_be_joined_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sandbox = BubblewrapSandbox(tmp_path, limits=LIMITS)
+    cgroups = _cgroups(sandbox)
+    gone = Cgroups((tmp_path / "no-such-cgroup" / "tasks",), cgroups.controllers, cgroups.tcp)
+    monkeypatch.setattr(bubblewrap_module, "command_cgroups", lambda limits: gone)
+    with pytest.raises(OSError, match=r"cannot join the cgroup .*no-such-cgroup"):
+        await run(sandbox, "touch ran", tmp_path)
+    assert not (tmp_path / "ran").exists()
