@@ -33,9 +33,12 @@ and setgid bits; the environment is an allow-list
 :class:`~agentfsm.sandbox._limits.ResourceLimits`, in cgroups where they can be made.
 
 A call costs what bubblewrap costs: the mounts are worked out once (:meth:`plan`) and again
-only when what they depend on changes, and a call starts bwrap itself (reading the filter
-from a descriptor of its own, ``prlimit`` setting the limits inside), or, to join cgroups, a
-launcher ``sh`` that sets the limits and becomes bwrap.
+only when what they depend on changes, and a call starts bwrap and nothing else: bwrap reads
+the filter from a descriptor of its own, the command's ``sh`` sets the limits with its own
+``ulimit`` before the command's text, and the cgroups (cgroup v1) are joined by the thread
+of this process that starts the commands, so each is born in them. Only where ``ulimit``
+cannot bound the processes does ``prlimit`` run before ``sh``, and only to join cgroup v2
+(which moves whole processes) does a launcher ``sh`` start bwrap.
 """
 
 from __future__ import annotations
@@ -228,7 +231,8 @@ class BubblewrapSandbox:
     Raises:
         ValueError: ``root``, a read or a write path is refused (the message says why).
         SandboxUnavailable: bubblewrap is older than 0.8, no setuid filter exists for this
-            architecture, or ``prlimit`` is missing.
+            architecture, or ``prlimit`` is missing where the shell's ``ulimit`` cannot
+            bound the processes.
     """
 
     name = "bubblewrap"

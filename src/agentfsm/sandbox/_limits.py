@@ -213,9 +213,9 @@ class Cgroups:
     """The cgroups the commands of a sandbox run in, made by :func:`command_cgroups`."""
 
     files: tuple[Path, ...]
-    """The files a command writes ``0`` to, to join them (one per hierarchy): ``tasks`` in
-    cgroup v1 (moves the writing thread alone: the launcher's only one, and without
-    waiting for the other processes of the machine), else ``cgroup.procs``."""
+    """The files written ``0`` to, to join them (one per hierarchy): ``tasks`` in cgroup v1
+    (moves the writing thread alone, without waiting for the other processes of the
+    machine: :meth:`start_in`), else ``cgroup.procs`` (a launcher process writes it)."""
     controllers: frozenset[str]
     """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
     commands' processes together: heap, shared memory, tmpfs files, page cache)."""
@@ -234,7 +234,10 @@ class Cgroups:
         """``start()`` called on a thread of this process that joined the cgroups (needs
         :attr:`by_thread`): a process is born in the cgroups of the thread that starts it,
         so none has to join them. Writing ``0`` moves that thread alone, without the
-        kernel's lock on every process's cgroups. Blocks until ``start`` returns.
+        kernel's lock on every process's cgroups; the agent stays where it was (its heap
+        is charged to its own cgroup, and the kernel picks whom to kill past the memory
+        limit among the cgroup's processes, not its threads). Blocks until ``start``
+        returns.
 
         Raises:
             OSError: a cgroup cannot be joined (``start`` is not called).

@@ -62,7 +62,8 @@ def test_bubblewrap_argv(root: Path) -> None:
     assert argv[0] == "/usr/bin/bwrap"
     # sh sets the limits with its own ulimit, on the command's first line, then runs it
     assert argv[-3:-1] == ["/bin/sh", "-c"]
-    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("; exit 126; }; make test")
+    assert argv[-1].startswith("ulimit ")
+    assert argv[-1].endswith("; exit 126; }; make test")
     tail = argv[argv.index("--") :]
     if (cgroups is None or "pids" not in cgroups.controllers) and processes_option() is None:
         assert tail[1:-3] == [box.prlimit, box.limits.prlimit_processes()]
