@@ -11,8 +11,10 @@ through three contenders, interleaved so drift hits all alike, after a few warm-
 - ``none``: :class:`Unsandboxed` (``/bin/sh -c``).
 
 Reports the medians in ms, the sandbox's ratio to bare ``bwrap`` (the goal: at most 1.5)
-and to the unsandboxed call, and the load average, under the ``sandbox`` key of
-``benchmarks/results.json`` (other keys are kept). ``--samples 5`` is a quick dry run.
+and to the unsandboxed call, the load average, whether this process is root (then the
+sandbox also hides the root-only entries of ``/etc`` and joins cgroups) and how many mount
+operations each ``bwrap`` makes (bwrap's work grows with them), under the ``sandbox`` key
+of ``benchmarks/results.json`` (other keys are kept). ``--samples 5`` is a quick dry run.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentfsm.sandbox import (
+    BubblewrapSandbox,
     CommandSandbox,
     SandboxUnavailable,
     Unsandboxed,
@@ -44,6 +47,14 @@ WARMUP = 5
 GOAL = 1.5
 """The sandbox's median call at most this many times bare ``bwrap``'s."""
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+MOUNT_OPERATIONS = {
+    *("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--tmpfs"),
+    *("--remount-ro", "--proc", "--dev", "--symlink", "--dir"),
+}
+
+
+def mount_operations(argv: list[str]) -> int:
+    return sum(1 for word in argv[: argv.index("--")] if word in MOUNT_OPERATIONS)
 
 
 class BareBwrap:
@@ -86,6 +97,7 @@ async def measure(samples: int) -> dict[str, Any]:
             sandboxed = detect_sandbox(root)
         except SandboxUnavailable as error:
             return {"available": False, "error": str(error)}
+        assert isinstance(sandboxed, BubblewrapSandbox)
         bwrap = shutil.which("bwrap") or "bwrap"
         variants: dict[str, CommandSandbox] = {
             "bubblewrap": sandboxed,
@@ -101,11 +113,17 @@ async def measure(samples: int) -> dict[str, Any]:
             for name, sandbox in variants.items():  # interleaved
                 times[name].append(await call_ms(sandbox, root))
         medians = {name: statistics.median(xs) for name, xs in times.items()}
+        operations = {
+            "bubblewrap": mount_operations(sandboxed.argv("true", root)),
+            "bare_bwrap": mount_operations(variants["bare_bwrap"].command("true", root)[0]),
+        }
         ratio = medians["bubblewrap"] / medians["bare_bwrap"]
         return {
             "available": True,
             "benchmark": "one shell call of `true` through run_command, ms",
             "sandbox": sandboxed.describe(),
+            "as_root": os.geteuid() == 0,
+            "mount_operations": operations,
             "samples": samples,
             "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
             "median_ms": {name: round(ms, 2) for name, ms in medians.items()},
@@ -135,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         f"bubblewrap {ms['bubblewrap']} ms, bare bwrap {ms['bare_bwrap']} ms, "
         f"unsandboxed {ms['none']} ms; x{result['ratio_to_bare_bwrap']} bare bwrap "
         f"(goal x{GOAL}: {'held' if result['goal_held'] else 'NOT held'}), "
-        f"x{result['ratio']} unsandboxed -> {args.out}"
+        f"x{result['ratio']} unsandboxed; {'as root, ' if result['as_root'] else ''}"
+        f"{result['mount_operations']['bubblewrap']} mount operations against "
+        f"{result['mount_operations']['bare_bwrap']} -> {args.out}"
     )
     return 0
 
