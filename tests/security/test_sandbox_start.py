@@ -145,11 +145,11 @@ async def test_every_process_of_a_command_is_born_in_the_cgroups_and_the_agent_i
     ]  # threads, in cgroup v1's tasks
     await task
     threads = {int(t.name) for t in Path("/proc/self/task").iterdir()}
-    starters = [t for t in threading.enumerate() if t.name.startswith("agentfsm-cgroups")]
-    assert len(starters) == 1
+    names = {t.native_id: t.name for t in threading.enumerate()}
     for tasks in members:
         # This process has one thread in them: the one that starts the commands.
-        assert tasks & threads == {starters[0].native_id}
+        (starter,) = tasks & threads
+        assert names[starter].startswith("agentfsm-cgroups")
         # bwrap, its init, the shell, both sleeps and their shells: all of the command.
         assert len(tasks - threads) >= 5
     assert Path("/proc/self/cgroup").read_text() == own  # the agent itself did not move

@@ -298,8 +298,10 @@ def _launch(sandbox: CommandSandbox, command: str, cwd: str | Path) -> Iterator[
 
 
 async def _exit_code(process: subprocess.Popen[bytes]) -> int:
-    """``process``'s exit code once it exits, awaited on a pidfd where the kernel has them
-    (else waited for in a thread)."""
+    """``process``'s exit code once it exits, awaited on a pidfd where the kernel and the
+    event loop have them (else waited for in a thread)."""
+    if process.returncode is not None:  # reaped: its pid may be another process's now
+        return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):
@@ -311,7 +313,11 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
         if not exited.done():
             exited.set_result(None)
 
-    loop.add_reader(pidfd, readable)
+    try:
+        loop.add_reader(pidfd, readable)
+    except NotImplementedError:  # an event loop that watches no descriptor
+        os.close(pidfd)
+        return await asyncio.to_thread(process.wait)
     try:
         await exited
     finally:
