@@ -15,6 +15,7 @@ from agentfsm import AbortController, ToolCall, ToolResult
 from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools._builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools._fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
+from agentfsm.adapters.tools._shell_tool import BASH, MAX_ARGUMENT, SANDBOX_ROOM, bash_command
 from agentfsm.sandbox import Unsandboxed
 
 from ...security.sandboxing import require_bubblewrap
@@ -467,3 +468,13 @@ async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Pa
     ran = await call(workspace_tools(root), "shell", command=long_line)
     assert ran.ok, ran.error
     assert ran.output.strip() == "100000"
+    # At the bound, the line and what the sandbox puts before it still fit the kernel's one
+    # argument; one byte more is refused, before anything runs.
+    assert BASH is not None
+    fits = MAX_ARGUMENT - 1 - SANDBOX_ROOM - len(bash_command("printf %s  | wc -c", BASH))
+    for count, runs in ((fits, True), (fits + 1, False)):
+        done = await call(
+            workspace_tools(root), "shell", command=f"printf %s {'z' * count} | wc -c"
+        )
+        assert done.ok is runs, done.error
+        assert done.output.strip() == str(count) if runs else "too long" in (done.error or "")

@@ -30,7 +30,10 @@ BASH = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.access(p, os.X_OK))
 
 MAX_ARGUMENT = 131_072
 """Linux's bound on one argument of ``execve`` (``MAX_ARG_STRLEN``): the line reaches the
-shell as one."""
+shell as one, after what the sandbox puts before it (:data:`SANDBOX_ROOM`)."""
+SANDBOX_ROOM = 1_024
+"""Bytes of that argument kept for the sandbox: its ``sh`` sets the limits on the line's
+first line, before the command (about 200 bytes)."""
 
 
 def bash_command(command: str, bash: str) -> str:
@@ -98,13 +101,13 @@ class ShellTool:
             )
         line = command if BASH is None else bash_command(command, BASH)
         size = len(line.encode("utf-8"))
-        if size >= MAX_ARGUMENT:
+        if size + SANDBOX_ROOM >= MAX_ARGUMENT:
             return ToolResult(
                 False,
                 "",
                 f"the command line is too long to run: {size} bytes as the shell is given it, "
-                f"the kernel takes at most {MAX_ARGUMENT - 1} in one argument; write it to a "
-                "script file and run that",
+                f"at most {MAX_ARGUMENT - 1 - SANDBOX_ROOM} fit in the one argument the kernel "
+                "takes; write it to a script file and run that",
             )
         reason = self.permissions.check("shell", command)
         if reason is not None:
