@@ -274,6 +274,7 @@ class BubblewrapSandbox:
         except ValueError as error:
             raise _unavailable(str(error)) from None
         self.prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
+        processes_option()  # asked once per process, here rather than at the first command
         if self.prlimit is None and self._processes_by_prlimit():
             raise _unavailable(
                 "the shell's ulimit cannot bound the processes and prlimit (util-linux) was "
