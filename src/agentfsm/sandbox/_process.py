@@ -94,7 +94,17 @@ def sandbox_environ(
 
 
 class SandboxUnavailable(RuntimeError, RunRefused):
-    """No OS sandbox works on this machine; the message says what to install or enable."""
+    """No OS sandbox works on this machine, or commands cannot run in this process; the
+    message says what to install, enable or change."""
+
+
+_SIGCHLD_IGNORED = (
+    "Commands cannot run: this process ignores SIGCHLD (the program that embeds agentfsm set "
+    "it, or the one that started it did), so the kernel throws away every command's exit "
+    "status and bubblewrap never sees its command end. To fix it: restore the default "
+    "before running the agent, signal.signal(signal.SIGCHLD, signal.SIG_DFL), or start "
+    "agentfsm from a shell that does not ignore SIGCHLD."
+)
 
 
 @runtime_checkable
@@ -338,7 +348,13 @@ async def run_command(
     Returns the exit code (``None`` when it timed out and was killed) and the captured
     output (stdout and stderr together, head and tail kept past ``max_output`` characters).
     The group is killed when the command exits, times out or the caller is cancelled.
+
+    Raises:
+        SandboxUnavailable: this process ignores ``SIGCHLD``: no exit status would be true
+            (the kernel discards them) and bubblewrap would wait for its command forever.
     """
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        raise SandboxUnavailable(_SIGCHLD_IGNORED)
     launch = getattr(sandbox, "launch", None)
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -431,3 +432,34 @@ async def test_the_mounts_follow_path_settings_and_venvs(
     (root / ".venv" / "pyvenv.cfg").write_text(f"home = {python}/bin\n", "utf-8")
     assert await run(stdlib) == (0, "# the standard library\n")
     assert python in sandbox.toolchains.read
+
+
+_IGNORING_SIGCHLD = """
+import asyncio, signal, sys
+from agentfsm.sandbox import BubblewrapSandbox, SandboxUnavailable, Unsandboxed, run_command
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as a host program or a parent may leave it
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+try:
+    print(asyncio.run(run_command("exit 3", sys.argv[1], timeout=10, max_output=100,
+                                  sandbox=sandbox)))
+except SandboxUnavailable as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_a_process_that_ignores_sigchld_is_told_instead_of_given_a_false_exit_code(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the kernel reaped each command itself, so an unsandboxed "exit 3" came back as
+    # exit code 0 (a failed check passed), and bwrap never saw its command end (timed out).
+    done = subprocess.run(
+        [sys.executable, "-c", _IGNORING_SIGCHLD, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Commands cannot run: this process ignores SIGCHLD"), done.stdout
+    assert "signal.SIG_DFL" in done.stdout
