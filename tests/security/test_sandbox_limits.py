@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from agentfsm import Agent, ToolCall, ToolMessage
 from agentfsm.adapters.tools import ToolBox, workspace_tools
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
-from agentfsm.sandbox._limits import explain_limit
+from agentfsm.sandbox import _limits as limits_module
+from agentfsm.sandbox._limits import command_cgroups, explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 
 from .sandboxing import alive, kill_all
@@ -252,3 +254,61 @@ def test_a_users_lower_hard_limit_narrows_the_sandbox_instead_of_refusing_it(
     code, size = done.stdout.split()
     assert code != "0"  # the write past the user's 1 MiB stopped there
     assert int(size) <= 1 << 20
+
+
+_FORKS_THEN_RUNS = """
+import asyncio, os, sys
+from pathlib import Path
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
+root = Path(sys.argv[1])
+sandbox = BubblewrapSandbox(root, limits=ResourceLimits(processes=91, memory_mb=333))
+print(bool(sandbox.cgroups))
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # a forked child that ends as a program does: its atexit handlers run
+os.waitpid(child, 0)
+print(asyncio.run(run_command("echo ran", root, timeout=60, max_output=1000, sandbox=sandbox)))
+"""
+
+
+def test_a_forked_child_that_ends_leaves_the_cgroups_of_its_parent(tmp_path: Path) -> None:
+    # Before: the child's exit removed the parent's cgroups (empty until its first command),
+    # and every command of the parent failed with "cannot join the cgroup".
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKS_THEN_RUNS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    made, result = done.stdout.splitlines()
+    if made != "True":
+        pytest.skip("no cgroup can be made here (not root, or no pids/memory hierarchy)")
+    assert result == "(0, 'ran\\n')", done.stdout + done.stderr
+
+
+def test_the_cgroups_are_removed_once_the_thread_that_started_commands_has_left() -> None:
+    """At exit the thread that started the commands in the cgroups is still ending when
+    Python has joined it: the removal waits for it instead of leaving the cgroup behind."""
+    cgroups = command_cgroups(ResourceLimits(processes=92, memory_mb=334))  # this test's own
+    if cgroups is None:
+        pytest.skip("no cgroup can be made here (not root, or no pids/memory hierarchy)")
+    joined, leave = threading.Event(), threading.Event()
+
+    def member() -> None:
+        for file in cgroups.files:
+            file.write_text("0")
+        joined.set()
+        leave.wait(10)
+        time.sleep(0.2)  # still in the cgroups for a while after it was told to go
+
+    thread = threading.Thread(target=member)
+    thread.start()
+    joined.wait(10)
+    leave.set()
+    folders = [file.parent for file in cgroups.files]
+    for folder in folders:
+        limits_module._remove(folder)
+    thread.join()
+    assert [f for f in folders if f.exists()] == []

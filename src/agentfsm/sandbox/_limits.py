@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import functools
 import os
 import re
 import resource
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -275,9 +277,21 @@ _MEMORY_FILES = {
 _CGROUPS: dict[tuple[int, int, int], Cgroups | None] = {}
 
 
-def _remove(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+def _remove(folder: Path, owner: int | None = None) -> None:
+    """Remove ``folder`` (a cgroup), only in the process ``owner`` that made it (a forked
+    child that ends leaves its parent's alone), waiting up to a second for its last thread
+    to leave: the thread that started the commands is still ending when Python has joined
+    it."""
+    if owner is not None and owner != os.getpid():
+        return
+    for _ in range(100):
+        try:
+            folder.rmdir()
+        except OSError as error:
+            if error.errno == errno.EBUSY:
+                time.sleep(0.01)
+                continue
+        return
 
 
 def _took(folder: Path, name: str, value: int) -> bool:
@@ -308,7 +322,7 @@ def _make(
     except OSError:
         _remove(folder)
         return None
-    atexit.register(_remove, folder)
+    atexit.register(_remove, folder, os.getpid())
     join = folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
     return join, tcp
 
