@@ -460,6 +460,11 @@ async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Pa
     quoted = await call(box, "shell", command="echo " + "'" * 30_000)  # each quote grows fivefold
     assert not quoted.ok
     assert "too long to run" in (quoted.error or "")
+    # Just short enough as a line, too long with the sandbox's limits set before it: the
+    # same reason (it used to be an OSError).
+    edge = await call(workspace_tools(root), "shell", command="echo " + "z" * 130_990)
+    assert not edge.ok
+    assert "too long to run" in (edge.error or ""), edge.error
     long_line = "printf %s " + "y" * 100_000 + " | wc -c"
     ruled = await call(box, "shell", command=long_line)  # longer than the rules read
     assert not ruled.ok

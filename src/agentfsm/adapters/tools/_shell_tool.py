@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shlex
 from collections.abc import Sequence
@@ -39,6 +40,16 @@ def bash_command(command: str, bash: str) -> str:
     sandbox's first process and waits: a command that became that process would ignore
     the limits' ``SIGXCPU``, as the first process of a PID namespace does."""
     return f"{bash} --norc --noprofile -c {shlex.quote(command)}"
+
+
+def _too_long(size: int) -> ToolResult:
+    return ToolResult(
+        False,
+        "",
+        f"the command line is too long to run: {size} bytes as the shell is given it, the "
+        f"kernel takes at most {MAX_ARGUMENT - 1} in one argument (the sandbox's limits, set "
+        "before the line, included); write it to a script file and run that",
+    )
 
 
 class ShellTool:
@@ -99,13 +110,7 @@ class ShellTool:
         line = command if BASH is None else bash_command(command, BASH)
         size = len(line.encode("utf-8"))
         if size >= MAX_ARGUMENT:
-            return ToolResult(
-                False,
-                "",
-                f"the command line is too long to run: {size} bytes as the shell is given it, "
-                f"the kernel takes at most {MAX_ARGUMENT - 1} in one argument; write it to a "
-                "script file and run that",
-            )
+            return _too_long(size)
         reason = self.permissions.check("shell", command)
         if reason is not None:
             return ToolResult(False, "", reason)
@@ -123,9 +128,14 @@ class ShellTool:
             sandbox = await self._sandbox()
         except SandboxUnavailable as error:
             return ToolResult(False, "", str(error))
-        code, output = await run_command(
-            line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
-        )
+        try:
+            code, output = await run_command(
+                line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
+            )
+        except OSError as error:  # the sandbox's limits, set before the line, made it too long
+            if error.errno != errno.E2BIG:
+                raise
+            return _too_long(size)
         if code == 0:
             return ToolResult(True, output or "(no output)")
         if code is None:
