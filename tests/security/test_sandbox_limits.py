@@ -152,6 +152,9 @@ SHARED = [
     "assert p not in (None, 2**64 - 1)\nctypes.memset(p, 1, 300 << 20)",
     "from multiprocessing import shared_memory\n"
     "s = shared_memory.SharedMemory(create=True, size=300 << 20)\ns.buf[:] = bytes(300 << 20)",
+    # A stack: private, but not data to the kernel (MAP_GROWSDOWN), whatever RLIMIT_STACK says.
+    "import mmap\ngrowsdown = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x100\n"
+    "m = mmap.mmap(-1, 300 << 20, flags=growsdown)\nfor i in range(0, 300 << 20, 4096): m[i] = 1",
 ]
 
 
@@ -170,7 +173,7 @@ async def test_every_writable_tmpfs_is_sized(tmp_path: Path, attacks: AttackTall
 async def test_shared_memory_is_bounded_where_a_memory_cgroup_is(
     tmp_path: Path, attacks: AttackTally
 ) -> None:
-    """300 MiB of ``MAP_SHARED``, ``memfd``, System V and POSIX shared memory under
+    """300 MiB of ``MAP_SHARED``, ``memfd``, System V and POSIX shared memory and of stack under
     ``memory_mb=128``: killed where the sandbox has a memory cgroup; where it has none, its
     description says that this is not bounded (and makes no claim)."""
     sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(memory_mb=128))
@@ -179,6 +182,7 @@ async def test_shared_memory_is_bounded_where_a_memory_cgroup_is(
     if cgroups is None or "memory" not in cgroups.controllers:
         assert "NOT BOUNDED" in bound
         assert "MAP_SHARED" in bound
+        assert "stacks (MAP_GROWSDOWN" in bound
         return
     assert "memory cgroup" in bound
     box = workspace_tools(tmp_path, sandbox=sandbox)

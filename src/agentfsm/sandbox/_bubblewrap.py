@@ -34,8 +34,9 @@ and setgid bits; the environment is an allow-list
 
 A call costs what bubblewrap costs: the mounts are worked out once (:meth:`plan`) and again
 only when what they depend on changes, and a call starts bwrap itself (reading the filter
-from a descriptor of its own, ``prlimit`` setting the limits inside), or, to join cgroups, a
-launcher ``sh`` that sets the limits and becomes bwrap.
+from a descriptor of its own; the command's ``sh`` sets the limits with its ``ulimit``),
+from a thread of this process that joined the cgroups in cgroup v1, or, to join cgroup v2
+ones, through a launcher ``sh`` that becomes bwrap.
 """
 
 from __future__ import annotations
@@ -537,7 +538,8 @@ class BubblewrapSandbox:
             )
         return (
             f"{each} only: NOT BOUNDED is memory shared between processes (MAP_SHARED "
-            "mappings, System V shared memory), socket buffers and the processes' total, as no "
+            "mappings, System V shared memory), stacks (MAP_GROWSDOWN mappings too), socket "
+            "buffers and the processes' total, as no "
             f"memory cgroup could be made; /tmp and /dev/shm hold at most {self.limits.tmp_mb} "
             "MiB each"
         )

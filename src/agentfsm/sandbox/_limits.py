@@ -215,9 +215,9 @@ class Cgroups:
     """The cgroups the commands of a sandbox run in, made by :func:`command_cgroups`."""
 
     files: tuple[Path, ...]
-    """The files a command writes ``0`` to, to join them (one per hierarchy): ``tasks`` in
-    cgroup v1 (moves the writing thread alone: the launcher's only one, and without
-    waiting for the other processes of the machine), else ``cgroup.procs``."""
+    """The files written ``0`` to, to join them (one per hierarchy): ``tasks`` in cgroup v1
+    (moves the writing thread alone, without waiting for the other processes of the
+    machine: :meth:`start_in`), else ``cgroup.procs`` (a launcher ``sh`` joins)."""
     controllers: frozenset[str]
     """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
     commands' processes together: heap, shared memory, tmpfs files, page cache)."""
