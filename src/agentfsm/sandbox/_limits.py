@@ -23,15 +23,16 @@ import contextlib
 import errno
 import functools
 import os
+import queue
 import re
 import resource
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from attrs import field, frozen
 
@@ -243,25 +244,44 @@ class Cgroups:
         """
         with _STARTERS_LOCK:
             if self not in _STARTERS:
-                _STARTERS[self] = ThreadPoolExecutor(1, "agentfsm-cgroups")
-            executor = _STARTERS[self]
-        return executor.submit(_joined, self.files, start).result()
+                _STARTERS[self] = queue.SimpleQueue()
+                threading.Thread(
+                    target=_starter,
+                    args=(self.files, _STARTERS[self]),
+                    name="agentfsm-cgroups",
+                    daemon=True,
+                ).start()
+            jobs = _STARTERS[self]
+        started: Future[_T] = Future()
+        jobs.put((start, started))
+        return started.result()
 
 
-_STARTERS: dict[Cgroups, ThreadPoolExecutor] = {}
+_STARTERS: dict[Cgroups, queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]] = {}
 _STARTERS_LOCK = threading.Lock()
-_JOINED = threading.local()
 
 
-def _joined(files: tuple[Path, ...], start: Callable[[], _T]) -> _T:
-    if getattr(_JOINED, "files", None) != files:
-        for file in files:
-            try:
-                file.write_text("0")
-            except OSError as error:
-                raise OSError(f"cannot join the cgroup {file}: {error}") from None
-        _JOINED.files = files
-    return start()
+def _starter(
+    files: tuple[Path, ...], jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]
+) -> None:
+    """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
+    stays in them. A daemon thread, not an executor's: the processes it started die with it
+    (bwrap's ``--die-with-parent``), so it must last as long as this process, not end with
+    its main thread while other threads still run commands."""
+    joined = False
+    while True:
+        start, started = jobs.get()
+        try:
+            if not joined:
+                for file in files:
+                    try:
+                        file.write_text("0")
+                    except OSError as error:
+                        raise OSError(f"cannot join the cgroup {file}: {error}") from None
+                joined = True
+            started.set_result(start())
+        except BaseException as error:  # handed to the caller
+            started.set_exception(error)
 
 
 _TCP_V1 = "memory.kmem.tcp.limit_in_bytes"

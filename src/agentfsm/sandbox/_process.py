@@ -310,6 +310,8 @@ def _launch(sandbox: CommandSandbox, command: str, cwd: str | Path) -> Iterator[
 async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     """``process``'s exit code once it exits, awaited on a pidfd where the kernel has them
     (else waited for in a thread)."""
+    if process.returncode is not None:  # reaped: its pid may be another process's by now
+        return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):

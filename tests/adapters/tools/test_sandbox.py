@@ -63,7 +63,8 @@ def test_bubblewrap_argv(root: Path) -> None:
     assert argv[0] == "/usr/bin/bwrap"
     # sh sets the limits with its own ulimit, on the command's first line, then runs it
     assert argv[-3:-1] == ["/bin/sh", "-c"]
-    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("; exit 126; }; make test")
+    assert argv[-1].startswith("ulimit ")
+    assert argv[-1].endswith("; exit 126; }; make test")
     tail = argv[argv.index("--") :]
     if (cgroups is None or "pids" not in cgroups.controllers) and processes_option() is None:
         assert tail[1:-3] == [box.prlimit, box.limits.prlimit_processes()]
@@ -463,3 +464,36 @@ def test_a_process_that_ignores_sigchld_is_told_instead_of_given_a_false_exit_co
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Commands cannot run: this process ignores SIGCHLD"), done.stdout
     assert "signal.SIG_DFL" in done.stdout
+
+
+_MAIN_THREAD_ENDS = """
+import asyncio, sys, threading, time
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+
+async def commands():
+    for command in ("sleep 1; echo first", "echo second"):
+        print(await run_command(command, sys.argv[1], timeout=30, max_output=100,
+                                sandbox=sandbox), flush=True)
+
+threading.Thread(target=asyncio.run, args=(commands(),)).start()
+time.sleep(0.3)  # the main thread ends; the other one goes on running commands
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_commands_run_on_after_the_main_thread_ended(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the thread that starts the commands in the cgroups ended with the main thread,
+    # killing the running command (bwrap dies with the thread that started it), and the wait
+    # for it went through an executor that takes no work once the main thread has ended.
+    done = subprocess.run(
+        [sys.executable, "-c", _MAIN_THREAD_ENDS, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "(0, 'first\\n')\n(0, 'second\\n')\n", done.stdout + done.stderr
