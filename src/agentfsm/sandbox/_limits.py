@@ -245,32 +245,34 @@ class Cgroups:
         with _STARTERS_LOCK:
             if self not in _STARTERS:
                 _STARTERS[self] = queue.SimpleQueue()
-                threading.Thread(
+                thread = threading.Thread(
                     target=_starter,
                     args=(self.files, _STARTERS[self]),
                     name="agentfsm-cgroups",
                     daemon=True,
-                ).start()
+                )
+                thread.start()
+                # Runs before the cgroups are removed at exit (made before, so removed after).
+                atexit.register(_stop, _STARTERS[self], thread, os.getpid())
             jobs = _STARTERS[self]
         started: Future[_T] = Future()
         jobs.put((start, started))
         return started.result()
 
 
-_STARTERS: dict[Cgroups, queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]] = {}
+_Jobs = queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]
+_STARTERS: dict[Cgroups, _Jobs] = {}
 _STARTERS_LOCK = threading.Lock()
 
 
-def _starter(
-    files: tuple[Path, ...], jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]
-) -> None:
+def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
     """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
-    stays in them. A daemon thread, not an executor's: the processes it started die with it
-    (bwrap's ``--die-with-parent``), so it must last as long as this process, not end with
-    its main thread while other threads still run commands."""
+    stays in them until this process exits (:func:`_stop`). A daemon thread, not an
+    executor's: the processes it started die with it (bwrap's ``--die-with-parent``), so it
+    must not end with the main thread while other threads still run commands."""
     joined = False
-    while True:
-        start, started = jobs.get()
+    while (job := jobs.get()) is not None:
+        start, started = job
         try:
             if not joined:
                 for file in files:
@@ -282,6 +284,14 @@ def _starter(
             started.set_result(start())
         except BaseException as error:  # handed to the caller
             started.set_exception(error)
+
+
+def _stop(jobs: _Jobs, thread: threading.Thread, owner: int) -> None:
+    """At exit, end the thread of :meth:`Cgroups.start_in` (in the process that started it),
+    so that its cgroups are empty when they are removed."""
+    if owner == os.getpid():
+        jobs.put(None)
+        thread.join(1)
 
 
 _TCP_V1 = "memory.kmem.tcp.limit_in_bytes"
