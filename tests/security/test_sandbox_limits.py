@@ -6,6 +6,7 @@ nothing of the call is left running."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -19,7 +20,7 @@ import pytest
 
 from agentfsm import Agent, ToolCall, ToolMessage
 from agentfsm.adapters.tools import ToolBox, workspace_tools
-from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, Unsandboxed, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
 from agentfsm.sandbox import _limits as limits_module
 from agentfsm.sandbox._limits import command_cgroups, explain_limit
@@ -351,3 +352,145 @@ def test_the_cgroups_are_removed_once_the_thread_that_started_commands_has_left(
         limits_module._remove(folder)
     thread.join()
     assert [f for f in folders if f.exists()] == []
+
+
+READ_LIMITS = "grep -E 'Max (data|file size|cpu time|processes)' /proc/self/limits"
+LEADS = [
+    # What a command may start with, to make sh read the limits' line another way or run
+    # something first; each is followed by READ_LIMITS (the kernel's own reading).
+    *(f"{lead}{READ_LIMITS}" for lead in (";", "&", "|", ")", "fi;", "done;", "};", "esac;")),
+    *(f"{lead}{READ_LIMITS}" for lead in (";;", "&&", "||", "\\\n", "\r\n", "\n", "! ", "then ")),
+    f"# {READ_LIMITS}\n{READ_LIMITS}",
+    f"cat <<EOF; {READ_LIMITS}\nbody\nEOF",
+    f"cat <<'EOF'\n$x\nEOF\n{READ_LIMITS}",
+    f"alias ulimit=true\nulimit -d unlimited; {READ_LIMITS}",
+    f"ulimit() {{ :; }}; {READ_LIMITS}",
+    f"exec {READ_LIMITS}",
+    f"ulimit -d unlimited; ulimit -H -f unlimited; ulimit -t unlimited; {READ_LIMITS}",
+    f"bash --norc --noprofile -c 'ulimit -u unlimited; ulimit -d unlimited; {READ_LIMITS}'",
+    f"python3 -c 'import resource as r; r.setrlimit(r.RLIMIT_DATA, (-1, -1))'; {READ_LIMITS}",
+    f"echo {'x' * 100_000} >/dev/null; {READ_LIMITS}",
+]
+SAME_AS_SH = [
+    # Read as plain sh -c reads them: exit codes, $0, $?, traps, set -e, syntax errors and
+    # their line numbers, exec, here-documents, output.
+    "",
+    "echo $0 $? $#",
+    "exit 7",
+    "false; exit",
+    "set -e; false; echo not here",
+    "trap 'echo bye $?' EXIT; exit 3",
+    "exec echo replaced",
+    "if",
+    "echo a\necho b\nfi",
+    ")",
+    "'",
+    "cat <<EOF\nx\nEOF",
+    "echo a\u2028b; printf '\\377\\r\\n'",
+    "set -- a b; echo $#; shift; echo $1",
+    "x() { return 4; }; x; echo $?",
+    "ulimit -S -d 1000; echo lowered $?",
+]
+
+
+async def test_no_command_text_runs_before_the_limits_or_without_them(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """The command's ``sh`` sets the limits on the command's own first line: whatever the
+    command starts with, what it runs has them (the kernel's ``/proc/self/limits``), and it
+    cannot raise them; otherwise it is read as plain ``sh -c`` reads it."""
+    limits = ResourceLimits(processes=77, memory_mb=300, file_size_mb=20, cpu_seconds=30)
+    sandbox = BubblewrapSandbox(tmp_path, limits=limits)
+    expected = {
+        "Max data size": (str(300 << 20),) * 2,
+        "Max file size": (str(20 << 20),) * 2,
+        "Max cpu time": ("30", "35"),
+    }
+    if sandbox.cgroups is None or "pids" not in sandbox.cgroups.controllers:
+        expected["Max processes"] = ("77", "77")
+    for command in LEADS:
+        _, output = await run_command(
+            command, tmp_path, timeout=30, max_output=10_000, sandbox=sandbox
+        )
+        rows = {line[:26].strip(): tuple(line[26:].split()[:2]) for line in output.splitlines()}
+        read = {name: rows[name] for name in expected if name in rows}
+        # Got through: something ran without the limits, or with one raised.
+        escaped = bool(read) and read != expected
+        attacks.record("sandbox limits: command start", escaped, f"{command[:60]!r}: {read}")
+    for command in SAME_AS_SH:
+        got = await run_command(command, tmp_path, timeout=30, max_output=10_000, sandbox=sandbox)
+        plain = await run_command(
+            command, tmp_path, timeout=30, max_output=10_000, sandbox=Unsandboxed()
+        )
+        attacks.record("sandbox limits: read as sh reads it", got != plain, f"{got} != {plain}")
+
+
+async def test_every_process_of_a_command_has_the_limits_seen_from_outside(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """Read from the host while the command runs: every process under bwrap (daemons that
+    left the group, threads) has the limits, and, where there are cgroups, is in them while
+    the agent's own main thread is not."""
+    limits = ResourceLimits(processes=78, memory_mb=301, file_size_mb=21, cpu_seconds=31)
+    sandbox = BubblewrapSandbox(tmp_path, limits=limits)
+    command = (
+        f"(setsid sh -c 'sleep 30 # {MARK}' &); (sh -c 'sleep 30 & sleep 31' &); "
+        f"nohup sleep 32 >/dev/null 2>&1 & "
+        "python3 -c 'import threading,time; threading.Thread(target=time.sleep,args=(30,)).start()' "
+        f"& sleep 33 # {MARK}"
+    )
+    task = asyncio.ensure_future(
+        run_command(command, tmp_path, timeout=60, max_output=1000, sandbox=sandbox)
+    )
+    try:
+        processes: list[int] = []
+        for _ in range(100):  # until all eight have started
+            await asyncio.sleep(0.1)
+            processes = descendants(os.getpid())
+            if len(processes) >= 9:
+                break
+        cgroups = sandbox.cgroups
+        folders = [f"/{file.parent.name}" for file in cgroups.files] if cgroups else []
+        for pid in processes:
+            try:
+                status = Path(f"/proc/{pid}/limits").read_text()
+                where = Path(f"/proc/{pid}/cgroup").read_text()
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name == "bwrap":  # the monitor outside the namespace: no limit needed
+                limited = True
+            else:
+                limited = f"Max data size             {301 << 20}" in status
+            inside = all(f":{folder}\n" in where for folder in folders)
+            attacks.record(
+                "sandbox limits: processes seen from outside",
+                not (limited and inside),
+                f"{name} {pid}: {where}",
+            )
+        attacks.record(
+            "sandbox limits: processes seen from outside",
+            len(processes) < 9,
+            f"only {len(processes)} processes were seen",
+        )
+        main = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/cgroup").read_text()
+        agent_inside = any(f":{folder}\n" in main for folder in folders)
+        attacks.record("sandbox limits: processes seen from outside", agent_inside, main)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert alive(MARK) == []
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``, from the host's ``/proc``."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        for task in Path(f"/proc/{parents.pop()}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError):
+                children = [int(c) for c in task.joinpath("children").read_text().split()]
+                found += children
+                parents += children
+    return found
