@@ -309,13 +309,18 @@ def _launch(sandbox: CommandSandbox, command: str, cwd: str | Path) -> Iterator[
 
 async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     """``process``'s exit code once it exits, awaited on a pidfd where the kernel has them
-    (else waited for in a thread)."""
+    (else waited for in a thread).
+
+    Raises:
+        ChildProcessError: something else in this process reaped it (a ``SIGCHLD`` handler
+            that waits for any child): its exit status is unknown.
+    """
     if process.returncode is not None:  # reaped: its pid may be another process's by now
         return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):
-        return await asyncio.to_thread(process.wait)
+        return await asyncio.to_thread(_reap, process)
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
 
@@ -329,7 +334,21 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     finally:
         loop.remove_reader(pidfd)
         os.close(pidfd)
-    return process.wait()
+    return _reap(process)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for ``process`` and give its exit code as ``Popen`` does (``-N``: killed by
+    signal ``N``), never ``0`` for a status lost to another wait (as ``Popen.wait`` does)."""
+    try:
+        _, status = os.waitpid(process.pid, 0)
+    except ChildProcessError:
+        raise ChildProcessError(
+            f"the exit status of the command (pid {process.pid}) is unknown: something else "
+            "in this process reaped it first (a SIGCHLD handler, or a wait for any child)"
+        ) from None
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode
 
 
 async def run_command(
@@ -354,6 +373,8 @@ async def run_command(
     Raises:
         SandboxUnavailable: this process ignores ``SIGCHLD``: no exit status would be true
             (the kernel discards them) and bubblewrap would wait for its command forever.
+        ChildProcessError: something else in this process reaped the command first (a
+            ``SIGCHLD`` handler that waits for any child): its exit status is unknown.
     """
     if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
         raise SandboxUnavailable(_SIGCHLD_IGNORED)

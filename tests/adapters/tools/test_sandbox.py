@@ -497,3 +497,43 @@ def test_commands_run_on_after_the_main_thread_ended(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "(0, 'first\\n')\n(0, 'second\\n')\n", done.stdout + done.stderr
+
+
+_REAPS_ANY_CHILD = """
+import asyncio, os, signal, sys
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+
+def reap(*_):  # a host program's handler that waits for any child
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+signal.signal(signal.SIGCHLD, reap)
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+for _ in range(3):
+    try:
+        print(asyncio.run(run_command("sleep 0.2; exit 3", sys.argv[1], timeout=30,
+                                      max_output=100, sandbox=sandbox))[0])
+    except ChildProcessError as error:
+        print(error)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_an_exit_status_taken_by_a_sigchld_handler_is_never_a_success(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: a host program's SIGCHLD handler that waits for any child took the status
+    # first, and the failed command came back as exit code 0.
+    done = subprocess.run(
+        [sys.executable, "-c", _REAPS_ANY_CHILD, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert line == "3" or "is unknown: something else in this process reaped it" in line
