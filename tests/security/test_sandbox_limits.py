@@ -494,3 +494,24 @@ def descendants(pid: int) -> list[int]:
                 found += children
                 parents += children
     return found
+
+
+async def test_a_cgroup_that_cannot_be_joined_runs_nothing(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """Where the commands' cgroups cannot be joined (gone here), the call fails with one
+    line naming the cgroup, and the command never runs outside them."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(processes=96, memory_mb=336))
+    cgroups = sandbox.cgroups
+    if cgroups is None or not cgroups.by_thread:
+        pytest.skip("no cgroup v1 hierarchy can be made here (not root, or cgroup v2)")
+    for file in cgroups.files:
+        file.parent.rmdir()
+    box = workspace_tools(tmp_path, sandbox=sandbox)
+    for _ in range(2):
+        result = await box.run(ToolCall("c", "shell", {"command": "touch ran; echo ran"}))
+        ran = (tmp_path / "ran").exists() or result.ok
+        attacks.record("sandbox limits: cgroup not joined", ran, f"{result}")
+        error = result.error or ""
+        assert "the command did not run: cannot join the cgroup /sys/fs/cgroup/" in error
+        assert "\n" not in error

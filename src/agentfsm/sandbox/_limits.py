@@ -279,7 +279,10 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
                     try:
                         file.write_text("0")
                     except OSError as error:
-                        raise OSError(f"cannot join the cgroup {file}: {error}") from None
+                        why = error.strerror or error
+                        raise OSError(
+                            f"the command did not run: cannot join the cgroup {file}: {why}"
+                        ) from None
                 joined = True
             started.set_result(start())
         except BaseException as error:  # handed to the caller
