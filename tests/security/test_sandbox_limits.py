@@ -515,3 +515,45 @@ async def test_a_cgroup_that_cannot_be_joined_runs_nothing(
         error = result.error or ""
         assert "the command did not run: cannot join the cgroup /sys/fs/cgroup/" in error
         assert "\n" not in error
+
+
+LIST_DESCRIPTORS = """
+import os
+held = set()
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) != os.getpid():  # every process of the call but this one (its own listing)
+        held.update(os.listdir(f"/proc/{pid}/fd"))
+print(*sorted(held, key=int))
+"""
+
+
+async def test_no_descriptor_of_the_agent_reaches_a_command(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """While other commands run (their pipes and pidfds open in the agent), a command's
+    processes hold only stdin, stdout and stderr: no pidfd, no other call's pipe, no setuid
+    filter, whether bwrap was started by the cgroups' thread or not."""
+    for limits in (ResourceLimits(), ResourceLimits(processes=97)):
+        sandbox = BubblewrapSandbox(tmp_path, limits=limits)
+        others = [
+            asyncio.ensure_future(
+                run_command(f"sleep 3 # {MARK}", tmp_path, timeout=30, max_output=100, sandbox=s)
+            )
+            for s in (sandbox, Unsandboxed())
+        ]
+        try:
+            await asyncio.sleep(0.5)
+            _, output = await run_command(
+                f"python3 -c {shlex.quote(LIST_DESCRIPTORS)}",
+                tmp_path,
+                timeout=30,
+                max_output=1000,
+                sandbox=sandbox,
+            )
+            held = output.split()
+            attacks.record("sandbox descriptors", held == [] or held != ["0", "1", "2"], output)
+        finally:
+            for other in others:
+                other.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+    machine_is_fine()
