@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -537,3 +538,42 @@ def test_an_exit_status_taken_by_a_sigchld_handler_is_never_a_success(
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         assert line == "3" or "is unknown: something else in this process reaped it" in line
+
+
+def test_commands_at_once_from_several_threads_each_get_their_own_start(tmp_path: Path) -> None:
+    """Event loops in four threads, each running four commands at once under its own
+    limits (started by the cgroups' threads where there are some): every command's output
+    and limits are its own."""
+    require_bubblewrap(tmp_path)
+    wrong: list[str] = []
+
+    def thread(index: int) -> None:
+        sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(memory_mb=300 + index % 2))
+
+        async def one(number: int) -> None:
+            code, output = await run_command(
+                f"echo {index}-{number}; grep 'Max data' /proc/self/limits",
+                tmp_path,
+                timeout=60,
+                max_output=1000,
+                sandbox=sandbox,
+            )
+            first, data = output.splitlines()
+            if (code, first, data.split()[3]) != (
+                0,
+                f"{index}-{number}",
+                str(300 + index % 2 << 20),
+            ):
+                wrong.append(output)
+
+        async def all_of_them() -> None:
+            await asyncio.gather(*(one(number) for number in range(4)))
+
+        asyncio.run(all_of_them())
+
+    threads = [threading.Thread(target=thread, args=(index,)) for index in range(4)]
+    for each in threads:
+        each.start()
+    for each in threads:
+        each.join(120)
+    assert wrong == []
