@@ -58,7 +58,7 @@ def test_bubblewrap_argv(root: Path) -> None:
     assert launch[:2] == ["/bin/sh", "-c"]  # joins the cgroups, opens the filter on fd 3
     assert Path(launch[3]).read_bytes() == setuid_filter()
     cgroups = box.cgroups
-    assert launch[4 : launch.index("--")] == [str(p) for p in cgroups.files] if cgroups else []
+    assert launch[4 : launch.index("--")] == ([str(p) for p in cgroups.files] if cgroups else [])
     argv = launch[launch.index("--") + 1 :]
     assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
@@ -94,7 +94,7 @@ def test_bubblewrap_argv(root: Path) -> None:
         elif os.path.isdir(folder):
             assert (folder, folder) in binds
     assert ("/dev/null", str(root / "conf" / "key.pem")) in binds
-    if os.path.exists("/etc/shadow"):
+    if os.access("/etc/shadow", os.R_OK):  # what the command could not read needs no mount
         assert ("/dev/null", "/etc/shadow") in binds
     assert ("/opt", "/opt") in pairs(argv, "--ro-bind-try")
     assert pairs(argv, "--bind") == [(str(root), str(root)), (str(root / "conf"),) * 2]
