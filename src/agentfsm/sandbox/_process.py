@@ -319,8 +319,11 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
         return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        return await asyncio.to_thread(_reap, process)
+    except (AttributeError, OSError):  # waited for in a thread that does not reap it: a
+        # cancelled wait goes on in its thread, and must not take the status from the next
+        with contextlib.suppress(ChildProcessError):  # reaped elsewhere: _reap says so
+            await asyncio.to_thread(os.waitid, os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        return _reap(process)
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
 

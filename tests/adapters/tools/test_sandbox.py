@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import stat
 import subprocess
@@ -577,3 +579,45 @@ def test_commands_at_once_from_several_threads_each_get_their_own_start(tmp_path
     for each in threads:
         each.join(120)
     assert wrong == []
+
+
+async def test_without_pidfds_commands_are_waited_for_in_threads(
+    sandbox: CommandSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``pidfd_open`` fails (a kernel before 5.3, a container's seccomp profile): exit
+    codes, timeouts and cancels work as with them, and every command is reaped."""
+
+    def refused(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open refused")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+    before = _children_of_this_process()
+    # Before: the wait cancelled by the timeout went on in its thread and reaped the command,
+    # and the next wait failed with ChildProcessError.
+    assert await run_command("exit 3", tmp_path, timeout=30, max_output=100, sandbox=sandbox) == (
+        3,
+        "",
+    )
+    timed_out = await run_command("sleep 30", tmp_path, timeout=1, max_output=100, sandbox=sandbox)
+    assert timed_out == (None, "")
+    task = asyncio.ensure_future(
+        run_command("sleep 30", tmp_path, timeout=30, max_output=100, sandbox=sandbox)
+    )
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(50):  # the cancelled call's process is reaped by a thread of its own
+        left = _children_of_this_process() - before
+        if not left:
+            break
+        await asyncio.sleep(0.1)
+    assert left == set()
+
+
+def _children_of_this_process() -> set[str]:
+    found: set[str] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found.update(task.joinpath("children").read_text().split())
+    return found
