@@ -243,25 +243,22 @@ class Cgroups:
             OSError: a cgroup cannot be joined (``start`` is not called).
         """
         with _STARTERS_LOCK:
-            if self not in _STARTERS:
-                _STARTERS[self] = queue.SimpleQueue()
+            jobs, thread = _STARTERS.get(self, (queue.SimpleQueue(), None))
+            if thread is None or not thread.is_alive():  # first start, or one after exit
                 thread = threading.Thread(
-                    target=_starter,
-                    args=(self.files, _STARTERS[self]),
-                    name="agentfsm-cgroups",
-                    daemon=True,
+                    target=_starter, args=(self.files, jobs), name="agentfsm-cgroups", daemon=True
                 )
                 thread.start()
+                _STARTERS[self] = jobs, thread
                 # Runs before the cgroups are removed at exit (made before, so removed after).
-                atexit.register(_stop, _STARTERS[self], thread, os.getpid())
-            jobs = _STARTERS[self]
+                atexit.register(_stop, jobs, thread, os.getpid())
         started: Future[_T] = Future()
         jobs.put((start, started))
         return started.result()
 
 
 _Jobs = queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]
-_STARTERS: dict[Cgroups, _Jobs] = {}
+_STARTERS: dict[Cgroups, tuple[_Jobs, threading.Thread]] = {}
 _STARTERS_LOCK = threading.Lock()
 
 

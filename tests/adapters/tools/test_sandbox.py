@@ -621,3 +621,40 @@ def _children_of_this_process() -> set[str]:
         with contextlib.suppress(OSError):
             found.update(task.joinpath("children").read_text().split())
     return found
+
+
+_RUNS_AT_EXIT = """
+import asyncio, atexit, sys
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+
+def run(command):
+    try:
+        return asyncio.run(run_command(command, sys.argv[1], timeout=30, max_output=100,
+                                       sandbox=sandbox))
+    except OSError as error:
+        return str(error)
+
+atexit.register(lambda: print(run("echo at exit"), flush=True))  # before the first command
+print(run("echo first"), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_a_command_run_at_exit_runs_or_fails_but_never_hangs(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the thread that starts the commands in the cgroups had ended at exit, and an
+    # atexit handler's command waited for it forever.
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNS_AT_EXIT, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    first, at_exit = done.stdout.splitlines()
+    assert first == "(0, 'first\\n')"
+    # Where the cgroups were removed already the command did not run, and says so.
+    assert at_exit == "(0, 'at exit\\n')" or at_exit.startswith("the command did not run")
