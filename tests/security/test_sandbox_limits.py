@@ -557,3 +557,55 @@ async def test_no_descriptor_of_the_agent_reaches_a_command(
                 other.cancel()
             await asyncio.gather(*others, return_exceptions=True)
     machine_is_fine()
+
+
+_BIG_AGENT = """
+import asyncio, sys
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
+held = bytearray(400 << 20)  # the agent's own memory, far above the commands' limit
+for i in range(0, len(held), 4096):
+    held[i] = 1
+sandbox = BubblewrapSandbox(sys.argv[1], limits=ResourceLimits(memory_mb=128))
+print("memory" in (sandbox.cgroups.controllers if sandbox.cgroups else ()), flush=True)
+
+async def main():
+    return await asyncio.gather(*(
+        run_command(command, sys.argv[1], timeout=60, max_output=1000, sandbox=sandbox)
+        for command in sys.argv[2:]
+    ))
+
+for code, _ in asyncio.run(main()):
+    print(code, flush=True)
+print("agent alive", flush=True)
+"""
+FILL_TOGETHER = [
+    "head -c 300M /dev/zero > /dev/shm/f",
+    "python3 -c 'import mmap\nm = mmap.mmap(-1, 300 << 20)\nfor i in range(0, 300 << 20, 4096): m[i] = 1'",
+    "for i in 1 2 3 4; do python3 -c 'b = bytes([1]) * (100 << 20); import time; time.sleep(2)' & "
+    'all="$all $!"; done; s=0; for p in $all; do wait $p || s=1; done; exit $s',
+]
+
+
+def test_the_memory_cgroup_kills_a_command_never_the_agent(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """An agent holding 400 MiB runs, at once, commands that fill ``/dev/shm``, touch shared
+    memory and start many processes under ``memory_mb=128``: the kernel kills processes of
+    the commands, never the agent (the thread of the agent that starts the commands is in
+    their cgroups, the agent's memory is not)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _BIG_AGENT, str(tmp_path), *FILL_TOGETHER],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    lines = done.stdout.splitlines()
+    if lines[:1] != ["True"]:
+        pytest.skip("no memory cgroup can be made here (not root, or no memory hierarchy)")
+    attacks.record(
+        "sandbox limits: the agent killed instead",
+        done.returncode != 0 or lines[-1:] != ["agent alive"],
+        f"{done.returncode}: {done.stdout} {done.stderr[-500:]}",
+    )
+    assert "0" not in lines[1:4]  # none of them fitted
