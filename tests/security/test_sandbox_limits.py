@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -609,3 +610,47 @@ def test_the_memory_cgroup_kills_a_command_never_the_agent(
         f"{done.returncode}: {done.stdout} {done.stderr[-500:]}",
     )
     assert "0" not in lines[1:4]  # none of them fitted
+
+
+_BOMB_AS_A_USER = """
+import asyncio, sys
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, run_command
+sandbox = BubblewrapSandbox(sys.argv[1], limits=ResourceLimits(processes=64))
+print(sandbox.describe()["limits"]["processes_bound"], flush=True)
+# Counted with the shell's own glob and echo: no process needed once the bomb fills the limit.
+bomb = "(sleep 0.3; bash -c ':(){ :|:& };:') >/dev/null 2>&1 & sleep 3; set -- /proc/[0-9]*; echo $#"
+print(asyncio.run(run_command(bomb, sys.argv[1], timeout=20, max_output=1000, sandbox=sandbox)))
+"""
+
+
+def test_a_fork_bomb_of_a_user_that_is_not_root_stops_at_the_process_limit(
+    tmp_path: Path, attacks: AttackTally
+) -> None:
+    """The path of a user that is not root (no cgroup: the command's ``sh`` sets
+    ``RLIMIT_NPROC`` with its ``ulimit``), taken from root by running the agent as
+    ``nobody``: a fork bomb under ``processes=64`` never has more than 64 processes."""
+    if os.geteuid() != 0:
+        pytest.skip(
+            "runs the agent as nobody, which only root can do (as another user, the "
+            "other tests take this path)"
+        )
+    with tempfile.TemporaryDirectory(prefix="agentfsm-nobody-") as folder:
+        Path(folder).chmod(0o777)  # pytest's own folders are root's alone
+        done = subprocess.run(
+            [sys.executable, "-c", _BOMB_AS_A_USER, folder],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            cwd=folder,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": "/nonexistent"},
+        )
+    assert done.returncode == 0, done.stderr
+    bound, result = done.stdout.splitlines()
+    assert bound == "at most 64 (RLIMIT_NPROC)"
+    counted = [int(w) for w in result.replace("'", " ").replace("\\n", " ").split() if w.isdigit()]
+    attacks.record("sandbox limits: fork bomb of a user", counted[-1:] > [64], result)
+    assert counted[-1] > 32, result  # the bomb did run
+    machine_is_fine()
