@@ -542,7 +542,8 @@ class BubblewrapSandbox:
             )
         return (
             f"{each} only: NOT BOUNDED is memory shared between processes (MAP_SHARED "
-            "mappings, System V shared memory), socket buffers and the processes' total, as no "
+            "mappings, System V shared memory), stacks (MAP_GROWSDOWN mappings too), socket "
+            "buffers and the processes' total, as no "
             f"memory cgroup could be made; /tmp and /dev/shm hold at most {self.limits.tmp_mb} "
             "MiB each"
         )

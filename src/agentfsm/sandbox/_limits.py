@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import functools
 import os
+import queue
 import re
 import resource
 import subprocess
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from attrs import field, frozen
 
@@ -215,7 +218,7 @@ class Cgroups:
     files: tuple[Path, ...]
     """The files written ``0`` to, to join them (one per hierarchy): ``tasks`` in cgroup v1
     (moves the writing thread alone, without waiting for the other processes of the
-    machine: :meth:`start_in`), else ``cgroup.procs`` (a launcher process writes it)."""
+    machine: :meth:`start_in`), else ``cgroup.procs`` (a launcher ``sh`` joins)."""
     controllers: frozenset[str]
     """What they bound: ``pids`` (processes at once), ``memory`` (all memory of the
     commands' processes together: heap, shared memory, tmpfs files, page cache)."""
@@ -243,26 +246,55 @@ class Cgroups:
             OSError: a cgroup cannot be joined (``start`` is not called).
         """
         with _STARTERS_LOCK:
-            if self not in _STARTERS:
-                _STARTERS[self] = ThreadPoolExecutor(1, "agentfsm-cgroups")
-            executor = _STARTERS[self]
-        return executor.submit(_joined, self.files, start).result()
+            jobs, thread = _STARTERS.get(self, (queue.SimpleQueue(), None))
+            if thread is None or not thread.is_alive():  # first start, or one after exit
+                thread = threading.Thread(
+                    target=_starter, args=(self.files, jobs), name="agentfsm-cgroups", daemon=True
+                )
+                thread.start()
+                _STARTERS[self] = jobs, thread
+                # Runs before the cgroups are removed at exit (made before, so removed after).
+                atexit.register(_stop, jobs, thread, os.getpid())
+        started: Future[_T] = Future()
+        jobs.put((start, started))
+        return started.result()
 
 
-_STARTERS: dict[Cgroups, ThreadPoolExecutor] = {}
+_Jobs = queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]
+_STARTERS: dict[Cgroups, tuple[_Jobs, threading.Thread]] = {}
 _STARTERS_LOCK = threading.Lock()
-_JOINED = threading.local()
 
 
-def _joined(files: tuple[Path, ...], start: Callable[[], _T]) -> _T:
-    if getattr(_JOINED, "files", None) != files:
-        for file in files:
-            try:
-                file.write_text("0")
-            except OSError as error:
-                raise OSError(f"cannot join the cgroup {file}: {error}") from None
-        _JOINED.files = files
-    return start()
+def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
+    """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
+    stays in them until this process exits (:func:`_stop`). A daemon thread, not an
+    executor's: the processes it started die with it (bwrap's ``--die-with-parent``), so it
+    must not end with the main thread while other threads still run commands."""
+    joined = False
+    while (job := jobs.get()) is not None:
+        start, started = job
+        try:
+            if not joined:
+                for file in files:
+                    try:
+                        file.write_text("0")
+                    except OSError as error:
+                        why = error.strerror or error
+                        raise OSError(
+                            f"the command did not run: cannot join the cgroup {file}: {why}"
+                        ) from None
+                joined = True
+            started.set_result(start())
+        except BaseException as error:  # handed to the caller
+            started.set_exception(error)
+
+
+def _stop(jobs: _Jobs, thread: threading.Thread, owner: int) -> None:
+    """At exit, end the thread of :meth:`Cgroups.start_in` (in the process that started it),
+    so that its cgroups are empty when they are removed."""
+    if owner == os.getpid():
+        jobs.put(None)
+        thread.join(1)
 
 
 _TCP_V1 = "memory.kmem.tcp.limit_in_bytes"
@@ -278,9 +310,21 @@ _MEMORY_FILES = {
 _CGROUPS: dict[tuple[int, int, int], Cgroups | None] = {}
 
 
-def _remove(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+def _remove(folder: Path, owner: int | None = None) -> None:
+    """Remove ``folder`` (a cgroup), only in the process ``owner`` that made it (a forked
+    child that ends leaves its parent's alone), waiting up to a second for its last thread
+    to leave: the thread that started the commands is still ending when Python has joined
+    it."""
+    if owner is not None and owner != os.getpid():
+        return
+    for _ in range(100):
+        try:
+            folder.rmdir()
+        except OSError as error:
+            if error.errno == errno.EBUSY:
+                time.sleep(0.01)
+                continue
+        return
 
 
 def _took(folder: Path, name: str, value: int) -> bool:
@@ -311,7 +355,7 @@ def _make(
     except OSError:
         _remove(folder)
         return None
-    atexit.register(_remove, folder)
+    atexit.register(_remove, folder, os.getpid())
     join = folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
     return join, tcp
 

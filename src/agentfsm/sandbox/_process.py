@@ -94,7 +94,17 @@ def sandbox_environ(
 
 
 class SandboxUnavailable(RuntimeError, RunRefused):
-    """No OS sandbox works on this machine; the message says what to install or enable."""
+    """No OS sandbox works on this machine, or commands cannot run in this process; the
+    message says what to install, enable or change."""
+
+
+_SIGCHLD_IGNORED = (
+    "Commands cannot run: this process ignores SIGCHLD (the program that embeds agentfsm set "
+    "it, or the one that started it did), so the kernel throws away every command's exit "
+    "status and bubblewrap never sees its command end. To fix it: restore the default "
+    "before running the agent, signal.signal(signal.SIGCHLD, signal.SIG_DFL), or start "
+    "agentfsm from a shell that does not ignore SIGCHLD."
+)
 
 
 @runtime_checkable
@@ -299,13 +309,21 @@ def _launch(sandbox: CommandSandbox, command: str, cwd: str | Path) -> Iterator[
 
 async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     """``process``'s exit code once it exits, awaited on a pidfd where the kernel and the
-    event loop have them (else waited for in a thread)."""
-    if process.returncode is not None:  # reaped: its pid may be another process's now
+    event loop have them (else waited for in a thread).
+
+    Raises:
+        ChildProcessError: something else in this process reaped it (a ``SIGCHLD`` handler
+            that waits for any child): its exit status is unknown.
+    """
+    if process.returncode is not None:  # reaped: its pid may be another process's by now
         return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        return await asyncio.to_thread(process.wait)
+    except (AttributeError, OSError):  # waited for in a thread that does not reap it: a
+        # cancelled wait goes on in its thread, and must not take the status from the next
+        with contextlib.suppress(ChildProcessError):  # reaped elsewhere: _reap says so
+            await asyncio.to_thread(os.waitid, os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        return _reap(process)
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
 
@@ -323,7 +341,21 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     finally:
         loop.remove_reader(pidfd)
         os.close(pidfd)
-    return process.wait()
+    return _reap(process)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for ``process`` and give its exit code as ``Popen`` does (``-N``: killed by
+    signal ``N``), never ``0`` for a status lost to another wait (as ``Popen.wait`` does)."""
+    try:
+        _, status = os.waitpid(process.pid, 0)
+    except ChildProcessError:
+        raise ChildProcessError(
+            f"the exit status of the command (pid {process.pid}) is unknown: something else "
+            "in this process reaped it first (a SIGCHLD handler, or a wait for any child)"
+        ) from None
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode
 
 
 async def run_command(
@@ -344,7 +376,15 @@ async def run_command(
     Returns the exit code (``None`` when it timed out and was killed) and the captured
     output (stdout and stderr together, head and tail kept past ``max_output`` characters).
     The group is killed when the command exits, times out or the caller is cancelled.
+
+    Raises:
+        SandboxUnavailable: this process ignores ``SIGCHLD``: no exit status would be true
+            (the kernel discards them) and bubblewrap would wait for its command forever.
+        ChildProcessError: something else in this process reaped the command first (a
+            ``SIGCHLD`` handler that waits for any child): its exit status is unknown.
     """
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        raise SandboxUnavailable(_SIGCHLD_IGNORED)
     launch = getattr(sandbox, "launch", None)
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import stat
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -56,7 +60,7 @@ def test_bubblewrap_argv(root: Path) -> None:
     assert launch[:2] == ["/bin/sh", "-c"]  # joins the cgroups, opens the filter on fd 3
     assert Path(launch[3]).read_bytes() == setuid_filter()
     cgroups = box.cgroups
-    assert launch[4 : launch.index("--")] == [str(p) for p in cgroups.files] if cgroups else []
+    assert launch[4 : launch.index("--")] == ([str(p) for p in cgroups.files] if cgroups else [])
     argv = launch[launch.index("--") + 1 :]
     assert argv == box.argv("make test", root)
     assert argv[0] == "/usr/bin/bwrap"
@@ -92,7 +96,7 @@ def test_bubblewrap_argv(root: Path) -> None:
         elif os.path.isdir(folder):
             assert (folder, folder) in binds
     assert ("/dev/null", str(root / "conf" / "key.pem")) in binds
-    if os.path.exists("/etc/shadow"):
+    if os.access("/etc/shadow", os.R_OK):  # what the command could not read needs no mount
         assert ("/dev/null", "/etc/shadow") in binds
     assert ("/opt", "/opt") in pairs(argv, "--ro-bind-try")
     assert pairs(argv, "--bind") == [(str(root), str(root)), (str(root / "conf"),) * 2]
@@ -432,3 +436,225 @@ async def test_the_mounts_follow_path_settings_and_venvs(
     (root / ".venv" / "pyvenv.cfg").write_text(f"home = {python}/bin\n", "utf-8")
     assert await run(stdlib) == (0, "# the standard library\n")
     assert python in sandbox.toolchains.read
+
+
+_IGNORING_SIGCHLD = """
+import asyncio, signal, sys
+from agentfsm.sandbox import BubblewrapSandbox, SandboxUnavailable, Unsandboxed, run_command
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as a host program or a parent may leave it
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+try:
+    print(asyncio.run(run_command("exit 3", sys.argv[1], timeout=10, max_output=100,
+                                  sandbox=sandbox)))
+except SandboxUnavailable as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_a_process_that_ignores_sigchld_is_told_instead_of_given_a_false_exit_code(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the kernel reaped each command itself, so an unsandboxed "exit 3" came back as
+    # exit code 0 (a failed check passed), and bwrap never saw its command end (timed out).
+    done = subprocess.run(
+        [sys.executable, "-c", _IGNORING_SIGCHLD, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Commands cannot run: this process ignores SIGCHLD"), done.stdout
+    assert "signal.SIG_DFL" in done.stdout
+
+
+_MAIN_THREAD_ENDS = """
+import asyncio, sys, threading, time
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+
+async def commands():
+    for command in ("sleep 1; echo first", "echo second"):
+        print(await run_command(command, sys.argv[1], timeout=30, max_output=100,
+                                sandbox=sandbox), flush=True)
+
+threading.Thread(target=asyncio.run, args=(commands(),)).start()
+time.sleep(0.3)  # the main thread ends; the other one goes on running commands
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_commands_run_on_after_the_main_thread_ended(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the thread that starts the commands in the cgroups ended with the main thread,
+    # killing the running command (bwrap dies with the thread that started it), and the wait
+    # for it went through an executor that takes no work once the main thread has ended.
+    done = subprocess.run(
+        [sys.executable, "-c", _MAIN_THREAD_ENDS, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "(0, 'first\\n')\n(0, 'second\\n')\n", done.stdout + done.stderr
+
+
+_REAPS_ANY_CHILD = """
+import asyncio, os, signal, sys
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+
+def reap(*_):  # a host program's handler that waits for any child
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+signal.signal(signal.SIGCHLD, reap)
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+for _ in range(3):
+    try:
+        print(asyncio.run(run_command("sleep 0.2; exit 3", sys.argv[1], timeout=30,
+                                      max_output=100, sandbox=sandbox))[0])
+    except ChildProcessError as error:
+        print(error)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_an_exit_status_taken_by_a_sigchld_handler_is_never_a_success(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: a host program's SIGCHLD handler that waits for any child took the status
+    # first, and the failed command came back as exit code 0.
+    done = subprocess.run(
+        [sys.executable, "-c", _REAPS_ANY_CHILD, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert line == "3" or "is unknown: something else in this process reaped it" in line
+
+
+def test_commands_at_once_from_several_threads_each_get_their_own_start(tmp_path: Path) -> None:
+    """Event loops in four threads, each running four commands at once under its own
+    limits (started by the cgroups' threads where there are some): every command's output
+    and limits are its own."""
+    require_bubblewrap(tmp_path)
+    wrong: list[str] = []
+
+    def thread(index: int) -> None:
+        sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(memory_mb=300 + index % 2))
+
+        async def one(number: int) -> None:
+            code, output = await run_command(
+                f"echo {index}-{number}; grep 'Max data' /proc/self/limits",
+                tmp_path,
+                timeout=60,
+                max_output=1000,
+                sandbox=sandbox,
+            )
+            first, data = output.splitlines()
+            if (code, first, data.split()[3]) != (
+                0,
+                f"{index}-{number}",
+                str(300 + index % 2 << 20),
+            ):
+                wrong.append(output)
+
+        async def all_of_them() -> None:
+            await asyncio.gather(*(one(number) for number in range(4)))
+
+        asyncio.run(all_of_them())
+
+    threads = [threading.Thread(target=thread, args=(index,)) for index in range(4)]
+    for each in threads:
+        each.start()
+    for each in threads:
+        each.join(120)
+    assert wrong == []
+
+
+async def test_without_pidfds_commands_are_waited_for_in_threads(
+    sandbox: CommandSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``pidfd_open`` fails (a kernel before 5.3, a container's seccomp profile): exit
+    codes, timeouts and cancels work as with them, and every command is reaped."""
+
+    def refused(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open refused")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+    before = _children_of_this_process()
+    # Before: the wait cancelled by the timeout went on in its thread and reaped the command,
+    # and the next wait failed with ChildProcessError.
+    assert await run_command("exit 3", tmp_path, timeout=30, max_output=100, sandbox=sandbox) == (
+        3,
+        "",
+    )
+    timed_out = await run_command("sleep 30", tmp_path, timeout=1, max_output=100, sandbox=sandbox)
+    assert timed_out == (None, "")
+    task = asyncio.ensure_future(
+        run_command("sleep 30", tmp_path, timeout=30, max_output=100, sandbox=sandbox)
+    )
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(50):  # the cancelled call's process is reaped by a thread of its own
+        left = _children_of_this_process() - before
+        if not left:
+            break
+        await asyncio.sleep(0.1)
+    assert left == set()
+
+
+def _children_of_this_process() -> set[str]:
+    found: set[str] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found.update(task.joinpath("children").read_text().split())
+    return found
+
+
+_RUNS_AT_EXIT = """
+import asyncio, atexit, sys
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed, run_command
+sandbox = Unsandboxed() if sys.argv[2] == "none" else BubblewrapSandbox(sys.argv[1])
+
+def run(command):
+    try:
+        return asyncio.run(run_command(command, sys.argv[1], timeout=30, max_output=100,
+                                       sandbox=sandbox))
+    except OSError as error:
+        return str(error)
+
+atexit.register(lambda: print(run("echo at exit"), flush=True))  # before the first command
+print(run("echo first"), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"], indirect=True)
+def test_a_command_run_at_exit_runs_or_fails_but_never_hangs(
+    sandbox: CommandSandbox, tmp_path: Path
+) -> None:
+    # Before: the thread that starts the commands in the cgroups had ended at exit, and an
+    # atexit handler's command waited for it forever.
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNS_AT_EXIT, str(tmp_path), sandbox.name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    first, at_exit = done.stdout.splitlines()
+    assert first == "(0, 'first\\n')"
+    # Where the cgroups were removed already the command did not run, and says so.
+    assert at_exit == "(0, 'at exit\\n')" or at_exit.startswith("the command did not run")

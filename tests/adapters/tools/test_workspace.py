@@ -15,8 +15,8 @@ from agentfsm import AbortController, ToolCall, ToolResult
 from agentfsm.adapters.tools import OutsideWorkspace, Permissions, ToolBox, workspace_tools
 from agentfsm.adapters.tools._builtin import WorkspaceTools, sha
 from agentfsm.adapters.tools._fs import MAX_SYMLINK_HOPS, PathRefused, SafeRoot
-from agentfsm.adapters.tools._shell_tool import BASH, MAX_ARGUMENT, SANDBOX_ROOM, bash_command
-from agentfsm.sandbox import Unsandboxed
+from agentfsm.adapters.tools._shell_tool import BASH, MAX_ARGUMENT, bash_command
+from agentfsm.sandbox import BubblewrapSandbox, Unsandboxed
 
 from ...security.sandboxing import require_bubblewrap
 
@@ -461,6 +461,11 @@ async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Pa
     quoted = await call(box, "shell", command="echo " + "'" * 30_000)  # each quote grows fivefold
     assert not quoted.ok
     assert "too long to run" in (quoted.error or "")
+    # Just short enough as a line, too long with the sandbox's limits set before it: the
+    # same reason (it used to be an OSError).
+    edge = await call(workspace_tools(root), "shell", command="echo " + "z" * 130_990)
+    assert not edge.ok
+    assert "too long to run" in (edge.error or ""), edge.error
     long_line = "printf %s " + "y" * 100_000 + " | wc -c"
     ruled = await call(box, "shell", command=long_line)  # longer than the rules read
     assert not ruled.ok
@@ -468,13 +473,15 @@ async def test_a_shell_line_too_long_for_the_kernel_fails_with_a_reason(root: Pa
     ran = await call(workspace_tools(root), "shell", command=long_line)
     assert ran.ok, ran.error
     assert ran.output.strip() == "100000"
-    # At the bound, the line and what the sandbox puts before it still fit the kernel's one
-    # argument; one byte more is refused, before anything runs.
+    # At the bound, the line and the limits the sandbox's sh sets before it fill the
+    # kernel's one argument exactly and run; one byte more is refused with the reason.
     assert BASH is not None
-    fits = MAX_ARGUMENT - 1 - SANDBOX_ROOM - len(bash_command("printf %s  | wc -c", BASH))
+    prefix = BubblewrapSandbox(root)._shell("")[-1]
+    fits = MAX_ARGUMENT - 1 - len(prefix) - len(bash_command("printf %s  | wc -c", BASH))
     for count, runs in ((fits, True), (fits + 1, False)):
         done = await call(
             workspace_tools(root), "shell", command=f"printf %s {'z' * count} | wc -c"
         )
         assert done.ok is runs, done.error
-        assert done.output.strip() == str(count) if runs else "too long" in (done.error or "")
+        said = done.output.strip() if runs else done.error or ""
+        assert said == str(count) if runs else "too long to run" in said

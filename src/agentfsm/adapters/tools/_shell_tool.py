@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shlex
 from collections.abc import Sequence
@@ -30,10 +31,7 @@ BASH = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.access(p, os.X_OK))
 
 MAX_ARGUMENT = 131_072
 """Linux's bound on one argument of ``execve`` (``MAX_ARG_STRLEN``): the line reaches the
-shell as one, after what the sandbox puts before it (:data:`SANDBOX_ROOM`)."""
-SANDBOX_ROOM = 1_024
-"""Bytes of that argument kept for the sandbox: its ``sh`` sets the limits on the line's
-first line, before the command (about 200 bytes)."""
+shell as one."""
 
 
 def bash_command(command: str, bash: str) -> str:
@@ -42,6 +40,16 @@ def bash_command(command: str, bash: str) -> str:
     sandbox's first process and waits: a command that became that process would ignore
     the limits' ``SIGXCPU``, as the first process of a PID namespace does."""
     return f"{bash} --norc --noprofile -c {shlex.quote(command)}"
+
+
+def _too_long(size: int) -> ToolResult:
+    return ToolResult(
+        False,
+        "",
+        f"the command line is too long to run: {size} bytes as the shell is given it, the "
+        f"kernel takes at most {MAX_ARGUMENT - 1} in one argument (the sandbox's limits, set "
+        "before the line, included); write it to a script file and run that",
+    )
 
 
 class ShellTool:
@@ -101,14 +109,8 @@ class ShellTool:
             )
         line = command if BASH is None else bash_command(command, BASH)
         size = len(line.encode("utf-8"))
-        if size + SANDBOX_ROOM >= MAX_ARGUMENT:
-            return ToolResult(
-                False,
-                "",
-                f"the command line is too long to run: {size} bytes as the shell is given it, "
-                f"at most {MAX_ARGUMENT - 1 - SANDBOX_ROOM} fit in the one argument the kernel "
-                "takes; write it to a script file and run that",
-            )
+        if size >= MAX_ARGUMENT:
+            return _too_long(size)
         reason = self.permissions.check("shell", command)
         if reason is not None:
             return ToolResult(False, "", reason)
@@ -126,9 +128,14 @@ class ShellTool:
             sandbox = await self._sandbox()
         except SandboxUnavailable as error:
             return ToolResult(False, "", str(error))
-        code, output = await run_command(
-            line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
-        )
+        try:
+            code, output = await run_command(
+                line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
+            )
+        except OSError as error:  # the sandbox's limits, set before the line, made it too long
+            if error.errno != errno.E2BIG:
+                raise
+            return _too_long(size)
         if code == 0:
             return ToolResult(True, output or "(no output)")
         if code is None:
