@@ -201,3 +201,18 @@ async def test_a_cgroup_that_cannot_be_joined_runs_nothing(
     with pytest.raises(OSError, match=r"cannot join the cgroup .*no-such-cgroup"):
         await run(sandbox, "touch ran", tmp_path)
     assert not (tmp_path / "ran").exists()
+
+
+async def test_a_command_gets_all_its_processes_beside_the_thread_that_starts_it(
+    tmp_path: Path,
+) -> None:
+    """``processes=10``: the command's bwrap, its ``sh`` and eight background processes run
+    (ten), a ninth does not; the agent's thread in the ``pids`` cgroup takes none of them."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(processes=10))
+    cgroups = _cgroups(sandbox)
+    if "pids" not in cgroups.controllers:
+        pytest.skip("no pids cgroup here")
+    for count, runs in ((8, True), (9, False)):
+        command = f"for i in $(seq {count}); do sleep 1 & done; wait; echo all ran"
+        code, output = await run(sandbox, command, tmp_path)
+        assert (code == 0 and output == "all ran\n") is runs, (count, code, output)

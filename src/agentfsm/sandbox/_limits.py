@@ -341,8 +341,10 @@ def _make(
     tcp = False
     try:
         folder.mkdir(exist_ok=True)
+        by_thread = (folder / "tasks").exists()
         if "pids" in controllers:
-            (folder / "pids.max").write_text(str(limits.processes))
+            # In cgroup v1 the thread that starts the commands is in it too: one more.
+            (folder / "pids.max").write_text(str(limits.processes + by_thread))
         if "memory" in controllers:
             for name, value in _MEMORY_FILES.items():
                 if (folder / name).exists():
@@ -356,7 +358,7 @@ def _make(
         _remove(folder)
         return None
     atexit.register(_remove, folder, os.getpid())
-    join = folder / "tasks" if (folder / "tasks").exists() else folder / "cgroup.procs"
+    join = folder / "tasks" if by_thread else folder / "cgroup.procs"
     return join, tcp
 
 
