@@ -216,3 +216,20 @@ async def test_a_command_gets_all_its_processes_beside_the_thread_that_starts_it
         command = f"for i in $(seq {count}); do sleep 1 & done; wait; echo all ran"
         code, output = await run(sandbox, command, tmp_path)
         assert (code == 0 and output == "all ran\n") is runs, (count, code, output)
+
+
+async def test_a_command_that_finds_its_pids_cgroup_full_does_not_run_and_says_why(
+    tmp_path: Path,
+) -> None:
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(processes=5))
+    cgroups = _cgroups(sandbox)
+    if "pids" not in cgroups.controllers:
+        pytest.skip("no pids cgroup here")
+    filling = asyncio.create_task(
+        run(sandbox, "for i in 1 2 3; do sleep 2 & done; wait; echo filled", tmp_path)
+    )
+    await asyncio.sleep(0.8)  # its bwrap, sh and three sleeps: the five allowed
+    with pytest.raises(BlockingIOError, match="the command did not run: the commands running"):
+        await run(sandbox, "touch ran", tmp_path)
+    assert await filling == (0, "filled\n")
+    assert not (tmp_path / "ran").exists()

@@ -284,7 +284,15 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
                             f"the command did not run: cannot join the cgroup {file}: {why}"
                         ) from None
                 joined = True
-            started.set_result(start())
+            try:
+                process = start()
+            except BlockingIOError:
+                raise BlockingIOError(
+                    errno.EAGAIN,
+                    "the command did not run: the commands running at once hold every process "
+                    "their pids cgroup allows (the sandbox's processes limit)",
+                ) from None
+            started.set_result(process)
         except BaseException as error:  # handed to the caller
             started.set_exception(error)
 
