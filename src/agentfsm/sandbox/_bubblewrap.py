@@ -282,7 +282,6 @@ class BubblewrapSandbox:
                 PRLIMIT_HINT,
             )
         self._plan: _Plan | None = None
-        self._lock = threading.Lock()
 
     def _protected_path(self, relative: str) -> Path:
         path = Path(os.path.normpath(self.root / relative))
@@ -329,7 +328,7 @@ class BubblewrapSandbox:
         key = self._key()
         plan = self._plan
         if plan is None or plan.key != key or plan.present != _present(plan.watched):
-            with self._lock:
+            with _PLAN_LOCK:
                 plan = self._plan
                 if plan is None or plan.key != key or plan.present != _present(plan.watched):
                     plan = self._plan = self._work_out(key)
@@ -591,6 +590,18 @@ class BubblewrapSandbox:
 
 _PROBES: dict[tuple[str, bool], str | None] = {}
 _PROBE_LOCK = threading.Lock()
+_PLAN_LOCK = threading.Lock()
+"""Held while a sandbox works out its mounts (:meth:`BubblewrapSandbox.plan`)."""
+
+
+def _fresh_locks() -> None:
+    """In a child this process forked: locks of its own, as a lock another thread held at
+    the fork stays held in the child, where no thread will ever release it."""
+    global _PROBE_LOCK, _PLAN_LOCK
+    _PROBE_LOCK, _PLAN_LOCK = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _probe(bwrap: str, allow_network: bool) -> str | None:

@@ -265,6 +265,17 @@ _STARTERS: dict[Cgroups, tuple[_Jobs, threading.Thread]] = {}
 _STARTERS_LOCK = threading.Lock()
 
 
+def _fresh_lock() -> None:
+    """In a forked child: a lock of its own (one another thread of the parent held at the
+    fork stays held in the child forever); the child starts its own thread in its own
+    cgroups."""
+    global _STARTERS_LOCK
+    _STARTERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock)
+
+
 def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
     """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
     stays in them until this process exits (:func:`_stop`). A daemon thread, not an
