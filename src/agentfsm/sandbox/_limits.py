@@ -381,6 +381,22 @@ def _make(
     return join, tcp
 
 
+_OWNER = re.compile(r"agentfsm-(\d+)-")
+
+
+def _remove_orphans(mount: Path) -> None:
+    """Remove the empty cgroups of processes that are gone: one that ended without its
+    atexit handlers (``os._exit``, as ``multiprocessing``'s forked children end; a kill)
+    could not remove its own. A cgroup still holding a process is not removed (the kernel
+    refuses), nor is one whose maker is alive."""
+    with contextlib.suppress(OSError):
+        for folder in mount.glob("agentfsm-*-*"):
+            owner = _OWNER.match(folder.name)
+            if owner is not None and not Path(f"/proc/{owner.group(1)}").exists():
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
 def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
     """The cgroups bounding the processes (``pids.max``) and the memory (``memory.max``,
     swap included where the kernel accounts it) of commands under ``limits``: made once per
@@ -395,6 +411,7 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
         for mount, controllers in _cgroup_mounts():
             if controllers <= bound:
                 continue
+            _remove_orphans(mount)
             made = _make(mount / f"agentfsm-{key[0]}-{key[1]}-{key[2]}", controllers, limits)
             if made is not None:
                 files.append(made[0])
