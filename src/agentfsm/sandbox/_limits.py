@@ -154,7 +154,11 @@ _SIGXCPU_EXIT = 128 + 24
 _SIGXFSZ_EXIT = 128 + 25
 _SIGKILL_EXIT = 128 + 9
 _MEMORY = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.I)
-_FORK = re.compile(r"(fork|retry|clone|spawn)[^\n]*Resource temporarily unavailable", re.I)
+_FORK = re.compile(
+    # bash, Python, a full pids cgroup at the start; bwrap making the command's process; dash
+    r"(fork|retry|clone|spawn|new namespace)[^\n]*Resource temporarily unavailable|Cannot fork",
+    re.I,
+)
 _NO_SPACE = re.compile(r"No space left on device")
 _TOO_LARGE = re.compile(r"File too large")
 
@@ -300,8 +304,8 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
             except BlockingIOError:
                 raise BlockingIOError(
                     errno.EAGAIN,
-                    "the command did not run: the commands running at once hold every process "
-                    "their pids cgroup allows (the sandbox's processes limit)",
+                    "the command did not run (fork: Resource temporarily unavailable): the "
+                    "commands running at once hold every process their pids cgroup allows",
                 ) from None
             started.set_result(process)
         except BaseException as error:  # handed to the caller
