@@ -404,7 +404,8 @@ def _remove_orphans(mount: Path) -> None:
 def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
     """The cgroups bounding the processes (``pids.max``) and the memory (``memory.max``,
     swap included where the kernel accounts it) of commands under ``limits``: made once per
-    process and pair of values, shared by its commands (removed at exit when empty);
+    process and pair of values, shared by its commands (removed at exit when empty, or by
+    the next process making its own when this one ended without its exit handlers);
     ``None`` where none can be made (no such hierarchy, or no right to write it: a user
     that is not root, usually)."""
     key = (os.getpid(), limits.processes, limits.memory_mb)
