@@ -273,3 +273,42 @@ async def test_the_shell_tool_says_a_full_pids_cgroup_stopped_its_line(tmp_path:
         assert '"processes"' in result.error, (room, result)
         assert "\n" not in result.error, (room, result)
         assert not (tmp_path / "ran").exists()
+
+
+_PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS = """
+import sys
+from pathlib import Path
+from agentfsm.sandbox import ResourceLimits, SandboxUnavailable, detect_sandbox
+from agentfsm.sandbox._limits import command_cgroups
+
+cgroups = command_cgroups(ResourceLimits())  # the probe's limits: the defaults
+pids = [f.parent / "pids.max" for f in (cgroups.files if cgroups else ()) if "pids" in f.parts]
+if not pids:
+    print("no pids cgroup")
+    sys.exit()
+pids[0].write_text("1")  # as if the commands running at once held every process
+for attempt in ("full", "freed"):
+    try:
+        print(attempt, type(detect_sandbox(sys.argv[1])).__name__)
+    except SandboxUnavailable as error:
+        print(attempt, error)
+    pids[0].write_text(str(ResourceLimits().processes + 1))
+"""
+
+
+def test_the_probe_of_bwrap_works_while_the_commands_hold_every_process(tmp_path: Path) -> None:
+    """``detect_sandbox`` probes bwrap outside the commands' cgroups: a full ``pids`` cgroup
+    does not make it say that bubblewrap does not work here (with the hint to enable user
+    namespaces), a verdict that would stay for the rest of the process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "no pids cgroup":
+        pytest.skip("no pids cgroup can be made here (not root, or no pids hierarchy)")
+    # Before: "full No OS sandbox … Creating new namespace failed", then the same when freed.
+    assert done.stdout.splitlines() == ["full BubblewrapSandbox", "freed BubblewrapSandbox"]

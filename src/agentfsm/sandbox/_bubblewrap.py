@@ -605,7 +605,8 @@ os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _probe(bwrap: str, allow_network: bool) -> str | None:
-    """Why ``bwrap`` fails here with these namespaces (``None``: it works); run once."""
+    """Why ``bwrap`` fails here with these namespaces (``None``: it works); run once, outside
+    the commands' cgroups (the commands running at once may hold all their processes)."""
     key = (bwrap, allow_network)
     with _PROBE_LOCK:
         if key not in _PROBES:
@@ -613,7 +614,9 @@ def _probe(bwrap: str, allow_network: bool) -> str | None:
                 sandbox = BubblewrapSandbox(
                     folder, allow_network=allow_network, bwrap=bwrap, toolchains=False
                 )
-                argv, env = sandbox.command("true", sandbox.root)
+                launcher = ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), "--"]
+                argv = [*launcher, *sandbox.argv("true", sandbox.root)]
+                env = sandbox.environment()
                 try:
                     done = subprocess.run(
                         argv,
