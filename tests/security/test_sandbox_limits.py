@@ -118,6 +118,8 @@ def test_the_limit_is_read_from_the_failure() -> None:
         (1, "Traceback…\nMemoryError\n"): "memory_mb",
         (134, "terminate called after throwing an instance of 'std::bad_alloc'"): "memory_mb",
         (None, "bash: fork: retry: Resource temporarily unavailable"): "processes",
+        (2, "/bin/sh: 1: Cannot fork\n"): "processes",  # dash
+        (1, "bwrap: Creating new namespace failed: Resource temporarily unavailable"): "processes",
         (1, "head: error writing 'standard output': No space left on device"): "tmp_mb",
         (137, "Killed\n"): "memory_mb",
         (-9, ""): "memory_mb",  # bwrap itself killed: the signal, not an exit code

@@ -6,6 +6,7 @@ the command line the sandbox built."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm import ToolCall
+from agentfsm.adapters.tools import workspace_tools
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, Unsandboxed, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
 from agentfsm.sandbox._limits import Cgroups, processes_option
@@ -229,7 +232,83 @@ async def test_a_command_that_finds_its_pids_cgroup_full_does_not_run_and_says_w
         run(sandbox, "for i in 1 2 3; do sleep 2 & done; wait; echo filled", tmp_path)
     )
     await asyncio.sleep(0.8)  # its bwrap, sh and three sleeps: the five allowed
-    with pytest.raises(BlockingIOError, match="the command did not run: the commands running"):
+    with pytest.raises(
+        BlockingIOError,
+        match=r"the command did not run \(fork: Resource temporarily unavailable\): the commands running",
+    ):
         await run(sandbox, "touch ran", tmp_path)
     assert await filling == (0, "filled\n")
     assert not (tmp_path / "ran").exists()
+
+
+async def test_the_shell_tool_says_a_full_pids_cgroup_stopped_its_line(tmp_path: Path) -> None:
+    """Another command holds all the processes of ``processes=6`` but ``room``: with none
+    left the line does not start, with one bwrap cannot make the command's process, with
+    two ``sh`` cannot start bash. Each time the model is told, in one line, that the
+    sandbox's process limit stopped it and which settings key raises it, and nothing ran."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(processes=6))
+    cgroups = _cgroups(sandbox)
+    if "pids" not in cgroups.controllers:
+        pytest.skip("no pids cgroup here")
+    pids_current = next(f.parent / "pids.current" for f in cgroups.files if "pids" in f.parts)
+    tools = workspace_tools(tmp_path, sandbox=sandbox)
+    for room in (0, 1, 2):
+        filled = tmp_path / "filled"
+        filled.unlink(missing_ok=True)
+        # bwrap, sh and the sleeps; ": >" makes the file without a process of its own.
+        line = f"for i in $(seq {4 - room}); do sleep 60 & done; : > filled; wait"
+        filling = asyncio.create_task(run(sandbox, line, tmp_path))
+        for _ in range(3000):  # bwrap, sh and the sleeps running, the agent's thread: 7 - room
+            if filled.exists() and int(pids_current.read_text()) == 7 - room:
+                break
+            await asyncio.sleep(0.02)
+        assert int(pids_current.read_text()) == 7 - room
+        result = await tools.run(ToolCall("1", "shell", {"command": "touch ran"}))
+        filling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await filling
+        assert not result.ok, (room, result)
+        assert result.error is not None
+        assert "process limit (6 at once)" in result.error, (room, result)
+        assert '"processes"' in result.error, (room, result)
+        assert "\n" not in result.error, (room, result)
+        assert not (tmp_path / "ran").exists()
+
+
+_PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS = """
+import sys
+from pathlib import Path
+from agentfsm.sandbox import ResourceLimits, SandboxUnavailable, detect_sandbox
+from agentfsm.sandbox._limits import command_cgroups
+
+cgroups = command_cgroups(ResourceLimits())  # the probe's limits: the defaults
+pids = [f.parent / "pids.max" for f in (cgroups.files if cgroups else ()) if "pids" in f.parts]
+if not pids:
+    print("no pids cgroup")
+    sys.exit()
+pids[0].write_text("1")  # as if the commands running at once held every process
+for attempt in ("full", "freed"):
+    try:
+        print(attempt, type(detect_sandbox(sys.argv[1])).__name__)
+    except SandboxUnavailable as error:
+        print(attempt, error)
+    pids[0].write_text(str(ResourceLimits().processes + 1))
+"""
+
+
+def test_the_probe_of_bwrap_works_while_the_commands_hold_every_process(tmp_path: Path) -> None:
+    """``detect_sandbox`` probes bwrap outside the commands' cgroups: a full ``pids`` cgroup
+    does not make it say that bubblewrap does not work here (with the hint to enable user
+    namespaces), a verdict that would stay for the rest of the process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "no pids cgroup":
+        pytest.skip("no pids cgroup can be made here (not root, or no pids hierarchy)")
+    # Before: "full No OS sandbox … Creating new namespace failed", then the same when freed.
+    assert done.stdout.splitlines() == ["full BubblewrapSandbox", "freed BubblewrapSandbox"]

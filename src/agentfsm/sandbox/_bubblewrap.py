@@ -282,7 +282,6 @@ class BubblewrapSandbox:
                 PRLIMIT_HINT,
             )
         self._plan: _Plan | None = None
-        self._lock = threading.Lock()
 
     def _protected_path(self, relative: str) -> Path:
         path = Path(os.path.normpath(self.root / relative))
@@ -329,7 +328,7 @@ class BubblewrapSandbox:
         key = self._key()
         plan = self._plan
         if plan is None or plan.key != key or plan.present != _present(plan.watched):
-            with self._lock:
+            with _PLAN_LOCK:
                 plan = self._plan
                 if plan is None or plan.key != key or plan.present != _present(plan.watched):
                     plan = self._plan = self._work_out(key)
@@ -591,10 +590,23 @@ class BubblewrapSandbox:
 
 _PROBES: dict[tuple[str, bool], str | None] = {}
 _PROBE_LOCK = threading.Lock()
+_PLAN_LOCK = threading.Lock()
+"""Held while a sandbox works out its mounts (:meth:`BubblewrapSandbox.plan`)."""
+
+
+def _fresh_locks() -> None:
+    """In a child this process forked: locks of its own, as a lock another thread held at
+    the fork stays held in the child, where no thread will ever release it."""
+    global _PROBE_LOCK, _PLAN_LOCK
+    _PROBE_LOCK, _PLAN_LOCK = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _probe(bwrap: str, allow_network: bool) -> str | None:
-    """Why ``bwrap`` fails here with these namespaces (``None``: it works); run once."""
+    """Why ``bwrap`` fails here with these namespaces (``None``: it works); run once, outside
+    the commands' cgroups (the commands running at once may hold all their processes)."""
     key = (bwrap, allow_network)
     with _PROBE_LOCK:
         if key not in _PROBES:
@@ -602,7 +614,9 @@ def _probe(bwrap: str, allow_network: bool) -> str | None:
                 sandbox = BubblewrapSandbox(
                     folder, allow_network=allow_network, bwrap=bwrap, toolchains=False
                 )
-                argv, env = sandbox.command("true", sandbox.root)
+                launcher = ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), "--"]
+                argv = [*launcher, *sandbox.argv("true", sandbox.root)]
+                env = sandbox.environment()
                 try:
                     done = subprocess.run(
                         argv,

@@ -154,7 +154,11 @@ _SIGXCPU_EXIT = 128 + 24
 _SIGXFSZ_EXIT = 128 + 25
 _SIGKILL_EXIT = 128 + 9
 _MEMORY = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.I)
-_FORK = re.compile(r"(fork|retry|clone|spawn)[^\n]*Resource temporarily unavailable", re.I)
+_FORK = re.compile(
+    # bash, Python, a full pids cgroup at the start; bwrap making the command's process; dash
+    r"(fork|retry|clone|spawn|new namespace)[^\n]*Resource temporarily unavailable|Cannot fork",
+    re.I,
+)
 _NO_SPACE = re.compile(r"No space left on device")
 _TOO_LARGE = re.compile(r"File too large")
 
@@ -265,6 +269,17 @@ _STARTERS: dict[Cgroups, tuple[_Jobs, threading.Thread]] = {}
 _STARTERS_LOCK = threading.Lock()
 
 
+def _fresh_lock() -> None:
+    """In a forked child: a lock of its own (one another thread of the parent held at the
+    fork stays held in the child forever); the child starts its own thread in its own
+    cgroups."""
+    global _STARTERS_LOCK
+    _STARTERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock)
+
+
 def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
     """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
     stays in them until this process exits (:func:`_stop`). A daemon thread, not an
@@ -289,8 +304,8 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
             except BlockingIOError:
                 raise BlockingIOError(
                     errno.EAGAIN,
-                    "the command did not run: the commands running at once hold every process "
-                    "their pids cgroup allows (the sandbox's processes limit)",
+                    "the command did not run (fork: Resource temporarily unavailable): the "
+                    "commands running at once hold every process their pids cgroup allows",
                 ) from None
             started.set_result(process)
         except BaseException as error:  # handed to the caller
@@ -370,10 +385,27 @@ def _make(
     return join, tcp
 
 
+_OWNER = re.compile(r"agentfsm-(\d+)-")
+
+
+def _remove_orphans(mount: Path) -> None:
+    """Remove the empty cgroups of processes that are gone: one that ended without its
+    atexit handlers (``os._exit``, as ``multiprocessing``'s forked children end; a kill)
+    could not remove its own. A cgroup still holding a process is not removed (the kernel
+    refuses), nor is one whose maker is alive."""
+    with contextlib.suppress(OSError):
+        for folder in mount.glob("agentfsm-*-*"):
+            owner = _OWNER.match(folder.name)
+            if owner is not None and not Path(f"/proc/{owner.group(1)}").exists():
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
 def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
     """The cgroups bounding the processes (``pids.max``) and the memory (``memory.max``,
     swap included where the kernel accounts it) of commands under ``limits``: made once per
-    process and pair of values, shared by its commands (removed at exit when empty);
+    process and pair of values, shared by its commands (removed at exit when empty, or by
+    the next process making its own when this one ended without its exit handlers);
     ``None`` where none can be made (no such hierarchy, or no right to write it: a user
     that is not root, usually)."""
     key = (os.getpid(), limits.processes, limits.memory_mb)
@@ -384,6 +416,7 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
         for mount, controllers in _cgroup_mounts():
             if controllers <= bound:
                 continue
+            _remove_orphans(mount)
             made = _make(mount / f"agentfsm-{key[0]}-{key[1]}-{key[2]}", controllers, limits)
             if made is not None:
                 files.append(made[0])

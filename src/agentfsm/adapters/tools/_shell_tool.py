@@ -132,19 +132,23 @@ class ShellTool:
             code, output = await run_command(
                 line, self.root, timeout=limit, max_output=30_000, sandbox=sandbox
             )
-        except OSError as error:  # the sandbox's limits, set before the line, made it too long
-            if error.errno != errno.E2BIG:
+        except OSError as error:
+            if error.errno == errno.E2BIG:  # the sandbox's limits, set before the line
+                return _too_long(size)
+            if error.errno != errno.EAGAIN:
                 raise
-            return _too_long(size)
-        if code == 0:
-            return ToolResult(True, output or "(no output)")
-        if code is None:
-            reason = f"timed out after {limit:g} s; the command and its children were killed"
+            code, output = None, ""  # no process left to start it: the full pids cgroup
+            reason = error.strerror or "the command did not run"
         else:
-            reason = f"exit code {code}"
+            if code == 0:
+                return ToolResult(True, output or "(no output)")
+            if code is None:
+                reason = f"timed out after {limit:g} s; the command and its children were killed"
+            else:
+                reason = f"exit code {code}"
         limits = getattr(sandbox, "limits", None)
         if isinstance(limits, ResourceLimits):
-            hit = explain_limit(code, output, limits)
+            hit = explain_limit(code, output or reason, limits)
             if hit is not None:
                 reason = f"{reason}: {hit}"
         if code == 127 and isinstance(sandbox, BubblewrapSandbox):
