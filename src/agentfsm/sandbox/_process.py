@@ -317,13 +317,6 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
     """
     if process.returncode is not None:  # reaped: its pid may be another process's by now
         return process.returncode
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # waited for in a thread that does not reap it: a
-        # cancelled wait goes on in its thread, and must not take the status from the next
-        with contextlib.suppress(ChildProcessError):  # reaped elsewhere: _reap says so
-            await asyncio.to_thread(os.waitid, os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
-        return _reap(process)
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
 
@@ -331,11 +324,20 @@ async def _exit_code(process: subprocess.Popen[bytes]) -> int:
         if not exited.done():
             exited.set_result(None)
 
-    try:
-        loop.add_reader(pidfd, readable)
-    except NotImplementedError:  # an event loop that watches no descriptor
-        os.close(pidfd)
-        return await asyncio.to_thread(process.wait)
+    pidfd = None
+    with contextlib.suppress(AttributeError, OSError):  # no pidfds in this kernel
+        pidfd = os.pidfd_open(process.pid)
+    if pidfd is not None:
+        try:
+            loop.add_reader(pidfd, readable)
+        except NotImplementedError:  # an event loop that watches no descriptor
+            os.close(pidfd)
+            pidfd = None
+    if pidfd is None:  # waited for in a thread that does not reap it: a cancelled wait
+        # goes on in its thread, and must not take the status from the next one
+        with contextlib.suppress(ChildProcessError):  # reaped elsewhere: _reap says so
+            await asyncio.to_thread(os.waitid, os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        return _reap(process)
     try:
         await exited
     finally:

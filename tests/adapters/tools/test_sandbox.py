@@ -581,16 +581,23 @@ def test_commands_at_once_from_several_threads_each_get_their_own_start(tmp_path
     assert wrong == []
 
 
+@pytest.mark.parametrize("missing", ["pidfd", "reader"])
 async def test_without_pidfds_commands_are_waited_for_in_threads(
-    sandbox: CommandSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sandbox: CommandSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
 ) -> None:
-    """Where ``pidfd_open`` fails (a kernel before 5.3, a container's seccomp profile): exit
-    codes, timeouts and cancels work as with them, and every command is reaped."""
+    """Where ``pidfd_open`` fails (a kernel before 5.3, a container's seccomp profile), or
+    the event loop watches no descriptor: exit codes, timeouts and cancels work as with
+    them, and every command is reaped."""
 
-    def refused(pid: int, flags: int = 0) -> int:
-        raise OSError(errno.ENOSYS, "pidfd_open refused")
+    def refused(*args: object) -> int:
+        if missing == "pidfd":
+            raise OSError(errno.ENOSYS, "pidfd_open refused")
+        raise NotImplementedError
 
-    monkeypatch.setattr(os, "pidfd_open", refused)
+    if missing == "pidfd":
+        monkeypatch.setattr(os, "pidfd_open", refused)
+    else:
+        monkeypatch.setattr(asyncio.get_running_loop(), "add_reader", refused)
     before = _children_of_this_process()
     # Before: the wait cancelled by the timeout went on in its thread and reaped the command,
     # and the next wait failed with ChildProcessError.
