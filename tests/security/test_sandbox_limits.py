@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -642,6 +643,42 @@ print(asyncio.run(run_command(bomb, sys.argv[1], timeout=20, max_output=1000, sa
 """
 
 
+def _as_nobody(
+    argv: list[str], env_extra: dict[str, str] | None = None, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": "/nonexistent"}
+    env.update(env_extra or {})
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        env=env,
+        **kwargs,
+    )
+
+
+def _python_for_nobody() -> str:
+    """This Python, or the system's of the same version, whichever ``nobody`` can run with
+    agentfsm importable (a pyenv or a venv under ``/root`` is root's alone)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in dict.fromkeys(
+        (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}")
+    ):
+        try:
+            done = _as_nobody([python, "-c", "import agentfsm.sandbox"], timeout=60, cwd="/")
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return python
+    pytest.skip(
+        f"no Python {sys.version_info.major}.{sys.version_info.minor} that nobody may run "
+        f"imports agentfsm here ({sys.executable} lies in a folder only root may enter)"
+    )
+
+
 def test_a_fork_bomb_of_a_user_that_is_not_root_stops_at_the_process_limit(
     tmp_path: Path, attacks: AttackTally
 ) -> None:
@@ -653,19 +690,10 @@ def test_a_fork_bomb_of_a_user_that_is_not_root_stops_at_the_process_limit(
             "runs the agent as nobody, which only root can do (as another user, the "
             "other tests take this path)"
         )
+    python = _python_for_nobody()
     with tempfile.TemporaryDirectory(prefix="agentfsm-nobody-") as folder:
         Path(folder).chmod(0o777)  # pytest's own folders are root's alone
-        done = subprocess.run(
-            [sys.executable, "-c", _BOMB_AS_A_USER, folder],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            user=65534,
-            group=65534,
-            extra_groups=[],
-            cwd=folder,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": "/nonexistent"},
-        )
+        done = _as_nobody([python, "-c", _BOMB_AS_A_USER, folder], timeout=120, cwd=folder)
     assert done.returncode == 0, done.stderr
     bound, result = done.stdout.splitlines()
     assert bound == "at most 64 (RLIMIT_NPROC)"
@@ -673,3 +701,39 @@ def test_a_fork_bomb_of_a_user_that_is_not_root_stops_at_the_process_limit(
     attacks.record("sandbox limits: fork bomb of a user", counted[-1:] > [64], result)
     assert counted[-1] > 32, result  # the bomb did run
     machine_is_fine()
+
+
+_SANDBOX_AS_A_USER = """
+import asyncio, sys
+from agentfsm.sandbox import BubblewrapSandbox, run_command
+sandbox = BubblewrapSandbox(sys.argv[1])
+print(asyncio.run(run_command("echo ran", sys.argv[1], timeout=20, max_output=100, sandbox=sandbox)))
+print(sandbox.describe()["toolchains"])
+"""
+
+
+def test_a_path_folder_the_user_may_not_enter_is_not_shown_and_breaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """A ``PATH`` entry beneath a folder this user may not enter (root's ``~/.cargo/bin``
+    kept by ``sudo -E``): the sandbox shows nothing of it and its commands run; it used to
+    fail every command with a ``PermissionError`` while working out the toolchains."""
+    if os.geteuid() != 0:
+        pytest.skip("makes a folder nobody may enter and runs the agent as nobody: root only")
+    python = _python_for_nobody()
+    closed = tmp_path / "closed"
+    (closed / "bin").mkdir(parents=True)
+    closed.chmod(0o700)
+    with tempfile.TemporaryDirectory(prefix="agentfsm-nobody-") as folder:
+        Path(folder).chmod(0o777)
+        path = f"{closed / 'bin'}:/usr/bin:/bin"
+        done = _as_nobody(
+            [python, "-c", _SANDBOX_AS_A_USER, folder],
+            timeout=120,
+            cwd=folder,
+            env_extra={"PATH": path},
+        )
+    assert done.returncode == 0, done.stderr
+    ran, shown = done.stdout.splitlines()
+    assert ran == "(0, 'ran\\n')"
+    assert str(closed) not in shown

@@ -125,7 +125,8 @@ class _Finder:
 
     def resolve(self, path: str | Path) -> Path | None:
         """``path`` (absolute) with every symlink resolved; ``None`` when a symlink on the
-        way lies in a writable folder, loops or cannot be read."""
+        way lies in a writable folder, loops or cannot be read, or a folder on the way is
+        one this user may not enter."""
         pending = list(Path(os.path.normpath(path)).parts[1:])
         current, hops = Path("/"), 0
         while pending:
@@ -134,7 +135,11 @@ class _Finder:
                 current = current.parent
                 continue
             step = current / part
-            if not step.is_symlink():
+            try:
+                link = step.is_symlink()
+            except OSError:  # a folder on the way this user may not enter
+                return None
+            if not link:
                 current = step
                 continue
             hops += 1
