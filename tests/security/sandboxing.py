@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentfsm.sandbox import BubblewrapSandbox, SandboxUnavailable, detect_sandbox
 
-__all__ = ["alive", "kill_all", "require_bubblewrap"]
+__all__ = ["alive", "kill_all", "require_bubblewrap", "run_python"]
 
 
 def require_bubblewrap(root: Path) -> BubblewrapSandbox:
@@ -56,3 +59,24 @@ def kill_all(marker: str) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def run_python(
+    script: str,
+    *args: str,
+    timeout: float = 120,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a Python of its own (its own signal dispositions, forks and exit
+    handlers) with this process's ``sys.path`` and ``env`` over its environment; the
+    output as text."""
+    return subprocess.run(
+        [python, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
+        **options,
+    )

@@ -6,24 +6,13 @@ the test runner."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .sandboxing import run_python
+
 pytestmark = pytest.mark.usefixtures("bubblewrap")
-
-
-def script(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
 
 
 # A thread of the parent is inside each of the sandbox's locked sections (working out the
@@ -82,7 +71,7 @@ def test_a_child_forked_while_a_thread_holds_a_sandbox_lock_runs_its_commands(
     tmp_path: Path, held: str
 ) -> None:
     # Before: the child waited forever on the lock (killed by its alarm: -14).
-    done = script(_FORKS_WHILE_A_THREAD_HOLDS, str(tmp_path), held)
+    done = run_python(_FORKS_WHILE_A_THREAD_HOLDS, str(tmp_path), held, timeout=180)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0", done.stdout + done.stderr
 
@@ -124,13 +113,13 @@ def test_the_cgroups_of_forked_children_that_ended_are_removed(tmp_path: Path) -
     """A child that ended without its atexit handlers (``os._exit``, a kill) cannot remove
     its cgroups: the next process that makes its own (the next child, the next agent)
     removes those of processes that are gone."""
-    done = script(_CHILDREN_RUN_COMMANDS, str(tmp_path))
+    done = run_python(_CHILDREN_RUN_COMMANDS, str(tmp_path), timeout=180)
     assert done.returncode == 0, done.stderr
     made, left = [*done.stdout.splitlines(), ""][:2]
     if made != "True":
         pytest.skip("no cgroup can be made here (not root, or no pids/memory hierarchy)")
     # Before: every child's pids and memory cgroups were left under /sys/fs/cgroup.
-    again = script(_CHILDREN_RUN_COMMANDS, str(tmp_path))
+    again = run_python(_CHILDREN_RUN_COMMANDS, str(tmp_path), timeout=180)
     assert again.returncode == 0, again.stderr
     still = [f for f in left.split() if Path(f).exists()]
     assert still == []

@@ -28,7 +28,7 @@ from agentfsm.sandbox import _limits as limits_module
 from agentfsm.sandbox._limits import Cgroups, command_cgroups, explain_limit
 from agentfsm.testing import ScriptedChat, tool_reply
 
-from .sandboxing import alive, kill_all
+from .sandboxing import alive, kill_all, run_python
 from .tally import AttackTally
 
 pytestmark = pytest.mark.usefixtures("bubblewrap")
@@ -286,13 +286,7 @@ print(asyncio.run(run_command("echo ran", root, timeout=60, max_output=1000, san
 def test_a_forked_child_that_ends_leaves_the_cgroups_of_its_parent(tmp_path: Path) -> None:
     # Before: the child's exit removed the parent's cgroups (empty until its first command),
     # and every command of the parent failed with "cannot join the cgroup".
-    done = subprocess.run(
-        [sys.executable, "-c", _FORKS_THEN_RUNS, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_FORKS_THEN_RUNS, str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stderr
     made, result = done.stdout.splitlines()
     if made != "True":
@@ -321,13 +315,7 @@ def test_the_cgroups_are_gone_once_the_agent_has_exited(tmp_path: Path) -> None:
     """The thread that started the commands in the cgroups ends at exit before they are
     removed: none is left under ``/sys/fs/cgroup`` (one agent in five left some)."""
     for _ in range(3):
-        done = subprocess.run(
-            [sys.executable, "-c", _RUNS_FROM_THREADS, str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
+        done = run_python(_RUNS_FROM_THREADS, str(tmp_path), timeout=120)
         assert done.returncode == 0, done.stderr
         folders = [Path(f) for f in done.stdout.split()]
         if not folders:
@@ -614,13 +602,7 @@ def test_the_memory_cgroup_kills_a_command_never_the_agent(
     memory and start many processes under ``memory_mb=128``: the kernel kills processes of
     the commands, never the agent (the thread of the agent that starts the commands is in
     their cgroups, the agent's memory is not)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _BIG_AGENT, str(tmp_path), *FILL_TOGETHER],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_BIG_AGENT, str(tmp_path), *FILL_TOGETHER, timeout=300)
     lines = done.stdout.splitlines()
     if lines[:1] != ["True"]:
         pytest.skip("no memory cgroup can be made here (not root, or no memory hierarchy)")
@@ -644,19 +626,17 @@ print(asyncio.run(run_command(bomb, sys.argv[1], timeout=20, max_output=1000, sa
 
 
 def _as_nobody(
-    argv: list[str], env_extra: dict[str, str] | None = None, **kwargs: Any
+    script: str, *args: str, python: str, env: dict[str, str] | None = None, **options: Any
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": "/nonexistent"}
-    env.update(env_extra or {})
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
+    return run_python(
+        script,
+        *args,
+        python=python,
+        env={"HOME": "/nonexistent", **(env or {})},
         user=65534,
         group=65534,
         extra_groups=[],
-        env=env,
-        **kwargs,
+        **options,
     )
 
 
@@ -668,7 +648,7 @@ def _python_for_nobody() -> str:
         (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}")
     ):
         try:
-            done = _as_nobody([python, "-c", "import agentfsm.sandbox"], timeout=60, cwd="/")
+            done = _as_nobody("import agentfsm.sandbox", python=python, timeout=60, cwd="/")
         except OSError:
             continue
         if done.returncode == 0:
@@ -693,7 +673,7 @@ def test_a_fork_bomb_of_a_user_that_is_not_root_stops_at_the_process_limit(
     python = _python_for_nobody()
     with tempfile.TemporaryDirectory(prefix="agentfsm-nobody-") as folder:
         Path(folder).chmod(0o777)  # pytest's own folders are root's alone
-        done = _as_nobody([python, "-c", _BOMB_AS_A_USER, folder], timeout=120, cwd=folder)
+        done = _as_nobody(_BOMB_AS_A_USER, folder, python=python, cwd=folder)
     assert done.returncode == 0, done.stderr
     bound, result = done.stdout.splitlines()
     assert bound == "at most 64 (RLIMIT_NPROC)"
@@ -727,12 +707,7 @@ def test_a_path_folder_the_user_may_not_enter_is_not_shown_and_breaks_nothing(
     with tempfile.TemporaryDirectory(prefix="agentfsm-nobody-") as folder:
         Path(folder).chmod(0o777)
         path = f"{closed / 'bin'}:/usr/bin:/bin"
-        done = _as_nobody(
-            [python, "-c", _SANDBOX_AS_A_USER, folder],
-            timeout=120,
-            cwd=folder,
-            env_extra={"PATH": path},
-        )
+        done = _as_nobody(_SANDBOX_AS_A_USER, folder, python=python, cwd=folder, env={"PATH": path})
     assert done.returncode == 0, done.stderr
     ran, shown = done.stdout.splitlines()
     assert ran == "(0, 'ran\\n')"

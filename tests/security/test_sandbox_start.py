@@ -22,6 +22,7 @@ from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, Unsandboxed, run
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
 from agentfsm.sandbox._limits import Cgroups, processes_option
 
+from .sandboxing import run_python
 from .tally import AttackTally
 
 pytestmark = pytest.mark.usefixtures("bubblewrap")
@@ -300,13 +301,7 @@ def test_the_probe_of_bwrap_works_while_the_commands_hold_every_process(tmp_path
     """``detect_sandbox`` probes bwrap outside the commands' cgroups: a full ``pids`` cgroup
     does not make it say that bubblewrap does not work here (with the hint to enable user
     namespaces), a verdict that would stay for the rest of the process."""
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_PROBES_WHILE_THE_COMMANDS_HOLD_EVERY_PROCESS, str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stderr
     if done.stdout.strip() == "no pids cgroup":
         pytest.skip("no pids cgroup can be made here (not root, or no pids hierarchy)")

@@ -409,21 +409,22 @@ class BubblewrapSandbox:
 
     # -- the command line
 
+    def _pids_bound(self) -> bool:
+        """Whether a ``pids`` cgroup bounds the commands' processes (then no
+        ``RLIMIT_NPROC`` is set)."""
+        cgroups = self.cgroups
+        return cgroups is not None and "pids" in cgroups.controllers
+
     def _processes_by_prlimit(self) -> bool:
         """Whether ``prlimit`` sets ``RLIMIT_NPROC`` before ``sh``: where no ``pids`` cgroup
         bounds the processes and the shell's ``ulimit`` has no option for it."""
-        cgroups = self.cgroups
-        if cgroups is not None and "pids" in cgroups.controllers:
-            return False
-        return processes_option() is None
+        return not self._pids_bound() and processes_option() is None
 
     def _shell(self, command: str) -> list[str]:
         """``sh -c command`` setting the limits first, with its own ``ulimit`` (the process
         count too, where no ``pids`` cgroup bounds it and the shell can), on the command's
         first line: the command's own line numbers stay."""
-        cgroups = self.cgroups
-        counted = cgroups is not None and "pids" in cgroups.controllers
-        limits = self.limits.ulimit_script(None if counted else processes_option())
+        limits = self.limits.ulimit_script(None if self._pids_bound() else processes_option())
         refuse = "{ echo 'agentfsm: cannot set the limits' >&2; exit 126; }"
         return ["/bin/sh", "-c", f"{limits} || {refuse}; {command}"]
 
@@ -469,10 +470,9 @@ class BubblewrapSandbox:
             "(Landlock ABI 6, Linux 6.12, is missing)"
         )
 
-    def _launcher(self) -> list[str]:
-        """The ``sh`` that starts bwrap for :meth:`command`: it joins the cgroups (when
+    def _launcher(self, cgroups: Cgroups | None) -> list[str]:
+        """The ``sh`` that starts bwrap for :meth:`command`: it joins ``cgroups`` (when
         there are some) and opens the setuid filter on descriptor 3."""
-        cgroups = self.cgroups
         files = [str(p) for p in cgroups.files] if cgroups is not None else []
         return ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), *files, "--"]
 
@@ -492,7 +492,7 @@ class BubblewrapSandbox:
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
         """A command line that needs nothing else: a launcher ``sh`` starts bwrap (see
         :meth:`launch` for the one :func:`~agentfsm.sandbox.run_command` uses)."""
-        return [*self._launcher(), *self.argv(command, cwd)], self.environment()
+        return [*self._launcher(self.cgroups), *self.argv(command, cwd)], self.environment()
 
     @contextlib.contextmanager
     def launch(self, command: str, cwd: Path) -> Iterator[Launch]:
@@ -516,8 +516,7 @@ class BubblewrapSandbox:
             os.close(fd)
 
     def _process_bound(self) -> str:
-        cgroups = self.cgroups
-        if cgroups is not None and "pids" in cgroups.controllers:
+        if self._pids_bound():
             return (
                 f"at most {self.limits.processes} (a pids cgroup shared by this process's commands)"
             )
@@ -614,8 +613,7 @@ def _probe(bwrap: str, allow_network: bool) -> str | None:
                 sandbox = BubblewrapSandbox(
                     folder, allow_network=allow_network, bwrap=bwrap, toolchains=False
                 )
-                launcher = ["/bin/sh", "-c", _LAUNCH, setuid_filter_path(), "--"]
-                argv = [*launcher, *sandbox.argv("true", sandbox.root)]
+                argv = [*sandbox._launcher(None), *sandbox.argv("true", sandbox.root)]
                 env = sandbox.environment()
                 try:
                     done = subprocess.run(

@@ -8,7 +8,6 @@ import contextlib
 import errno
 import os
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from agentfsm.sandbox._limits import processes_option
 from agentfsm.sandbox._process import run_command, sandbox_environ, scrubbed_environ
 from agentfsm.sandbox._seccomp import setuid_filter
 
-from ...security.sandboxing import alive, kill_all, require_bubblewrap
+from ...security.sandboxing import alive, kill_all, require_bubblewrap, run_python
 
 
 @pytest.fixture
@@ -457,13 +456,7 @@ def test_a_process_that_ignores_sigchld_is_told_instead_of_given_a_false_exit_co
 ) -> None:
     # Before: the kernel reaped each command itself, so an unsandboxed "exit 3" came back as
     # exit code 0 (a failed check passed), and bwrap never saw its command end (timed out).
-    done = subprocess.run(
-        [sys.executable, "-c", _IGNORING_SIGCHLD, str(tmp_path), sandbox.name],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_IGNORING_SIGCHLD, str(tmp_path), sandbox.name, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Commands cannot run: this process ignores SIGCHLD"), done.stdout
     assert "signal.SIG_DFL" in done.stdout
@@ -491,13 +484,7 @@ def test_commands_run_on_after_the_main_thread_ended(
     # Before: the thread that starts the commands in the cgroups ended with the main thread,
     # killing the running command (bwrap dies with the thread that started it), and the wait
     # for it went through an executor that takes no work once the main thread has ended.
-    done = subprocess.run(
-        [sys.executable, "-c", _MAIN_THREAD_ENDS, str(tmp_path), sandbox.name],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_MAIN_THREAD_ENDS, str(tmp_path), sandbox.name, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "(0, 'first\\n')\n(0, 'second\\n')\n", done.stdout + done.stderr
 
@@ -530,13 +517,7 @@ def test_an_exit_status_taken_by_a_sigchld_handler_is_never_a_success(
 ) -> None:
     # Before: a host program's SIGCHLD handler that waits for any child took the status
     # first, and the failed command came back as exit code 0.
-    done = subprocess.run(
-        [sys.executable, "-c", _REAPS_ANY_CHILD, str(tmp_path), sandbox.name],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_REAPS_ANY_CHILD, str(tmp_path), sandbox.name, timeout=120)
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         assert line == "3" or "is unknown: something else in this process reaped it" in line
@@ -653,13 +634,7 @@ def test_a_command_run_at_exit_runs_or_fails_but_never_hangs(
 ) -> None:
     # Before: the thread that starts the commands in the cgroups had ended at exit, and an
     # atexit handler's command waited for it forever.
-    done = subprocess.run(
-        [sys.executable, "-c", _RUNS_AT_EXIT, str(tmp_path), sandbox.name],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    done = run_python(_RUNS_AT_EXIT, str(tmp_path), sandbox.name, timeout=60)
     assert done.returncode == 0, done.stderr
     first, at_exit = done.stdout.splitlines()
     assert first == "(0, 'first\\n')"
