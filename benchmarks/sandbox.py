@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
 import shutil
@@ -51,6 +52,8 @@ GOAL = 1.5
 """The sandbox's median call at most this many times bare ``bwrap``'s."""
 DRAWS = 2000
 """Resamples behind :func:`ratio_interval`."""
+MIN_ROUNDS = 10
+"""Fewer rounds than this give no verdict."""
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 MOUNT_OPERATIONS = {
     *("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--tmpfs"),
@@ -90,21 +93,27 @@ class BareBwrap:
 def ratio_interval(sandboxed: list[float], bare: list[float]) -> tuple[float, float]:
     """The 5th and 95th percentiles of the ratio of the medians over the rounds drawn again
     with replacement (a bootstrap: each round keeps its two interleaved calls together), so
-    that one run's verdict says how much of it is noise (seeded: the same samples give the
-    same interval)."""
+    that one run's verdict says how much of it is noise; rounded outward to three decimals,
+    as reported. Seeded: the same samples give the same interval (another seed moves its
+    last digit or two)."""
     draw = random.Random(0).choices
     rounds = list(zip(sandboxed, bare, strict=True))
     ratios = sorted(
         statistics.median(s for s, _ in drawn) / statistics.median(b for _, b in drawn)
         for drawn in (draw(rounds, k=len(rounds)) for _ in range(DRAWS))
     )
-    return ratios[DRAWS // 20], ratios[DRAWS - DRAWS // 20 - 1]
+    low, high = ratios[DRAWS // 20], ratios[DRAWS - DRAWS // 20 - 1]
+    # round(.., 6) first: a ratio of exactly 1.5 computed as 1.5000000000000002 stays 1.5
+    return math.floor(round(low * 1000, 6)) / 1000, math.ceil(round(high * 1000, 6)) / 1000
 
 
-def verdict(interval: tuple[float, float]) -> bool | None:
+def verdict(interval: tuple[float, float], rounds: int) -> bool | None:
     """Whether the goal was held: ``True`` where the whole interval is within it, ``False``
-    where it is all beyond, ``None`` where the run cannot tell."""
+    where it is all beyond, ``None`` where the run cannot tell (the interval spans the goal,
+    or fewer than :data:`MIN_ROUNDS` rounds, whose interval says little)."""
     low, high = interval
+    if rounds < MIN_ROUNDS:
+        return None
     return True if high <= GOAL else False if low > GOAL else None
 
 
@@ -157,7 +166,7 @@ async def measure(samples: int) -> dict[str, Any]:
             "ratio_to_bare_bwrap": round(ratio, 2),
             "ratio_to_bare_bwrap_90_percent": [round(x, 3) for x in interval],
             "goal_ratio_to_bare_bwrap": GOAL,
-            "goal_held": verdict(interval),
+            "goal_held": verdict(interval, samples),
             "sandbox_costs_ms": round(medians["bubblewrap"] - medians["none"], 2),
             "ratio": round(medians["bubblewrap"] / medians["none"], 2),
             "samples_ms": {name: [round(ms, 2) for ms in xs] for name, xs in times.items()},
@@ -177,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ms = result["median_ms"]
     low, high = result["ratio_to_bare_bwrap_90_percent"]
-    held = {True: "held", False: "NOT held", None: "cannot tell: the interval spans it"}
+    why = (
+        f"fewer than {MIN_ROUNDS} rounds" if args.samples < MIN_ROUNDS else "the interval spans it"
+    )
+    held = {True: "held", False: "NOT held", None: f"cannot tell: {why}"}
     print(
         f"shell call of `true`, median of {args.samples} (load {result['load_average'][0]}): "
         f"bubblewrap {ms['bubblewrap']} ms, bare bwrap {ms['bare_bwrap']} ms, "
