@@ -222,6 +222,42 @@ async def test_a_command_gets_all_its_processes_beside_the_thread_that_starts_it
         assert (code == 0 and output == "all ran\n") is runs, (count, code, output)
 
 
+_COUNTS_THROUGH_THE_LAUNCHER = """
+import subprocess, sys
+from pathlib import Path
+from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits
+sandbox = BubblewrapSandbox(Path(sys.argv[1]), limits=ResourceLimits(processes=10))
+cgroups = sandbox.cgroups
+if cgroups is None or not cgroups.by_thread or "pids" not in cgroups.controllers:
+    print("no pids cgroup")
+    sys.exit()
+for count in (8, 9):  # nothing in this process started a command through run_command
+    argv, env = sandbox.command(
+        f"for i in $(seq {count}); do sleep 1 & done; wait; echo all ran", Path(sys.argv[1])
+    )
+    done = subprocess.run(argv, env=env, cwd=sys.argv[1], capture_output=True, text=True)
+    print(count, done.returncode, done.stdout.strip() == "all ran")
+"""
+
+
+def test_a_command_a_launcher_starts_gets_as_many_processes_as_run_command_s(
+    tmp_path: Path,
+) -> None:
+    """``command()`` (a launcher ``sh`` joins the cgroups, as MCP servers start) in a
+    process that ran nothing through ``run_command``: ``processes=10`` still lets bwrap,
+    ``sh`` and eight background processes run and not a ninth (before, the slot kept for
+    the thread that starts commands was free, and a ninth ran)."""
+    done = run_python(_COUNTS_THROUGH_THE_LAUNCHER, str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "no pids cgroup":
+        _cgroups(BubblewrapSandbox(tmp_path))  # fails in CI as root with cgroup v1, else skips
+        pytest.skip("no pids cgroup here")
+    lines = done.stdout.splitlines()
+    assert lines[0] == "8 0 True", done.stdout
+    count, _, all_ran = lines[1].split()
+    assert (count, all_ran) == ("9", "False"), done.stdout
+
+
 async def test_a_command_that_finds_its_pids_cgroup_full_does_not_run_and_says_why(
     tmp_path: Path,
 ) -> None:

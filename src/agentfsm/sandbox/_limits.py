@@ -366,7 +366,8 @@ def _make(
         folder.mkdir(exist_ok=True)
         by_thread = (folder / "tasks").exists()
         if "pids" in controllers:
-            # In cgroup v1 the thread that starts the commands is in it too: one more.
+            # In cgroup v1 the thread that starts the commands is in it too (from when
+            # command_cgroups makes them): one more.
             (folder / "pids.max").write_text(str(limits.processes + by_thread))
         if "memory" in controllers:
             for name, value in _MEMORY_FILES.items():
@@ -422,5 +423,12 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
                 files.append(made[0])
                 bound |= controllers
                 tcp = tcp or made[1]
-        _CGROUPS[key] = Cgroups(tuple(files), frozenset(bound), tcp) if files else None
+        cgroups = Cgroups(tuple(files), frozenset(bound), tcp) if files else None
+        if cgroups is not None and cgroups.by_thread:
+            # The thread that starts the commands takes the process pids.max keeps for it
+            # now, so that commands a launcher starts (command()) get no more than
+            # run_command's; where it cannot join, each command's start says so.
+            with contextlib.suppress(OSError):
+                cgroups.start_in(lambda: None)
+        _CGROUPS[key] = cgroups
     return _CGROUPS[key]
