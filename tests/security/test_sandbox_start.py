@@ -20,6 +20,7 @@ from agentfsm import ToolCall
 from agentfsm.adapters.tools import workspace_tools
 from agentfsm.sandbox import BubblewrapSandbox, ResourceLimits, Unsandboxed, run_command
 from agentfsm.sandbox import _bubblewrap as bubblewrap_module
+from agentfsm.sandbox import _limits as limits_module
 from agentfsm.sandbox._limits import Cgroups, processes_option
 
 from .sandboxing import run_python
@@ -256,6 +257,52 @@ def test_a_command_a_launcher_starts_gets_as_many_processes_as_run_command_s(
     assert lines[0] == "8 0 True", done.stdout
     count, _, all_ran = lines[1].split()
     assert (count, all_ran) == ("9", "False"), done.stdout
+
+
+def test_no_thread_to_be_had_fails_run_command_s_start_as_an_os_error_and_not_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where this process can start no thread (a limit on its threads, no memory), the
+    start through the cgroups fails with the documented ``OSError`` saying the command did
+    not run, and ``command()`` (whose launcher joins the cgroups itself) still works (it
+    raised ``RuntimeError`` before)."""
+    sandbox = BubblewrapSandbox(tmp_path, limits=ResourceLimits(processes=93, memory_mb=337))
+    cgroups = _cgroups(sandbox)
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(OSError, match=r"^\[Errno 11\] the command did not run: cannot start a"):
+        cgroups.start_in(lambda: None)
+    argv, env = sandbox.command("echo ran", tmp_path)
+    monkeypatch.undo()
+    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr
+
+
+def test_the_place_kept_for_the_starting_thread_is_kept_only_where_a_thread_joins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``pids`` cgroup v1 beside a memory cgroup v2 (a hybrid machine) is joined by a
+    launcher ``sh``, never by the thread: its ``pids.max`` is ``processes``, not one more
+    (one process more ran there before)."""
+    _cgroups(BubblewrapSandbox(tmp_path))  # cgroup v1 here, or skipped
+    pids = next((m for m, c in limits_module._cgroup_mounts() if "pids" in c), None)
+    if pids is None:
+        pytest.skip("no pids hierarchy here")
+    unified = tmp_path / "unified"  # stands for a cgroup v2 hierarchy: no tasks file
+    child = unified / f"agentfsm-{os.getpid()}-11-339"  # the cgroup the kernel would make
+    child.mkdir(parents=True)
+    for name in ("memory.max", "memory.swap.max", "cgroup.procs"):
+        (child / name).touch()
+    mounts = [(pids, frozenset({"pids"})), (unified, frozenset({"memory"}))]
+    monkeypatch.setattr(limits_module, "_cgroup_mounts", lambda: mounts)
+    cgroups = limits_module.command_cgroups(ResourceLimits(processes=11, memory_mb=339))
+    assert cgroups is not None
+    assert not cgroups.by_thread
+    folder = next(f.parent for f in cgroups.files if f.parent.parent == pids)
+    assert (folder / "pids.max").read_text().strip() == "11"
 
 
 async def test_a_command_that_finds_its_pids_cgroup_full_does_not_run_and_says_why(

@@ -247,7 +247,8 @@ class Cgroups:
         returns.
 
         Raises:
-            OSError: a cgroup cannot be joined (``start`` is not called).
+            OSError: a cgroup cannot be joined, or the thread cannot be started (``start``
+                is not called).
         """
         with _STARTERS_LOCK:
             jobs, thread = _STARTERS.get(self, (queue.SimpleQueue(), None))
@@ -255,7 +256,12 @@ class Cgroups:
                 thread = threading.Thread(
                     target=_starter, args=(self.files, jobs), name="agentfsm-cgroups", daemon=True
                 )
-                thread.start()
+                try:
+                    thread.start()
+                except RuntimeError as error:  # no thread to be had (a limit, no memory)
+                    raise OSError(
+                        errno.EAGAIN, f"the command did not run: cannot start a thread: {error}"
+                    ) from None
                 _STARTERS[self] = jobs, thread
                 # Runs before the cgroups are removed at exit (made before, so removed after).
                 atexit.register(_stop, jobs, thread, os.getpid())
@@ -366,9 +372,7 @@ def _make(
         folder.mkdir(exist_ok=True)
         by_thread = (folder / "tasks").exists()
         if "pids" in controllers:
-            # In cgroup v1 the thread that starts the commands is in it too (from when
-            # command_cgroups makes them): one more.
-            (folder / "pids.max").write_text(str(limits.processes + by_thread))
+            (folder / "pids.max").write_text(str(limits.processes))
         if "memory" in controllers:
             for name, value in _MEMORY_FILES.items():
                 if (folder / name).exists():
@@ -424,11 +428,12 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
                 bound |= controllers
                 tcp = tcp or made[1]
         cgroups = Cgroups(tuple(files), frozenset(bound), tcp) if files else None
-        if cgroups is not None and cgroups.by_thread:
-            # The thread that starts the commands takes the process pids.max keeps for it
-            # now, so that commands a launcher starts (command()) get no more than
-            # run_command's; where it cannot join, each command's start says so.
-            with contextlib.suppress(OSError):
-                cgroups.start_in(lambda: None)
+        if cgroups is not None and cgroups.by_thread and "pids" in cgroups.controllers:
+            # The thread that starts the commands (start_in) is in it too: one more. Not
+            # where one hierarchy is cgroup v2: a launcher sh joins them, and no thread.
+            for file in cgroups.files:
+                if (file.parent / "pids.max").exists():
+                    with contextlib.suppress(OSError):  # then one fewer, never more
+                        (file.parent / "pids.max").write_text(str(limits.processes + 1))
         _CGROUPS[key] = cgroups
     return _CGROUPS[key]
