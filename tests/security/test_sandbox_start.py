@@ -259,6 +259,44 @@ def test_a_command_a_launcher_starts_gets_as_many_processes_as_run_command_s(
     assert (count, all_ran) == ("9", "False"), done.stdout
 
 
+_THREADS_AND_PLACES = """
+import asyncio, sys, threading
+from pathlib import Path
+from agentfsm.sandbox import ResourceLimits, detect_sandbox, run_command
+from agentfsm.sandbox._bubblewrap import BubblewrapSandbox
+root = Path(sys.argv[1])
+detect_sandbox(root)
+print(sorted(t.name for t in threading.enumerate()))
+sandbox = BubblewrapSandbox(root, limits=ResourceLimits(processes=12))
+cgroups = sandbox.cgroups
+if cgroups is None or not cgroups.by_thread or "pids" not in cgroups.controllers:
+    print("no pids cgroup")
+    sys.exit()
+pids = next(f.parent / "pids.max" for f in cgroups.files if (f.parent / "pids.max").exists())
+print(pids.read_text().strip())
+sandbox.command("true", root)
+print(pids.read_text().strip())
+asyncio.run(run_command("true", root, timeout=30, max_output=100, sandbox=sandbox))
+print(pids.read_text().strip(), sorted(t.name for t in threading.enumerate()))
+"""
+
+
+def test_the_thread_that_starts_commands_is_made_by_the_first_command_and_makes_room_for_itself(
+    tmp_path: Path,
+) -> None:
+    """``detect_sandbox`` (its probe) leaves no thread behind; the cgroups' ``pids.max`` is
+    ``processes`` until the thread that starts ``run_command``'s commands joins, then one
+    more for it; ``command()`` (a launcher joins) starts no thread."""
+    done = run_python(_THREADS_AND_PLACES, str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['MainThread']", done.stdout
+    if lines[1] == "no pids cgroup":
+        _cgroups(BubblewrapSandbox(tmp_path))  # fails in CI as root with cgroup v1, else skips
+        pytest.skip("no pids cgroup here")
+    assert lines[1:] == ["12", "12", "13 ['MainThread', 'agentfsm-cgroups']"], done.stdout
+
+
 def test_no_thread_to_be_had_fails_run_command_s_start_as_an_os_error_and_not_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

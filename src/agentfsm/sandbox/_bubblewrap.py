@@ -492,14 +492,7 @@ class BubblewrapSandbox:
     def command(self, command: str, cwd: Path) -> tuple[list[str], Mapping[str, str]]:
         """A command line that needs nothing else: a launcher ``sh`` starts bwrap (see
         :meth:`launch` for the one :func:`~agentfsm.sandbox.run_command` uses)."""
-        cgroups = self.cgroups
-        if cgroups is not None and cgroups.by_thread:
-            # The thread that starts run_command's commands takes the process pids.max
-            # keeps for it now, so that this one gets no more; where it cannot, the
-            # launcher still joins (or says it cannot).
-            with contextlib.suppress(OSError):
-                cgroups.start_in(lambda: None)
-        return [*self._launcher(cgroups), *self.argv(command, cwd)], self.environment()
+        return [*self._launcher(self.cgroups), *self.argv(command, cwd)], self.environment()
 
     @contextlib.contextmanager
     def launch(self, command: str, cwd: Path) -> Iterator[Launch]:

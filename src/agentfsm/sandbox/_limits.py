@@ -230,6 +230,10 @@ class Cgroups:
     """Whether the memory cgroup bounds socket buffers (TCP, UDP) too: always in cgroup v2;
     in v1 only by a limit of their own (``memory.kmem.tcp.limit_in_bytes``, as large
     again, which counts UDP's too)."""
+    processes: int = 0
+    """The processes the commands may have at once (``pids.max``; 0: no ``pids`` cgroup).
+    The thread of :meth:`start_in` raises it by one for itself once it has joined, so the
+    commands keep all of them however they were started."""
 
     @property
     def by_thread(self) -> bool:
@@ -254,7 +258,7 @@ class Cgroups:
             jobs, thread = _STARTERS.get(self, (queue.SimpleQueue(), None))
             if thread is None or not thread.is_alive():  # first start, or one after exit
                 thread = threading.Thread(
-                    target=_starter, args=(self.files, jobs), name="agentfsm-cgroups", daemon=True
+                    target=_starter, args=(self, jobs), name="agentfsm-cgroups", daemon=True
                 )
                 try:
                     thread.start()
@@ -286,7 +290,7 @@ def _fresh_lock() -> None:
 os.register_at_fork(after_in_child=_fresh_lock)
 
 
-def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
+def _starter(cgroups: Cgroups, jobs: _Jobs) -> None:
     """The thread of :meth:`Cgroups.start_in`: it joins the cgroups at its first start and
     stays in them until this process exits (:func:`_stop`). A daemon thread, not an
     executor's: the processes it started die with it (bwrap's ``--die-with-parent``), so it
@@ -296,7 +300,7 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
         start, started = job
         try:
             if not joined:
-                for file in files:
+                for file in cgroups.files:
                     try:
                         file.write_text("0")
                     except OSError as error:
@@ -305,6 +309,10 @@ def _starter(files: tuple[Path, ...], jobs: _Jobs) -> None:
                             f"the command did not run: cannot join the cgroup {file}: {why}"
                         ) from None
                 joined = True
+                for file in cgroups.files:  # room for this thread beside the commands
+                    if cgroups.processes and (file.parent / "pids.max").exists():
+                        with contextlib.suppress(OSError):  # else one fewer, never more
+                            (file.parent / "pids.max").write_text(str(cgroups.processes + 1))
             try:
                 process = start()
             except BlockingIOError:
@@ -427,13 +435,6 @@ def command_cgroups(limits: ResourceLimits) -> Cgroups | None:
                 files.append(made[0])
                 bound |= controllers
                 tcp = tcp or made[1]
-        cgroups = Cgroups(tuple(files), frozenset(bound), tcp) if files else None
-        if cgroups is not None and cgroups.by_thread and "pids" in cgroups.controllers:
-            # The thread that starts the commands (start_in) is in it too: one more. Not
-            # where one hierarchy is cgroup v2: a launcher sh joins them, and no thread.
-            for file in cgroups.files:
-                if (file.parent / "pids.max").exists():
-                    with contextlib.suppress(OSError):  # then one fewer, never more
-                        (file.parent / "pids.max").write_text(str(limits.processes + 1))
-        _CGROUPS[key] = cgroups
+        processes = limits.processes if "pids" in bound else 0
+        _CGROUPS[key] = Cgroups(tuple(files), frozenset(bound), tcp, processes) if files else None
     return _CGROUPS[key]
