@@ -309,10 +309,7 @@ def _starter(cgroups: Cgroups, jobs: _Jobs) -> None:
                             f"the command did not run: cannot join the cgroup {file}: {why}"
                         ) from None
                 joined = True
-                for file in cgroups.files:  # room for this thread beside the commands
-                    if cgroups.processes and (file.parent / "pids.max").exists():
-                        with contextlib.suppress(OSError):  # else one fewer, never more
-                            (file.parent / "pids.max").write_text(str(cgroups.processes + 1))
+                _make_room(cgroups)
             try:
                 process = start()
             except BlockingIOError:
@@ -324,6 +321,18 @@ def _starter(cgroups: Cgroups, jobs: _Jobs) -> None:
             started.set_result(process)
         except BaseException as error:  # handed to the caller
             started.set_exception(error)
+
+
+def _make_room(cgroups: Cgroups) -> None:
+    """Raise ``pids.max`` by one for the thread of :meth:`Cgroups.start_in` that joined, in
+    the process that made the cgroups only: a forked child's thread in its parent's takes
+    one of their places while it lives, instead of leaving them one more for good."""
+    for file in cgroups.files:
+        owner = _OWNER.match(file.parent.name)
+        made_here = owner is not None and int(owner.group(1)) == os.getpid()
+        if cgroups.processes and made_here and (file.parent / "pids.max").exists():
+            with contextlib.suppress(OSError):  # else one fewer, never more
+                (file.parent / "pids.max").write_text(str(cgroups.processes + 1))
 
 
 def _stop(jobs: _Jobs, thread: threading.Thread, owner: int) -> None:
