@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -18,10 +19,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentfsm.cli import main
+from agentfsm.cli._database_url import check_database_url
 from tests.pg_server import PostgresServer, postgres_bin
 
 from .conftest import sandbox_options
@@ -173,6 +176,39 @@ def test_forty_bad_database_urls_are_one_line_and_exit_2(tmp_path: Path, silent_
     assert slowest < 60  # the wait is 1 s; the rest is starting Python on a busy machine
     assert "secret" not in "\n".join(told)  # a password is never printed
     assert not (tmp_path / "state" / "agentfsm" / "durable.sqlite").exists()
+
+
+def test_the_sqlite_check_never_removes_a_database_another_process_is_making(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two durable commands starting at once on a new SQLite file: while one checks the
+    URL, the other's DBOS creates the database and enqueues its tasks. The check left no
+    file behind by removing the path it had opened, the other's database with it: its
+    writes then failed (``attempt to write a readonly database``) and its tasks were lost.
+    Now the check opens a database of its own and the other's stays, with its tasks."""
+    path = tmp_path / "queue.sqlite"
+    real_connect = sqlite3.connect
+
+    def connect_while_another_makes_it(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection: sqlite3.Connection = real_connect(*args, **kwargs)
+        other = real_connect(path)  # the other command's DBOS, at the same moment
+        other.execute("CREATE TABLE IF NOT EXISTS tasks (id TEXT)")
+        other.execute("INSERT INTO tasks VALUES ('one-0')")
+        other.commit()
+        other.close()
+        return connection
+
+    monkeypatch.setattr(sqlite3, "connect", connect_while_another_makes_it)
+    check_database_url(f"sqlite:///{path}")
+    monkeypatch.undo()
+    with contextlib.closing(sqlite3.connect(path)) as database:
+        assert database.execute("SELECT id FROM tasks").fetchall() == [("one-0",)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queue.sqlite"]  # nothing else left
+
+
+def test_the_sqlite_check_of_a_new_database_leaves_no_file(tmp_path: Path) -> None:
+    check_database_url(f"sqlite:///{tmp_path / 'new' / 'queue.sqlite'}")
+    assert list((tmp_path / "new").iterdir()) == []
 
 
 def test_a_good_sqlite_url_in_a_new_folder_is_accepted(tmp_path: Path) -> None:

@@ -122,18 +122,21 @@ def _check_sqlite(url: str, rest: str, create: bool) -> None:
             f"--database-url {_shown(url)}: cannot create its folder: {error.strerror or error}"
         ) from None
 
-    existed = path.exists()
+    # A database not made yet is DBOS's to create, and another process may be creating it
+    # now: the check opens one of its own beside it (and leaves no file behind), never the
+    # real path's, which it would remove under that process (what it wrote then is lost).
+    opened = path if path.exists() else path.with_name(f".{path.name}.{os.getpid()}.check")
 
     def open_it() -> None:
-        connection = sqlite3.connect(text, timeout=connect_timeout())
+        connection = sqlite3.connect(opened, timeout=connect_timeout())
         try:
             connection.execute("PRAGMA schema_version").fetchone()
             connection.execute("BEGIN IMMEDIATE")
             connection.rollback()
         finally:
             connection.close()
-            if not existed:  # the check leaves no file behind: DBOS creates it
-                path.unlink(missing_ok=True)
+            if opened != path:
+                opened.unlink(missing_ok=True)
 
     try:
         _within(connect_timeout() + 1, open_it)
