@@ -11,9 +11,12 @@ import re
 import shlex
 import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -413,3 +416,33 @@ def test_a_runs_retry_cut_off_runs_on_when_given_again(tmp_path: Path) -> None:
         "SUCCESS",
         "done solo",
     )
+
+
+class _Writes:
+    """A stderr that keeps each write apart."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_the_interrupted_notice_is_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notice that says how to finish the batch reaches stderr in one write with its
+    newline: ``print`` wrote the newline apart, and a progress line another thread wrote
+    between them ran into the command it gives (``--poll 0.1agentfsm batch: …``)."""
+    from agentfsm.cli import _queue_work
+
+    stderr = _Writes()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    view = cast(Any, SimpleNamespace(known=None))  # no counts read yet
+    client = cast(Any, None)  # the database does not answer
+    _queue_work._pending("batch", ["a"], client, view, "agentfsm batch t.jsonl", "interrupted")
+    [notice] = stderr.writes
+    assert notice.startswith("agentfsm batch: interrupted: 1 task(s) not known to have ended")
+    assert notice.endswith("; finish them with: agentfsm batch t.jsonl\n")

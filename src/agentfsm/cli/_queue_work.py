@@ -84,7 +84,7 @@ class _ProgressView:
         line = now.line()
         if line != self.last:
             self.last = line
-            print(line, file=sys.stderr, flush=True)
+            _say(line)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -127,11 +127,14 @@ def _pending(
             f"{pending} of {now.total} task(s) pending ({now.running} running, "
             f"{now.queued} queued){known}"
         )
-    print(
-        one_line(f"agentfsm {command}: {when}: {counted}; finish them with: {finish_with}", 2000),
-        file=sys.stderr,
-        flush=True,
-    )
+    _say(one_line(f"agentfsm {command}: {when}: {counted}; finish them with: {finish_with}", 2000))
+
+
+def _say(line: str) -> None:
+    """``line`` on stderr in one write: a line another thread writes at the same moment
+    comes before or after it, never into it (``print`` writes the newline apart)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _write(results_: list[TaskResult], out: str | None) -> None:
@@ -242,22 +245,20 @@ class _Notices:
             )
 
     def _print(self, text: str) -> None:
-        print(one_line(f"agentfsm {self.command}: {text}", 2000), file=sys.stderr, flush=True)
+        _say(one_line(f"agentfsm {self.command}: {text}", 2000))
 
 
 def _left_in_slot(command: str, worker: Any, taken: frozenset[str]) -> None:
     """One line naming the tasks of others this command's worker leaves in its slot."""
     if taken:
-        print(
+        _say(
             one_line(
                 f"agentfsm {command}: the {len(taken)} task(s) of other batches its worker "
                 f"was running ({_names(sorted(taken))}) stay pending under "
                 f"{worker.executor_id}: a batch waiting on them, or the next worker started "
                 "on this machine, puts them back on the queue",
                 2000,
-            ),
-            file=sys.stderr,
-            flush=True,
+            )
         )
 
 
@@ -281,14 +282,12 @@ def _finish_taken(
     if not taken:
         return None
     if not quiet:
-        print(
+        _say(
             one_line(
                 f"agentfsm {command}: its tasks have ended; finishing the {len(taken)} task(s) "
                 f"of other batches its worker took ({_names(sorted(taken))}) before it exits",
                 2000,
-            ),
-            file=sys.stderr,
-            flush=True,
+            )
         )
 
     async def until_ended() -> None:
@@ -420,7 +419,7 @@ def _report(
     failed = [r for r in reported if r.status != "SUCCESS"]
     for result in failed:
         endpoint = endpoints.get(result.id) if endpoints is not None else None
-        print(_failure_line(command, result, endpoint), file=sys.stderr)
+        _say(_failure_line(command, result, endpoint))
     if failed:
         blamed = blamed_option(failed)
         fix = (
@@ -428,10 +427,8 @@ def _report(
             if blamed is not None
             else "fix the cause (options may change)"
         )
-        print(
+        _say(
             f"agentfsm {command}: {len(failed)} of {len(reported)} task(s) failed; {fix}, "
-            f"then rerun them with: {retry_with(blamed)}",
-            file=sys.stderr,
-            flush=True,
+            f"then rerun them with: {retry_with(blamed)}"
         )
     return 1 if failed else 0
