@@ -25,6 +25,7 @@ import pytest
 
 from agentfsm.cli import main
 from agentfsm.cli._database_url import check_database_url
+from agentfsm.cli._errors import UsageError
 from tests.pg_server import PostgresServer, postgres_bin
 
 from .conftest import sandbox_options
@@ -209,6 +210,26 @@ def test_the_sqlite_check_never_removes_a_database_another_process_is_making(
 def test_the_sqlite_check_of_a_new_database_leaves_no_file(tmp_path: Path) -> None:
     check_database_url(f"sqlite:///{tmp_path / 'new' / 'queue.sqlite'}")
     assert list((tmp_path / "new").iterdir()) == []
+
+
+def test_the_sqlite_check_of_a_long_name_or_a_symlink_checks_where_dbos_will_write(
+    tmp_path: Path,
+) -> None:
+    """The check's own database has a short name of its own (a 247-character file name
+    SQLite can make is accepted), beside where a symlink points (a dangling one into a
+    missing folder is refused in one line and left as it was; into a folder, accepted)."""
+    check_database_url(f"sqlite:///{tmp_path / ('d' * 240 + '.sqlite')}")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "nowhere").symlink_to(tmp_path / "missing" / "t.sqlite")
+    with pytest.raises(
+        UsageError, match=r"^--database-url .*: cannot open the SQLite database: No such"
+    ):
+        check_database_url(f"sqlite:///{tmp_path / 'nowhere'}")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere" / "t.sqlite")
+    check_database_url(f"sqlite:///{tmp_path / 'link'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "link", "nowhere"]
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_a_good_sqlite_url_in_a_new_folder_is_accepted(tmp_path: Path) -> None:

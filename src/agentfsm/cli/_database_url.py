@@ -8,10 +8,12 @@ usage error (one line, exit code 2) instead of a traceback from DBOS or a long h
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -123,27 +125,38 @@ def _check_sqlite(url: str, rest: str, create: bool) -> None:
         ) from None
 
     # A database not made yet is DBOS's to create, and another process may be creating it
-    # now: the check opens one of its own beside it (and leaves no file behind), never the
-    # real path's, which it would remove under that process (what it wrote then is lost).
-    opened = path if path.exists() else path.with_name(f".{path.name}.{os.getpid()}.check")
-
-    def open_it() -> None:
-        connection = sqlite3.connect(opened, timeout=connect_timeout())
-        try:
-            connection.execute("PRAGMA schema_version").fetchone()
-            connection.execute("BEGIN IMMEDIATE")
-            connection.rollback()
-        finally:
-            connection.close()
-            if opened != path:
-                opened.unlink(missing_ok=True)
-
+    # now: the check opens one of its own beside where it will be (a fresh name, made
+    # exclusively: never a symlink, never another check's) and removes it, never the real
+    # path, which it would remove under that process (what it wrote then is lost).
+    probe: Path | None = None
     try:
+        if not path.exists():
+            where = Path(os.path.realpath(path)).parent  # a symlink's: where DBOS creates it
+            handle, name = tempfile.mkstemp(prefix=".agentfsm-", suffix=".check", dir=where)
+            os.close(handle)
+            probe = Path(name)
+        opened = probe or path
+
+        def open_it() -> None:
+            connection = sqlite3.connect(opened, timeout=connect_timeout())
+            try:
+                connection.execute("PRAGMA schema_version").fetchone()
+                connection.execute("BEGIN IMMEDIATE")
+                connection.rollback()
+            finally:
+                connection.close()
+
         _within(connect_timeout() + 1, open_it)
     except (sqlite3.Error, OSError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else None
         raise DatabaseUrlError(
-            f"--database-url {_shown(url)}: cannot open the SQLite database: {_first_line(error)}"
+            f"--database-url {_shown(url)}: cannot open the SQLite database: "
+            f"{why or _first_line(error)}"
         ) from None
+    finally:
+        if probe is not None:  # also when the open is still waiting: it is the check's own
+            with contextlib.suppress(OSError):
+                probe.unlink()
 
 
 def _check_postgres(url: str) -> None:
