@@ -135,7 +135,7 @@ def _check_sqlite(url: str, rest: str, create: bool) -> None:
             handle, name = tempfile.mkstemp(prefix=".agentfsm-", suffix=".check", dir=where)
             os.close(handle)
             probe = Path(name)
-        opened = probe or path
+        opened = path if probe is None else probe
 
         def open_it() -> None:
             connection = sqlite3.connect(opened, timeout=connect_timeout())

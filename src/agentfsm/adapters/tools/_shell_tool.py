@@ -137,7 +137,7 @@ class ShellTool:
                 return _too_long(size)
             if error.errno != errno.EAGAIN:
                 raise
-            code, output = None, ""  # no process left to start it: the full pids cgroup
+            code, output = None, ""  # nothing left to start it: a full pids cgroup, no thread
             reason = error.strerror or "the command did not run"
         else:
             if code == 0:
