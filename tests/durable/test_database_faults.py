@@ -35,10 +35,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
+from dbos._utils import retriable_postgres_exception
 
+from agentfsm.adapters.durable import is_connection_error
 from agentfsm.adapters.durable._postgres import ANSWER_TIMEOUT_ENV, BoundedConnection, system_engine
 from agentfsm.conformance._frames import DONE, chunk, tool_delta
 from agentfsm.testing import FakeProviderServer, RecordedRequest, Reply
@@ -518,6 +522,148 @@ def test_a_silent_connection_is_closed_and_replaced(
             engine.dispose()
     print(f"a statement on a silent connection failed after {took:.1f} s (bound 2 s)")
     assert took >= 2
+
+
+def _fail_next_wait_mid_statement(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Arm a fault in psycopg's wait: the next statement is sent, then the wait fails as
+    psycopg's own wait fails when the kernel reports an error on the socket before libpq
+    has read it ("connection socket closed"): libpq still counts the statement as running."""
+    real = psycopg.waiting.wait
+    armed: list[bool] = []
+
+    def wait(gen: Any, fileno: int, interval: float = 0.1, timeout: float | None = None) -> Any:
+        if not armed:
+            return real(gen, fileno, interval=interval, timeout=timeout)
+        try:
+            next(gen)  # the statement goes out
+        except StopIteration as finished:  # nothing to wait for (autocommit set, no statement)
+            return finished.value
+        armed.clear()
+        raise psycopg.OperationalError("connection socket closed")
+
+    monkeypatch.setattr(psycopg.waiting, "wait", wait)
+    return lambda: armed.append(True)
+
+
+def test_a_socket_failing_mid_statement_closes_its_connection(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement whose socket fails while it is in flight fails as a lost connection,
+    which DBOS's own test of an error (``retriable_postgres_exception``) retries; a pool
+    ping that meets the same failure replaces the connection instead of failing the
+    checkout as a programming error (SQLAlchemy's ping then sets autocommit on a
+    connection libpq thinks is busy)."""
+    fail_next = _fail_next_wait_mid_statement(monkeypatch)
+    engine = system_engine(postgres.url, pool_size=1, application_name="t")
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT 1")).scalar() == 1
+            raw = connection.connection.driver_connection
+            assert isinstance(raw, BoundedConnection)
+            fail_next()
+            with pytest.raises(sa.exc.OperationalError, match="connection socket closed") as lost:
+                connection.execute(sa.text("SELECT 2"))
+            assert raw.closed
+        assert lost.value.connection_invalidated
+        assert retriable_postgres_exception(lost.value)
+        assert is_connection_error(lost.value)
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT 3")).scalar() == 3
+        fail_next()  # met by the next checkout's ping
+        with engine.connect() as connection:
+            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            assert connection.execute(sa.text("SELECT 4")).scalar() == 4
+    finally:
+        engine.dispose()
+
+
+def test_connections_reset_under_load_fail_only_as_errors_dbos_retries(
+    postgres: PostgresServer,
+) -> None:
+    """Eight threads run DBOS's kinds of statement (autocommit writes, transactions,
+    many-row inserts, which psycopg pipelines) through the engine for 20 s while every
+    connection is reset every 50 ms. Each error is judged by DBOS's own test: every one must
+    be an error it retries (a lost connection), never one that would fail a task for good
+    (a programming error, "another command is already in progress", "cannot exit pipeline
+    mode while busy", all seen here before the socket failure closed its connection)."""
+    database = "engine_resets"
+    admin = sa.create_engine(
+        postgres.url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as connection:
+        connection.execute(sa.text(f"DROP DATABASE IF EXISTS {database}"))
+        connection.execute(sa.text(f"CREATE DATABASE {database}"))
+    admin.dispose()
+    url = postgres.url.rsplit("/", 1)[0] + f"/{database}"
+    setup = system_engine(url, pool_size=1, application_name="t")
+    with setup.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE t (id serial PRIMARY KEY, v text)"))
+        connection.execute(sa.text("INSERT INTO t (v) VALUES ('first')"))
+    setup.dispose()
+
+    def autocommit_write(engine: sa.Engine) -> None:
+        with engine.connect() as connection:
+            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            connection.execute(sa.text("UPDATE t SET v = 'x' WHERE id = 1"))
+
+    def many_rows(engine: sa.Engine) -> None:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("INSERT INTO t (v) VALUES (:v)"), [{"v": str(n)} for n in range(20)]
+            )
+
+    def transaction(engine: sa.Engine) -> None:
+        with engine.begin() as connection:
+            connection.execute(sa.text("SELECT count(*) FROM t")).scalar()
+            connection.execute(sa.text("INSERT INTO t (v) VALUES ('a') RETURNING id")).scalar()
+
+    def slow_read(engine: sa.Engine) -> None:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT pg_sleep(0.002)"))
+
+    kinds = [autocommit_write, many_rows, transaction, slow_read]
+    done: Counter[str] = Counter()
+    errors: Counter[tuple[bool, str]] = Counter()
+    counting = threading.Lock()
+    stop = threading.Event()
+    with FaultProxy(postgres.port) as proxy:
+        engine = system_engine(proxy.url(url), pool_size=8, application_name="t", hold=5)
+
+        def work(kind: Callable[[sa.Engine], None]) -> None:
+            while not stop.is_set():
+                try:
+                    kind(engine)
+                    with counting:
+                        done[kind.__name__] += 1
+                except Exception as error:  # counted, judged below
+                    reason = str(getattr(error, "orig", error)).split("\n")[0][:80]
+                    retried = retriable_postgres_exception(error)
+                    with counting:
+                        errors[(retried, f"{kind.__name__}: {reason}")] += 1
+
+        threads = [threading.Thread(target=work, args=(kinds[n % 4],)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        resets = 0
+        try:
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                time.sleep(0.05)
+                resets += proxy.reset()
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+            engine.dispose()
+    print(
+        f"\n{resets} connections reset under {sum(done.values())} operations done "
+        f"({dict(done)}); {sum(errors.values())} errors:"
+    )
+    for (retried, reason), count in errors.most_common():
+        print(f"  {count:>4}  {'retried' if retried else 'NOT RETRIED'}  {reason}")
+    assert resets > 100
+    assert all(done[kind.__name__] for kind in kinds), done
+    assert not [reason for (retried, reason) in errors if not retried], errors
 
 
 def test_a_database_silent_from_the_first_statement_is_given_up_on(

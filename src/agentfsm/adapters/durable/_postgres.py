@@ -10,6 +10,10 @@ a proxy that stopped forwarding) blocks the thread that uses it forever. The eng
   :func:`answer_timeout` seconds (``$AGENTFSM_DATABASE_ANSWER_TIMEOUT``, default 30) has its
   connection closed and fails as a lost connection, which DBOS retries on a new one;
   waiting for notifications (``LISTEN``) is not bounded: silence is normal there;
+- **a broken socket**: a wait that fails without an answer from the server while the
+  statement is still in flight (psycopg's "connection socket closed", when the kernel
+  reports a reset before libpq reads it) closes the connection too, so it fails as a lost
+  connection DBOS retries instead of leaving a connection that looks alive in the pool;
 - **the network**: TCP keepalives (idle 10 s, then 3 probes 5 s apart) and
   ``tcp_user_timeout`` (30 s) let the kernel drop a connection whose peer is gone;
 - **the server**: ``idle_in_transaction_session_timeout`` (60 s) ends a session left in an
@@ -34,6 +38,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import pq
 from psycopg.abc import PQGen
 from psycopg.errors import _WaitTimeout
 from sqlalchemy.engine import make_url
@@ -62,6 +67,7 @@ _KEEPALIVES = {
     "tcp_user_timeout": 30_000,
 }
 _POSTGRES = ("postgresql", "postgres", "cockroachdb")
+_IN_FLIGHT = pq.TransactionStatus.ACTIVE
 
 
 def is_postgres(url: str) -> bool:
@@ -80,7 +86,9 @@ def answer_timeout() -> float:
 
 class BoundedConnection(psycopg.Connection[Any]):
     """A psycopg connection whose waits for a reply end after :attr:`answer_timeout`
-    seconds: the connection is closed and the wait fails as a lost connection."""
+    seconds, and which is closed whenever a wait fails with the statement still in flight:
+    either way the wait fails as a lost connection, the pool drops the connection and DBOS
+    retries the operation on a new one."""
 
     answer_timeout: float | None = None
     _listening = False
@@ -89,18 +97,27 @@ class BoundedConnection(psycopg.Connection[Any]):
         """psycopg's wait, bounded by :attr:`answer_timeout` unless the caller gave a
         timeout of its own or the connection is waiting for notifications."""
         limit = self.answer_timeout
-        if timeout is not None or limit is None or self._listening:
-            return super().wait(gen, interval, timeout)
+        bounded = timeout is None and limit is not None and not self._listening
         try:
-            return super().wait(gen, interval, limit)
+            return super().wait(gen, interval, limit if bounded else timeout)
         except _WaitTimeout:
-            # The reply may still come: the connection is unusable and is closed, so the
-            # pool drops it and DBOS retries the operation on a new one.
+            if not bounded:
+                raise
+            # The reply may still come: the connection is unusable.
             self.pgconn.finish()
             raise psycopg.OperationalError(
                 f"the database did not answer within {limit:g} s "
                 f"(${ANSWER_TIMEOUT_ENV}); connection closed"
             ) from None
+        except psycopg.OperationalError as error:
+            if error.sqlstate is None and self.pgconn.transaction_status == _IN_FLIGHT:
+                # Not the server's answer but the socket's failure, which psycopg raises
+                # ("connection socket closed") when the kernel reports a reset before libpq
+                # has read it: libpq still counts the statement as running, so the
+                # connection would look alive, fail every later statement as a
+                # programming error and never be dropped.
+                self.pgconn.finish()
+            raise
 
     def notifies(
         self, *, timeout: float | None = None, stop_after: int | None = None
