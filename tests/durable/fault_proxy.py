@@ -194,6 +194,9 @@ class FaultProxy:
             except OSError:
                 _reset(client)
                 continue
+            for sock in (client, server):  # each read forwarded at once, as both ends send
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             link = _Link(client, server)
             with self._lock:
                 self._links.append(link)

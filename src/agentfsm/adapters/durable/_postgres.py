@@ -86,16 +86,17 @@ def answer_timeout() -> float:
 
 class BoundedConnection(psycopg.Connection[Any]):
     """A psycopg connection whose waits for a reply end after :attr:`answer_timeout`
-    seconds, and which is closed whenever a wait fails with the statement still in flight:
-    either way the wait fails as a lost connection, the pool drops the connection and DBOS
-    retries the operation on a new one."""
+    seconds, and which is closed when a wait fails without an answer from the server while
+    libpq counts the statement as in flight: either way the wait fails as a lost
+    connection, the pool drops the connection and DBOS retries the operation on a new one."""
 
     answer_timeout: float | None = None
     _listening = False
 
     def wait(self, gen: PQGen[Any], interval: float = 0.1, timeout: float | None = None) -> Any:
         """psycopg's wait, bounded by :attr:`answer_timeout` unless the caller gave a
-        timeout of its own or the connection is waiting for notifications."""
+        timeout of its own or the connection is waiting for notifications; the connection
+        is closed when the wait runs out or its socket fails mid-statement."""
         limit = self.answer_timeout
         bounded = timeout is None and limit is not None and not self._listening
         try:
@@ -113,9 +114,11 @@ class BoundedConnection(psycopg.Connection[Any]):
             if error.sqlstate is None and self.pgconn.transaction_status == _IN_FLIGHT:
                 # Not the server's answer but the socket's failure, which psycopg raises
                 # ("connection socket closed") when the kernel reports a reset before libpq
-                # has read it: libpq still counts the statement as running, so the
-                # connection would look alive, fail every later statement as a
-                # programming error and never be dropped.
+                # has read it. libpq still counts the statement as running, so the
+                # connection looks alive: the error would not read as a lost connection,
+                # and the next statement on it would fail ("another command is already in
+                # progress", or a programming error in the pool's ping), none of which
+                # DBOS retries.
                 self.pgconn.finish()
             raise
 
