@@ -38,9 +38,9 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from psycopg import pq
 from psycopg.abc import PQGen
 from psycopg.errors import _WaitTimeout
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import make_url
 
 __all__ = [
@@ -67,7 +67,6 @@ _KEEPALIVES = {
     "tcp_user_timeout": 30_000,
 }
 _POSTGRES = ("postgresql", "postgres", "cockroachdb")
-_IN_FLIGHT = pq.TransactionStatus.ACTIVE
 
 
 def is_postgres(url: str) -> bool:
@@ -111,7 +110,8 @@ class BoundedConnection(psycopg.Connection[Any]):
                 f"(${ANSWER_TIMEOUT_ENV}); connection closed"
             ) from None
         except psycopg.OperationalError as error:
-            if error.sqlstate is None and self.pgconn.transaction_status == _IN_FLIGHT:
+            in_flight = self.pgconn.transaction_status == TransactionStatus.ACTIVE
+            if error.sqlstate is None and in_flight:
                 # Not the server's answer but the socket's failure, which psycopg raises
                 # ("connection socket closed") when the kernel reports a reset before libpq
                 # has read it. libpq still counts the statement as running, so the
