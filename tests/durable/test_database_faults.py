@@ -366,6 +366,7 @@ def test_database_fault(
     postgres: PostgresServer, case: _Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ANSWER_TIMEOUT_ENV, ANSWER_TIMEOUT)
+    monkeypatch.setenv("PYTHONFAULTHANDLER", "1")  # SIGABRT prints every thread's stack
     folder = Path(tempfile.mkdtemp(prefix="agentfsm-fault-"))
     scenario = _Scenario(folder, postgres, case.name)
     outcome = _Outcome()
@@ -395,6 +396,7 @@ def test_database_fault(
             limit = DATABASE_WAIT + 30 if case.then == "give_up" else HUNG
             if not batch.wait(outcome.started + limit - time.monotonic()):
                 run.hung = run.batch_signalled = True
+                batch.signal(signal.SIGABRT)  # where each thread waits, then it ends
                 run.batch_stop = batch.stop(signal.SIGINT)
         run.worker_stop = worker.stop(signal.SIGTERM)
         injector.join()
@@ -445,8 +447,21 @@ def test_database_fault(
         f"    worker: {line}" for line in worker.shown()
     ]
     ROWS.append(row + "\n" + "\n".join(detail))
+    logs = _log_tails(folder / "state")
     shutil.rmtree(folder, ignore_errors=True)
-    _check(case, run, batch, shown, silence, row)
+    try:
+        _check(case, run, batch, shown, silence, row)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{logs}") from None
+
+
+def _log_tails(state: Path, lines: int = 40) -> str:
+    """The last lines of each log the commands wrote, for a failure's message."""
+    tails = []
+    for log in sorted(state.rglob("*.log")):
+        last = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in last))
+    return "\n".join(tails)
 
 
 IN_FLIGHT = 8
